@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpflow/mcpflow/journal"
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	journalPath string
+	workspace   string
+	output      string
+	noColor     bool
+	// started is set once cobra accepted the command line and a command's
+	// own code runs; errors before that are usage errors.
+	started bool
+}
+
+func newRootCommand(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "mcpflow",
+		Short: "Durable workflows of MCP tool calls, journaled before they are sent",
+		Long: `mcpflow runs multi-step workflows of MCP tool calls from YAML. Every tools/call
+is written to a journal before it is sent; when a connection breaks or the process
+crashes, mcpflow replays a call only when the tool declares it safe and both the
+server and the workspace are trusted — otherwise the call is marked outcome unknown.
+
+` + exitCodesHelp,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			g.started = true
+			return g.resolve(cmd)
+		},
+	}
+	root.PersistentFlags().StringVar(&g.journalPath, "journal", "", "journal file (env MCPFLOW_JOURNAL; default WORKSPACE/.mcpflow/journal.db)")
+	root.PersistentFlags().StringVar(&g.workspace, "workspace", "", "workspace directory (default: the current directory)")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table, json or jsonl")
+	root.PersistentFlags().BoolVar(&g.noColor, "no-color", false, "disable colour (also NO_COLOR)")
+	root.AddCommand(
+		newRunCommand(g),
+		newJournalCommand(g),
+		newDemoServerCommand(),
+		newVersionCommand(g),
+	)
+	return root
+}
+
+func (g *globals) resolve(cmd *cobra.Command) error {
+	switch g.output {
+	case "table", "json", "jsonl":
+	default:
+		return usageError("--output %q: want table, json or jsonl", g.output)
+	}
+	if g.workspace == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		g.workspace = wd
+	}
+	abs, err := filepath.Abs(g.workspace)
+	if err != nil {
+		return err
+	}
+	g.workspace = abs
+	if g.journalPath == "" {
+		g.journalPath = os.Getenv("MCPFLOW_JOURNAL")
+	}
+	if g.journalPath == "" {
+		g.journalPath = filepath.Join(g.workspace, ".mcpflow", "journal.db")
+	}
+	if _, ok := os.LookupEnv("NO_COLOR"); ok {
+		g.noColor = true
+	}
+	return nil
+}
+
+// openJournal opens the journal for writing.
+func (g *globals) openJournal() (*journal.Journal, error) {
+	return journal.Open(g.journalPath, nil)
+}
+
+// readJournal opens the journal for reading; a missing journal is an
+// explanation, not a stack of errors.
+func (g *globals) readJournal() (*journal.Journal, error) {
+	if _, err := os.Stat(g.journalPath); os.IsNotExist(err) {
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("no journal at %s: nothing has run in this workspace yet (try 'mcpflow run FILE', or pass --journal)", g.journalPath)}
+	}
+	return journal.Open(g.journalPath, &journal.Options{ReadOnly: true})
+}

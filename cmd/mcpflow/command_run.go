@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/servers"
+)
+
+type runOptions struct {
+	inputs         []string
+	trustWorkspace bool
+}
+
+func (o *runOptions) AddFlags(cmd *cobra.Command) {
+	cmd.Flags().StringArrayVarP(&o.inputs, "input", "i", nil, "workflow input as key=value (repeatable)")
+	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this command only (allows replay of calls the tool declares safe on trusted servers)")
+}
+
+func newRunCommand(g *globals) *cobra.Command {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run FILE",
+		Short: "Run a workflow",
+		Long: `Run a workflow file. Each step's tools/call is journaled before it is sent.
+
+` + exitCodesHelp,
+		Example: `  mcpflow run examples/workflows/hello.yaml
+  mcpflow run deploy.yaml --input version=1.4.2 -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runWorkflow(cmd.Context(), g, o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	o.AddFlags(cmd)
+	return cmd
+}
+
+func runWorkflow(ctx context.Context, g *globals, o *runOptions, file string, stdout, stderr io.Writer) error {
+	wf, err := engine.LoadFile(file)
+	if err != nil {
+		return err
+	}
+	inputs, err := wf.ParseInputs(o.inputs)
+	if err != nil {
+		return err
+	}
+	j, err := g.openJournal()
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+
+	pool := servers.NewPool(wf.Servers, &servers.Options{Workspace: g.workspace})
+	defer pool.Close()
+	printer := &linePrinter{w: stdout, quiet: g.output != "table"}
+	eng := newEngine(j, pool, g, o.trustWorkspace, printer.event)
+	run, err := eng.Run(ctx, wf, inputs, g.workspace)
+	if err != nil {
+		return err
+	}
+	if g.output != "table" {
+		invs, err := j.RunInvocations(run.ID)
+		if err != nil {
+			return err
+		}
+		stored, err := j.Run(run.ID)
+		if err != nil {
+			return err
+		}
+		if err := writeJSON(stdout, runView(stored, invs)); err != nil {
+			return err
+		}
+	}
+	if run.Status == journal.RunBlocked {
+		fmt.Fprintf(stderr, "mcpflow: run %s is blocked: %s\n  inspect: mcpflow journal list --run %s --state outcome_unknown\n", run.ID.Short(), run.Error.Error(), run.ID.Short())
+	}
+	return &exitError{code: statusCode(run.Status)}
+}
+
+// newEngine wires the engine to the journal, the server pool and the trust
+// gates.
+func newEngine(j *journal.Journal, pool *servers.Pool, g *globals, trustWorkspace bool, events func(engine.Event)) *engine.Engine {
+	return &engine.Engine{
+		Journal: j,
+		Connect: func(ctx context.Context, name string) (engine.Session, error) {
+			return pool.Session(ctx, name)
+		},
+		Reconnect: func(ctx context.Context, name string, old engine.Session) (engine.Session, error) {
+			prev, _ := old.(*servers.Session)
+			return pool.Reconnect(ctx, name, prev)
+		},
+		Trust: func(name string) journal.Trust {
+			t := journal.Trust{}
+			if srv, err := pool.Set().Lookup(name); err == nil {
+				t.Server = srv.Trust
+			}
+			if trustWorkspace {
+				t.Workspace, t.WorkspaceSource = true, "flag"
+			}
+			return t
+		},
+		Events: events,
+	}
+}
+
+// linePrinter prints one line per finished step and per run boundary:
+// readable in a terminal and in CI logs alike.
+type linePrinter struct {
+	w     io.Writer
+	quiet bool
+}
+
+func (p *linePrinter) event(ev engine.Event) {
+	if p.quiet {
+		return
+	}
+	switch ev.Kind {
+	case engine.RunStarted:
+		fmt.Fprintf(p.w, "run %s started: %s\n", ev.Run, ev.Workflow)
+	case engine.StepFinished:
+		line := fmt.Sprintf("step %-12s %-10s %-22s %8s", ev.Step, ev.State, ev.Server+"/"+ev.Tool, round(ev.Elapsed))
+		if ev.Attempt > 1 {
+			line += fmt.Sprintf("  attempt %d", ev.Attempt)
+		}
+		if ev.Text != "" {
+			line += "  → " + ev.Text
+		}
+		if ev.Err != nil {
+			line += "\n    " + ev.Err.Error()
+		}
+		fmt.Fprintln(p.w, line)
+	case engine.RunFinished:
+		fmt.Fprintf(p.w, "run %s %s in %s\n", ev.Run, ev.Status, round(ev.Elapsed))
+		if ev.Err != nil && ev.Status != journal.RunBlocked {
+			fmt.Fprintf(p.w, "    %s\n", ev.Err.Error())
+		}
+	}
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d > time.Second:
+		return d.Round(10 * time.Millisecond)
+	case d > time.Millisecond:
+		return d.Round(100 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}

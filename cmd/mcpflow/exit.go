@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+)
+
+// Exit codes, documented in the README and in --help.
+const (
+	exitOK          = 0
+	exitFailed      = 1
+	exitUsage       = 2
+	exitBlocked     = 3
+	exitJournal     = 4
+	exitInterrupted = 130
+)
+
+const exitCodesHelp = `Exit codes:
+  0    succeeded
+  1    run failed
+  2    usage or validation error
+  3    blocked: an invocation's outcome is unknown (resolve it, then resume)
+  4    journal unavailable (locked, damaged, or written by a newer mcpflow)
+  130  interrupted`
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error // nil: nothing more to print
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageError(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+// codeFor maps an error to its exit code.
+func codeFor(err error) int {
+	var ee *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.Is(err, journal.ErrLocked), errors.Is(err, journal.ErrDamaged),
+		errors.Is(err, journal.ErrNotJournal), errors.Is(err, journal.ErrNewerSchema):
+		return exitJournal
+	case errors.Is(err, engine.ErrInvalid), errors.Is(err, engine.ErrInput):
+		return exitUsage
+	case errors.Is(err, context.Canceled):
+		return exitInterrupted
+	}
+	return exitFailed
+}
+
+func statusCode(s journal.RunStatus) int {
+	switch s {
+	case journal.RunSucceeded:
+		return exitOK
+	case journal.RunBlocked:
+		return exitBlocked
+	case journal.RunCancelled:
+		return exitInterrupted
+	}
+	return exitFailed
+}
+
+// run executes the CLI and returns the process exit code. The first SIGINT
+// or SIGTERM cancels the command's context (the run is journaled as
+// cancelled and servers are stopped); a second one exits at once.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	defer func() {
+		signal.Stop(sigs)
+		close(done)
+	}()
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			os.Exit(exitInterrupted)
+		case <-done:
+		}
+	}()
+	g := &globals{}
+	root := newRootCommand(g)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err != nil && !g.started {
+		// Cobra rejected the command line before any command ran.
+		fmt.Fprintf(stderr, "mcpflow: %v\nRun 'mcpflow --help' for usage.\n", err)
+		return exitUsage
+	}
+	var ee *exitError
+	if err != nil && !(errors.As(err, &ee) && ee.err == nil) {
+		fmt.Fprintf(stderr, "mcpflow: %v\n", err)
+	}
+	return codeFor(err)
+}

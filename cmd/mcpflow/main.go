@@ -1,0 +1,10 @@
+// Command mcpflow runs durable MCP tool workflows. See the README.
+package main
+
+import (
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

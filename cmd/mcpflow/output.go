@@ -1,0 +1,133 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mcpflow/mcpflow/journal"
+)
+
+// invocationView is the stable JSON shape of an invocation (documented in
+// the README). Arguments and results are left out unless asked for.
+type invocationView struct {
+	ID             string          `json:"id"`
+	RunID          string          `json:"run_id"`
+	Step           string          `json:"step"`
+	Item           *int            `json:"item"`
+	Server         string          `json:"server"`
+	Tool           string          `json:"tool"`
+	State          string          `json:"state"`
+	Attempts       int             `json:"attempts"`
+	Replays        int             `json:"replays"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	Error          *journal.Error  `json:"error"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	Arguments      json.RawMessage `json:"arguments,omitempty"`
+	Result         *journal.Result `json:"result,omitempty"`
+}
+
+func invView(inv *journal.Invocation, payload bool) invocationView {
+	v := invocationView{
+		ID: inv.ID.String(), RunID: inv.RunID.String(), Step: inv.Step,
+		Server: inv.Server, Tool: inv.Tool, State: inv.State.String(),
+		Attempts: len(inv.Attempts), Replays: inv.Replays(), IdempotencyKey: inv.IdempotencyKey,
+		Error: inv.Error, CreatedAt: inv.CreatedAt, UpdatedAt: inv.UpdatedAt,
+	}
+	if inv.Item >= 0 {
+		item := inv.Item
+		v.Item = &item
+	}
+	if payload {
+		v.Arguments, v.Result = inv.Arguments, inv.Result
+	}
+	return v
+}
+
+// runObject is the stable JSON shape of a run.
+type runObject struct {
+	ID         string         `json:"id"`
+	Workflow   string         `json:"workflow"`
+	Status     string         `json:"status"`
+	StartedAt  time.Time      `json:"started_at"`
+	FinishedAt *time.Time     `json:"finished_at"`
+	Error      *journal.Error `json:"error"`
+	Workspace  string         `json:"workspace"`
+	Digest     string         `json:"digest"`
+	Steps      []stepView     `json:"steps"`
+}
+
+type stepView struct {
+	Step       string         `json:"step"`
+	Invocation string         `json:"invocation"`
+	Server     string         `json:"server"`
+	Tool       string         `json:"tool"`
+	State      string         `json:"state"`
+	Attempts   int            `json:"attempts"`
+	Error      *journal.Error `json:"error"`
+}
+
+func runView(r *journal.Run, invs []journal.Invocation) runObject {
+	v := runObject{
+		ID: r.ID.String(), Workflow: r.Workflow, Status: r.Status.String(),
+		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Error: r.Error,
+		Workspace: r.Workspace, Digest: r.Digest, Steps: []stepView{},
+	}
+	for _, inv := range invs {
+		v.Steps = append(v.Steps, stepView{
+			Step: inv.Step, Invocation: inv.ID.String(), Server: inv.Server, Tool: inv.Tool,
+			State: inv.State.String(), Attempts: len(inv.Attempts), Error: inv.Error,
+		})
+	}
+	return v
+}
+
+// writeJSON writes v indented, followed by a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// writeJSONL writes each element on its own line.
+func writeJSONL[T any](w io.Writer, items []T) error {
+	enc := json.NewEncoder(w)
+	for _, it := range items {
+		if err := enc.Encode(it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// table writes aligned columns.
+type table struct {
+	tw *tabwriter.Writer
+}
+
+func newTable(w io.Writer, headers ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+	t.row(headers...)
+	return t
+}
+
+func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+func ago(now, t time.Time) string {
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return t.Local().Format("2006-01-02 15:04")
+}

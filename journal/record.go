@@ -1,0 +1,172 @@
+package journal
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+)
+
+// Run is one execution of a workflow.
+type Run struct {
+	ID       ID     `json:"id"`
+	Workflow string `json:"workflow"`
+	// Definition is the workflow source as it was when the run started;
+	// resume uses it, not the file on disk.
+	Definition []byte `json:"definition,omitempty"`
+	// Digest is "sha256:" and the hex digest of Definition.
+	Digest string `json:"digest,omitempty"`
+	// Source is the path the definition was read from, for people.
+	Source string `json:"source,omitempty"`
+	// Inputs with secret values already redacted by the caller.
+	Inputs     map[string]any `json:"inputs,omitempty"`
+	Workspace  string         `json:"workspace,omitempty"`
+	Status     RunStatus      `json:"status"`
+	Error      *Error         `json:"error,omitempty"`
+	StartedAt  time.Time      `json:"started_at"`
+	UpdatedAt  time.Time      `json:"updated_at"`
+	FinishedAt *time.Time     `json:"finished_at,omitempty"`
+}
+
+// Invocation is one logical tools/call: one step (or one fan-out item) of a
+// run. Replays and retries are further attempts of the same invocation and
+// share its idempotency key.
+type Invocation struct {
+	ID    ID     `json:"id"`
+	RunID ID     `json:"run_id"`
+	Step  string `json:"step"`
+	// Item is the fan-out item index, or -1 for a plain step.
+	Item   int    `json:"item"`
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+	// Arguments as sent, secrets redacted, large values capped.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// ArgumentsDigest is the digest of the arguments as actually sent.
+	ArgumentsDigest string `json:"arguments_digest,omitempty"`
+	// Annotations exactly as the server declared them at send time (raw
+	// JSON; absent fields absent); nil when the tool declared none.
+	Annotations    json.RawMessage `json:"annotations,omitempty"`
+	Trust          Trust           `json:"trust"`
+	IdempotencyKey string          `json:"idempotency_key"`
+	State          State           `json:"state"`
+	Attempts       []Attempt       `json:"attempts"`
+	Result         *Result         `json:"result,omitempty"`
+	Error          *Error          `json:"error,omitempty"`
+	Decisions      []Decision      `json:"decisions,omitempty"`
+	Resolutions    []Resolution    `json:"resolutions,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+}
+
+// Trust is the trust snapshot taken when an attempt was sent.
+type Trust struct {
+	Server    bool `json:"server"`
+	Workspace bool `json:"workspace"`
+	// WorkspaceSource says where workspace trust came from: "store" (the
+	// user's trust store), "flag" (--trust-workspace) or "" (not trusted).
+	WorkspaceSource string `json:"workspace_source,omitempty"`
+}
+
+// Attempt is one send of an invocation's tools/call.
+type Attempt struct {
+	N      int       `json:"n"`
+	SentAt time.Time `json:"sent_at"`
+	// Replay is true when this attempt re-sends a call whose previous attempt
+	// may have reached the server.
+	Replay bool `json:"replay,omitempty"`
+	// EndedAt is set once the attempt's outcome is known.
+	EndedAt *time.Time `json:"ended_at,omitempty"`
+	// Failure is the failure class ("connection_lost", "timed_out", …), empty
+	// when a result arrived.
+	Failure string `json:"failure,omitempty"`
+	// Detail is the upstream error text, kept for the operator only.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Decision is a replay policy verdict on a failed attempt, journaled before
+// the engine acts on it. A decision once journaled is never re-decided.
+type Decision struct {
+	// Attempt is the attempt whose failure was decided on.
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	// Verdict is "replay", "outcome_unknown", "not_applicable" or
+	// "first_delivery"; Reason is the policy's machine-readable reason.
+	Verdict string `json:"verdict"`
+	Reason  string `json:"reason"`
+	// View says which view of the tool was judged: "send_time" (the snapshot
+	// journaled with the attempt) or "rediscovered" (after reconnecting).
+	View string `json:"view"`
+}
+
+// Result is a tool's result, capped.
+type Result struct {
+	Content           json.RawMessage `json:"content,omitempty"`
+	StructuredContent json.RawMessage `json:"structured_content,omitempty"`
+	IsError           bool            `json:"is_error"`
+}
+
+// Error is a machine-readable code and a message.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Resolution is an operator's decision on an invocation whose outcome the
+// engine could not know.
+type Resolution struct {
+	By   string    `json:"by"`
+	At   time.Time `json:"at"`
+	As   State     `json:"as"`
+	Why  string    `json:"why"`
+	From State     `json:"from"`
+}
+
+// Digest returns "sha256:" and the hex SHA-256 of b.
+func Digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// CapJSON returns v unchanged when it is at most limit bytes; otherwise a
+// JSON object {"truncated": true, "bytes": N, "digest": "sha256:…"} that
+// keeps the digest of the original.
+func CapJSON(v json.RawMessage, limit int) json.RawMessage {
+	if len(v) <= limit {
+		return v
+	}
+	out, _ := json.Marshal(struct {
+		Truncated bool   `json:"truncated"`
+		Bytes     int    `json:"bytes"`
+		Digest    string `json:"digest"`
+	}{true, len(v), Digest(v)})
+	return out
+}
+
+// LastAttempt returns the newest attempt, or nil.
+func (inv *Invocation) LastAttempt() *Attempt {
+	if len(inv.Attempts) == 0 {
+		return nil
+	}
+	return &inv.Attempts[len(inv.Attempts)-1]
+}
+
+// LastDecision returns the newest decision, or nil.
+func (inv *Invocation) LastDecision() *Decision {
+	if len(inv.Decisions) == 0 {
+		return nil
+	}
+	return &inv.Decisions[len(inv.Decisions)-1]
+}
+
+// Replays counts the attempts that were replays.
+func (inv *Invocation) Replays() int {
+	n := 0
+	for _, a := range inv.Attempts {
+		if a.Replay {
+			n++
+		}
+	}
+	return n
+}

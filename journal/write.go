@@ -1,0 +1,394 @@
+package journal
+
+import (
+	"encoding/json"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Intent is the proof that an invocation's intent record is durable. Only
+// the journal creates Intents, and only after the commit that wrote the
+// intent was fsynced: whoever sends a tools/call needs one.
+type Intent struct {
+	ID             ID
+	RunID          ID
+	IdempotencyKey string
+	Attempt        int
+	Replay         bool
+	durable        bool
+}
+
+// Valid reports whether the Intent came from the journal.
+func (in Intent) Valid() bool { return in.durable }
+
+// CreateRun writes a new run in status running. It assigns r.ID when unset
+// and sets the timestamps. Durable when it returns nil.
+func (j *Journal) CreateRun(r *Run) error {
+	if r.ID.IsZero() {
+		r.ID = NewID()
+	}
+	now := j.now().UTC()
+	r.Status, r.StartedAt, r.UpdatedAt, r.FinishedAt = RunRunning, now, now, nil
+	if len(r.Definition) > 0 && r.Digest == "" {
+		r.Digest = Digest(r.Definition)
+	}
+	rec := *r
+	return j.gc.do(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketRuns).Get(rec.ID.key()) != nil {
+			return fmt.Errorf("run %s exists already", rec.ID)
+		}
+		return putRun(tx, nil, &rec)
+	})
+}
+
+// SetRunStatus moves a run to status with an optional error; finished
+// statuses set FinishedAt. An illegal transition returns ErrTransition and
+// writes nothing. Durable when it returns nil.
+func (j *Journal) SetRunStatus(id ID, status RunStatus, runErr *Error) error {
+	now := j.now().UTC()
+	return j.gc.do(func(tx *bolt.Tx) error {
+		old, err := getRun(tx, id)
+		if err != nil {
+			return err
+		}
+		if !CanTransitionRun(old.Status, status) {
+			return fmt.Errorf("run %s: %s → %s: %w", id.Short(), old.Status, status, ErrTransition)
+		}
+		r := *old
+		r.Status, r.Error, r.UpdatedAt = status, runErr, now
+		r.FinishedAt = nil
+		if status.Finished() {
+			r.FinishedAt = &now
+		}
+		return putRun(tx, old, &r)
+	})
+}
+
+// Begin writes the intent of a new invocation (state intent, attempt 1) and
+// returns its Intent once the record is committed and fsynced. It assigns
+// inv.ID; the idempotency key is the invocation id. Fields of inv that the
+// journal owns (state, attempts, timestamps) are overwritten.
+func (j *Journal) Begin(inv *Invocation) (Intent, error) {
+	if inv.ID.IsZero() {
+		inv.ID = NewID()
+	}
+	now := j.now().UTC()
+	inv.IdempotencyKey = inv.ID.String()
+	inv.State = StateIntent
+	inv.Attempts = []Attempt{{N: 1, SentAt: now}}
+	inv.CreatedAt, inv.UpdatedAt = now, now
+	inv.Result, inv.Error, inv.Resolutions = nil, nil, nil
+	rec := *inv
+	err := j.gc.do(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketRuns).Get(rec.RunID.key()) == nil {
+			return fmt.Errorf("begin invocation: run %s: %w", rec.RunID.Short(), ErrNotFound)
+		}
+		if tx.Bucket(bucketInvs).Get(rec.ID.key()) != nil {
+			return fmt.Errorf("invocation %s exists already", rec.ID)
+		}
+		return putInv(tx, nil, &rec)
+	})
+	if err != nil {
+		return Intent{}, err
+	}
+	return Intent{ID: rec.ID, RunID: rec.RunID, IdempotencyKey: rec.IdempotencyKey, Attempt: 1, durable: true}, nil
+}
+
+// Skip records a step whose condition was false: an invocation in state
+// skipped that was never sent. Durable when it returns nil.
+func (j *Journal) Skip(inv *Invocation) error {
+	if inv.ID.IsZero() {
+		inv.ID = NewID()
+	}
+	now := j.now().UTC()
+	inv.IdempotencyKey = inv.ID.String()
+	inv.State = StateSkipped
+	inv.Attempts = nil
+	inv.CreatedAt, inv.UpdatedAt = now, now
+	rec := *inv
+	return j.gc.do(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketRuns).Get(rec.RunID.key()) == nil {
+			return fmt.Errorf("skip: run %s: %w", rec.RunID.Short(), ErrNotFound)
+		}
+		return putInv(tx, nil, &rec)
+	})
+}
+
+// NextAttempt describes a new attempt of an existing invocation.
+type NextAttempt struct {
+	// Replay: the previous attempt may have reached the server.
+	Replay bool
+	// Trust and Annotations as they are now, after rediscovery.
+	Trust       Trust
+	Annotations json.RawMessage
+	// Decision, when set, is journaled in the same commit: the verdict that
+	// allowed this attempt (e.g. a replay cleared after rediscovery).
+	Decision *Decision
+}
+
+// Again writes a new attempt of an invocation (a replay, a retry, or a
+// first delivery of a call that was provably never sent) and returns its
+// Intent once durable. The invocation goes to (or stays in) state intent.
+func (j *Journal) Again(id ID, next NextAttempt) (Intent, error) {
+	now := j.now().UTC()
+	var out Intent
+	err := j.gc.do(func(tx *bolt.Tx) error {
+		old, err := getInv(tx, id)
+		if err != nil {
+			return err
+		}
+		if err := checkTransition(id, old.State, StateIntent); err != nil {
+			return err
+		}
+		if last := old.LastAttempt(); old.State == StateIntent && last != nil && last.EndedAt == nil {
+			return fmt.Errorf("invocation %s: attempt %d has no outcome yet: %w", id.Short(), last.N, ErrTransition)
+		}
+		inv := cloneInv(old)
+		inv.State = StateIntent
+		inv.Trust = next.Trust
+		inv.Annotations = next.Annotations
+		inv.Result, inv.Error = nil, nil
+		inv.UpdatedAt = now
+		if next.Decision != nil {
+			d := *next.Decision
+			d.Attempt, d.At = len(inv.Attempts), now
+			inv.Decisions = append(inv.Decisions, d)
+		}
+		n := len(inv.Attempts) + 1
+		inv.Attempts = append(inv.Attempts, Attempt{N: n, SentAt: now, Replay: next.Replay})
+		out = Intent{ID: inv.ID, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: n, Replay: next.Replay, durable: true}
+		return putInv(tx, old, inv)
+	})
+	if err != nil {
+		return Intent{}, err
+	}
+	return out, nil
+}
+
+// Outcome is what became of an attempt.
+type Outcome struct {
+	// State is the invocation's new state. StateIntent means the attempt
+	// failed but the invocation stays in flight (the replay policy decided to
+	// replay; the next attempt follows with Again).
+	State  State
+	Result *Result
+	Error  *Error
+	// Failure and Detail are recorded on the attempt.
+	Failure string
+	Detail  string
+	// Decision, when set, is the replay policy's verdict on this failure,
+	// journaled in the same commit.
+	Decision *Decision
+}
+
+// Finish records the outcome of the attempt that in started. The attempt
+// must be the invocation's newest and still open; an illegal transition
+// returns ErrTransition and writes nothing. Durable when it returns nil.
+func (j *Journal) Finish(in Intent, o Outcome) error {
+	if !in.durable {
+		return fmt.Errorf("finish: intent not issued by the journal: %w", ErrTransition)
+	}
+	now := j.now().UTC()
+	return j.gc.do(func(tx *bolt.Tx) error {
+		old, err := getInv(tx, in.ID)
+		if err != nil {
+			return err
+		}
+		if old.State != StateIntent {
+			return fmt.Errorf("invocation %s is %s, not in flight: %w", in.ID.Short(), old.State, ErrTransition)
+		}
+		if err := checkTransition(in.ID, old.State, o.State); err != nil {
+			return err
+		}
+		last := old.LastAttempt()
+		if last == nil || last.N != in.Attempt || last.EndedAt != nil {
+			return fmt.Errorf("invocation %s: attempt %d is not the open attempt: %w", in.ID.Short(), in.Attempt, ErrTransition)
+		}
+		inv := cloneInv(old)
+		a := &inv.Attempts[len(inv.Attempts)-1]
+		a.EndedAt = &now
+		a.Failure, a.Detail = o.Failure, o.Detail
+		inv.State, inv.Result, inv.Error, inv.UpdatedAt = o.State, o.Result, o.Error, now
+		if o.Decision != nil {
+			d := *o.Decision
+			d.Attempt, d.At = a.N, now
+			inv.Decisions = append(inv.Decisions, d)
+		}
+		return putInv(tx, old, inv)
+	})
+}
+
+// Interrupted records the failure of an attempt whose outcome was never
+// recorded because the process died while it was in flight (a crash is a
+// lost connection). It is Finish for an attempt found open on resume.
+func (j *Journal) Interrupted(id ID, o Outcome) error {
+	inv, err := j.Invocation(id)
+	if err != nil {
+		return err
+	}
+	last := inv.LastAttempt()
+	if last == nil {
+		return fmt.Errorf("invocation %s has no attempt: %w", id.Short(), ErrTransition)
+	}
+	return j.Finish(Intent{ID: id, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: last.N, durable: true}, o)
+}
+
+// Decide journals a replay decision on an in-flight invocation whose last
+// attempt has ended (for example the re-check after rediscovery), and moves
+// it to state (StateIntent to keep it in flight). Durable when it returns nil.
+func (j *Journal) Decide(id ID, d Decision, state State, e *Error) error {
+	now := j.now().UTC()
+	return j.gc.do(func(tx *bolt.Tx) error {
+		old, err := getInv(tx, id)
+		if err != nil {
+			return err
+		}
+		if old.State != StateIntent {
+			return fmt.Errorf("invocation %s is %s, not in flight: %w", id.Short(), old.State, ErrTransition)
+		}
+		last := old.LastAttempt()
+		if last == nil || last.EndedAt == nil {
+			return fmt.Errorf("invocation %s: decide before the attempt has ended: %w", id.Short(), ErrTransition)
+		}
+		if err := checkTransition(id, old.State, state); err != nil {
+			return err
+		}
+		inv := cloneInv(old)
+		d.Attempt, d.At = last.N, now
+		inv.Decisions = append(inv.Decisions, d)
+		inv.State, inv.UpdatedAt = state, now
+		if e != nil {
+			inv.Error = e
+		}
+		return putInv(tx, old, inv)
+	})
+}
+
+// Resolve records an operator's resolution of an invocation that waits for
+// one (outcome_unknown, aborted or timed_out): as completed, failed or
+// retry_approved. Durable when it returns nil.
+func (j *Journal) Resolve(id ID, r Resolution, result *Result) error {
+	now := j.now().UTC()
+	return j.gc.do(func(tx *bolt.Tx) error {
+		old, err := getInv(tx, id)
+		if err != nil {
+			return err
+		}
+		switch old.State {
+		case StateOutcomeUnknown, StateAborted, StateTimedOut:
+		default:
+			return fmt.Errorf("invocation %s is %s; only outcome_unknown, aborted or timed_out invocations are resolved: %w", id.Short(), old.State, ErrTransition)
+		}
+		switch r.As {
+		case StateCompleted, StateFailed, StateRetryApproved:
+		default:
+			return fmt.Errorf("resolve as %s: want completed, failed or retry: %w", r.As, ErrTransition)
+		}
+		if err := checkTransition(id, old.State, r.As); err != nil {
+			return err
+		}
+		inv := cloneInv(old)
+		r.At, r.From = now, old.State
+		inv.Resolutions = append(inv.Resolutions, r)
+		inv.State, inv.UpdatedAt = r.As, now
+		if result != nil {
+			inv.Result = result
+		}
+		if r.As == StateFailed {
+			inv.Error = &Error{Code: "MCPFLOW_RESOLVED_FAILED", Message: r.Why}
+		}
+		return putInv(tx, old, inv)
+	})
+}
+
+func cloneInv(inv *Invocation) *Invocation {
+	c := *inv
+	c.Attempts = append([]Attempt(nil), inv.Attempts...)
+	c.Resolutions = append([]Resolution(nil), inv.Resolutions...)
+	c.Decisions = append([]Decision(nil), inv.Decisions...)
+	return &c
+}
+
+// putRun writes r and moves its index entries from old (nil when new).
+func putRun(tx *bolt.Tx, old, r *Run) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	idx := tx.Bucket(bucketRunStatus)
+	if old != nil {
+		if err := idx.Delete(runStatusKey(old.Status, old.ID)); err != nil {
+			return err
+		}
+	}
+	if err := idx.Put(runStatusKey(r.Status, r.ID), nil); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketRuns).Put(r.ID.key(), b)
+}
+
+// putInv writes inv and moves its index entries from old (nil when new).
+func putInv(tx *bolt.Tx, old, inv *Invocation) error {
+	b, err := json.Marshal(inv)
+	if err != nil {
+		return err
+	}
+	states := tx.Bucket(bucketByState)
+	if old == nil {
+		if err := tx.Bucket(bucketByRun).Put(cat(inv.RunID.key(), inv.ID.key()), nil); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketByTool).Put(toolKey(inv.Server, inv.Tool, inv.ID), nil); err != nil {
+			return err
+		}
+	} else if err := states.Delete(stateKey(old.State, old.ID)); err != nil {
+		return err
+	}
+	if err := states.Put(stateKey(inv.State, inv.ID), nil); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketInvs).Put(inv.ID.key(), b)
+}
+
+func getRun(tx *bolt.Tx, id ID) (*Run, error) {
+	v := tx.Bucket(bucketRuns).Get(id.key())
+	if v == nil {
+		return nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	var r Run
+	if err := json.Unmarshal(v, &r); err != nil {
+		return nil, fmt.Errorf("run %s: %w: %v", id, ErrDamaged, err)
+	}
+	return &r, nil
+}
+
+func getInv(tx *bolt.Tx, id ID) (*Invocation, error) {
+	v := tx.Bucket(bucketInvs).Get(id.key())
+	if v == nil {
+		return nil, fmt.Errorf("invocation %s: %w", id, ErrNotFound)
+	}
+	return decodeInv(v)
+}
+
+func decodeInv(v []byte) (*Invocation, error) {
+	var inv Invocation
+	if err := json.Unmarshal(v, &inv); err != nil {
+		return nil, fmt.Errorf("invocation record: %w: %v", ErrDamaged, err)
+	}
+	return &inv, nil
+}
+
+func cat(parts ...[]byte) []byte {
+	var out []byte
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func stateKey(s State, id ID) []byte         { return cat([]byte{byte(s)}, id.key()) }
+func runStatusKey(s RunStatus, id ID) []byte { return cat([]byte{byte(s)}, id.key()) }
+func toolKey(server, tool string, id ID) []byte {
+	return cat([]byte(server), []byte{0}, []byte(tool), []byte{0}, id.key())
+}

@@ -1,0 +1,130 @@
+package replay
+
+import "strconv"
+
+// Verdict is what to do with a failed invocation.
+type Verdict uint8
+
+const (
+	NotApplicable  Verdict = iota // the failure is not a connection loss; the policy does not apply
+	Replay                        // safe: reconnect, rediscover, check again, then send again
+	OutcomeUnknown                // unsafe: stop; the call may have completed (ErrOutcomeUnknown)
+)
+
+// String returns "not_applicable", "replay" or "outcome_unknown".
+func (v Verdict) String() string {
+	switch v {
+	case NotApplicable:
+		return "not_applicable"
+	case Replay:
+		return "replay"
+	case OutcomeUnknown:
+		return "outcome_unknown"
+	}
+	return "Verdict(" + strconv.Itoa(int(v)) + ")"
+}
+
+// Reason says why a Decision was made. Values are stable snake_case strings
+// that may be journaled and compared.
+type Reason string
+
+const (
+	ReasonDeclaredIdempotent    Reason = "declared_idempotent"                  // Replay: idempotentHint: true
+	ReasonDeclaredReadOnly      Reason = "declared_read_only"                   // Replay: readOnlyHint: true, no contradiction
+	ReasonNotConnectionLoss     Reason = "not_a_connection_loss"                // the class is not ClassLost
+	ReasonNotDelivered          Reason = "not_delivered"                        // never sent: sending it again is a first delivery, not a replay
+	ReasonServerNotTrusted      Reason = "server_not_trusted"                   // the server's configuration lacks trust: true
+	ReasonWorkspaceNotTrusted   Reason = "workspace_not_trusted"                // the workspace trust gate failed
+	ReasonNoAnnotations         Reason = "no_annotations"                       // the tool sent no annotations object
+	ReasonContradictoryReadOnly Reason = "contradictory_read_only"              // readOnlyHint: true with destructiveHint: true or idempotentHint: false
+	ReasonNotDeclared           Reason = "not_declared_idempotent_or_read_only" // neither safe declaration
+	ReasonBudgetSpent           Reason = "budget_spent"                         // the invocation has used its replays
+	ReasonToolMissing           Reason = "tool_missing"                         // for callers: the tool is gone after rediscovery
+)
+
+// MaxReplays is the default number of replays per invocation.
+const MaxReplays = 3
+
+// Input is everything Decide needs. Trust and annotations describe one view
+// of the tool: the send-time snapshot or the re-discovered tool.
+type Input struct {
+	Class            Class
+	ServerTrusted    bool
+	WorkspaceTrusted bool
+	Annotations      *Annotations // as declared; nil = none sent
+	Replays          int          // replays already made for this invocation, counted from the journal
+	Budget           int          // replays allowed; 0 means MaxReplays, negative allows none
+}
+
+// Decision is a verdict with its reason.
+type Decision struct {
+	Verdict Verdict
+	Reason  Reason
+}
+
+// Decide applies the replay rule (design/README.md, "The replay rule").
+//
+// A class other than ClassLost is NotApplicable: ReasonNotDelivered for
+// ClassNotDelivered (the caller may send it as a first delivery), otherwise
+// ReasonNotConnectionLoss. For ClassLost the checks run in this order, and
+// the first that fails gives OutcomeUnknown with its reason: server trust,
+// workspace trust, annotations present, Safe, then the budget (Replays >=
+// budget). If all pass the verdict is Replay with Safe's reason.
+func Decide(in Input) Decision {
+	switch in.Class {
+	case ClassLost:
+	case ClassNotDelivered:
+		return Decision{NotApplicable, ReasonNotDelivered}
+	default:
+		return Decision{NotApplicable, ReasonNotConnectionLoss}
+	}
+	if !in.ServerTrusted {
+		return Decision{OutcomeUnknown, ReasonServerNotTrusted}
+	}
+	if !in.WorkspaceTrusted {
+		return Decision{OutcomeUnknown, ReasonWorkspaceNotTrusted}
+	}
+	safe, reason := Safe(in.Annotations)
+	if !safe {
+		return Decision{OutcomeUnknown, reason}
+	}
+	budget := in.Budget
+	if budget == 0 {
+		budget = MaxReplays
+	}
+	if in.Replays >= budget {
+		return Decision{OutcomeUnknown, ReasonBudgetSpent}
+	}
+	return Decision{Replay, reason}
+}
+
+// Safe reports the annotation-only verdict, trust assumed, with its reason:
+// exactly design/replay-truth-table.tsv. nil annotations are not safe
+// (ReasonNoAnnotations). A tool is safe if it declares idempotentHint: true,
+// or readOnlyHint: true without destructiveHint: true or idempotentHint:
+// false; a contradictory read-only declaration is never safe, even with
+// idempotentHint: true. openWorldHint plays no part.
+func Safe(a *Annotations) (bool, Reason) {
+	switch {
+	case a == nil:
+		return false, ReasonNoAnnotations
+	case a.ReadOnly == True && (a.Destructive == True || a.Idempotent == False):
+		return false, ReasonContradictoryReadOnly
+	case a.Idempotent == True:
+		return true, ReasonDeclaredIdempotent
+	case a.ReadOnly == True:
+		return true, ReasonDeclaredReadOnly
+	}
+	return false, ReasonNotDeclared
+}
+
+// Both combines the send-time decision with the decision on the
+// re-discovered tool (trust read afresh). It is Replay only if both are;
+// then it returns fresh, the view the replay acts on. Otherwise it returns
+// the first decision that is not Replay: sendTime if it is not, else fresh.
+func Both(sendTime, fresh Decision) Decision {
+	if sendTime.Verdict != Replay {
+		return sendTime
+	}
+	return fresh
+}

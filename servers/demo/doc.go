@@ -1,0 +1,89 @@
+// Package demo is the built-in demo MCP server behind `mcpflow demo-server`.
+//
+// It exists so that mcpflow's replay machinery can be exercised end to end
+// without a third-party server: its tools declare every annotation shape the
+// replay rule distinguishes, every execution is counted in a ledger file, and
+// faults can kill the process or drop a connection right after a side effect
+// committed — the moment at which "did it run?" has no answer on the client.
+//
+// [Serve] runs the server over stdio (the default), streamable HTTP at /mcp
+// (Config.HTTPAddr) or the older SSE transport at /sse (Config.SSEAddr).
+// [Config.AddFlags] wires the configuration to command-line flags whose
+// defaults come from MCPFLOW_DEMO_* environment variables.
+//
+// # Tools
+//
+// Annotations are sent exactly as declared here: a hint not listed is absent
+// from the JSON, not false.
+//
+//	tool                input                      result                                   annotations declared
+//	greet               name (required)            "Hello, NAME!", {"greeting": ...}        readOnlyHint:true
+//	upper               text (required)            TEXT upper-cased, {"text": ...}          idempotentHint:true
+//	ledger_append       entry (required)           "appended row N", {"row": N}             none (no annotations object)
+//	put_record          key, value (required)      {"key": ..., "value": ...}               destructiveHint:true, idempotentHint:true
+//	not_idempotent      entry                      like ledger_append                       idempotentHint:false
+//	contradictory_read  entry                      like ledger_append                       readOnlyHint:true, idempotentHint:false
+//	ledger_count        (none)                     {"rows": lines before this call's}       readOnlyHint:true, destructiveHint:false
+//	count_slowly        n (5, max 1000),           notifications/progress every step,       readOnlyHint:true
+//	                    delay_ms (50)              then "counted to N", {"count": N}
+//	fail                message                    isError, text message ("demo failure")   readOnlyHint:true
+//
+// go-sdk servers always send readOnlyHint and idempotentHint, false or not.
+// The demo server instead rewrites its tools/list results to the declared
+// shapes, with receiving middleware that wraps the SDK's result in a type
+// whose JSON carries the declared annotations. Config.SDKHints turns the
+// rewrite off, so that clients can be tested against the SDK's default shape
+// too (greet then reads {"readOnlyHint":true,"idempotentHint":false}).
+//
+// # Ledger
+//
+// Every execution of every tool appends one line to the ledger
+// (Config.Ledger, default [DefaultLedger]):
+//
+//	{"seq":N,"tool":"NAME","args":{...},"idempotency_key":"..."}
+//
+// seq is the line's 1-based number in the file, args the call's arguments as
+// received, and idempotency_key the call's _meta["io.mcpflow/idempotency-key"]
+// ("" if absent). The line is fsynced before the tool replies. Directories
+// are created 0700, the file 0600.
+//
+// # Faults
+//
+// Config.Fault injects a failure into every call of Config.FaultTool (every
+// tool if empty):
+//
+//	exit-after-commit       append the ledger line, then exit with status 17 without replying
+//	exit-after-commit-once  the same, only if <ledger>.fault-fired does not exist yet;
+//	                        creates and fsyncs it before exiting
+//	exit-before-commit      exit with status 17 before appending
+//	drop-after-commit       append, then close the HTTP connection that would carry the reply;
+//	                        the process keeps running (exits as above on stdio)
+//	drop-after-commit-once  drop-after-commit guarded by the marker file, like exit-after-commit-once
+//	hang-after-commit       append, then never reply until the call is cancelled or Serve stops
+//
+// Over streamable HTTP the dropped connection is the one of the POST carrying
+// the tools/call; over SSE it is the session's GET stream, which carries all
+// of that session's replies. Config.Delay is slept before every execution,
+// before any fault.
+//
+// # Caveats
+//
+//   - A call whose arguments fail the input schema (a missing required
+//     field, n above 1000) is answered with an isError result by the SDK
+//     before the tool runs: it is not an execution and leaves no ledger line.
+//   - The ledger is re-read on every append so that seq survives a change of
+//     server process; appends are serialized within one process only. Do not
+//     point two live servers at one ledger. Appends cost O(ledger size).
+//   - Faults that exit end the whole process with status 17 in every mode,
+//     including HTTP, without flushing anything else.
+//   - The -once marker lives beside the ledger and is never removed by the
+//     server; delete it to re-arm the fault.
+//   - With both HTTPAddr and SSEAddr set, Serve listens on both and writes one
+//     "listening on" line for each.
+//   - The rewrite is done in middleware rather than with MCPGODEBUG=hintomitempty=1
+//     because go-sdk reads MCPGODEBUG once, at init, for the whole process
+//     (clients included). If that variable is set anyway, the SDKHints shape
+//     loses its false booleans.
+//   - Annotations are hints; the demo server's are deliberately varied and
+//     some (contradictory_read) are contradictory on purpose.
+package demo

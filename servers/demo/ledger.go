@@ -1,0 +1,104 @@
+package demo
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// ledgerEntry is one line of the ledger file.
+type ledgerEntry struct {
+	Seq            int             `json:"seq"`
+	Tool           string          `json:"tool"`
+	Args           json.RawMessage `json:"args"`
+	IdempotencyKey string          `json:"idempotency_key"`
+}
+
+// ledger is the append-only JSON-lines file that counts tool executions.
+type ledger struct {
+	mu   sync.Mutex // serializes appends within this process
+	path string
+}
+
+// append writes one entry for an execution of tool and returns its seq, the
+// entry's 1-based line number in the file.
+//
+// The line is fsynced before append returns, so a caller that replies only
+// after append has returned never reports an execution the file does not
+// hold. When append creates the file it also fsyncs the directory.
+//
+// The file is re-read on every append so that seq stays the line number even
+// when another process appended earlier (a replaced server process). Appends
+// from several live processes at once are not serialized.
+func (l *ledger) append(tool string, args json.RawMessage, key string) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+
+	dir := filepath.Dir(l.path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, fmt.Errorf("demo: ledger: %w", err)
+	}
+	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("demo: ledger: %w", err)
+	}
+	seq, created, err := writeEntry(f, ledgerEntry{Tool: tool, Args: args, IdempotencyKey: key})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && created {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("demo: ledger %s: %w", l.path, err)
+	}
+	return seq, nil
+}
+
+// writeEntry appends e to f, an O_APPEND file, with e.Seq set to the line
+// number it lands on, and fsyncs f. created reports that f was empty.
+func writeEntry(f *os.File, e ledgerEntry) (seq int, created bool, err error) {
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return 0, false, err
+	}
+	var buf bytes.Buffer
+	lines := bytes.Count(data, []byte("\n"))
+	if n := len(data); n > 0 && data[n-1] != '\n' {
+		// A torn last line (a crash mid-write) still counts as a line;
+		// terminate it so the new entry starts on its own line.
+		lines++
+		buf.WriteByte('\n')
+	}
+	e.Seq = lines + 1
+	if a := bytes.TrimSpace(e.Args); len(a) == 0 || bytes.Equal(a, []byte("null")) {
+		e.Args = json.RawMessage("{}")
+	}
+	line, err := json.Marshal(e) // compacts Args onto one line
+	if err != nil {
+		return 0, false, err
+	}
+	buf.Write(line)
+	buf.WriteByte('\n')
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		return 0, false, err
+	}
+	if err := f.Sync(); err != nil {
+		return 0, false, err
+	}
+	return e.Seq, len(data) == 0, nil
+}
+
+// syncDir fsyncs a directory so that a file created in it survives a crash.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

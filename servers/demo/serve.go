@@ -1,0 +1,204 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/pflag"
+)
+
+// DefaultLedger is the ledger path used when Config.Ledger is empty,
+// relative to the working directory.
+const DefaultLedger = ".mcpflow/demo/ledger.jsonl"
+
+// Config configures the demo server. Zero value = stdio, no faults, ledger
+// at DefaultLedger.
+type Config struct {
+	HTTPAddr  string        // --http 127.0.0.1:PORT : serve streamable HTTP at path /mcp
+	SSEAddr   string        // --sse 127.0.0.1:PORT  : serve the older SSE transport at path /sse
+	Ledger    string        // --ledger PATH (env MCPFLOW_DEMO_LEDGER); default DefaultLedger relative to cwd
+	Fault     string        // --fault MODE (env MCPFLOW_DEMO_FAULT); see the package documentation
+	FaultTool string        // --fault-tool NAME (env MCPFLOW_DEMO_FAULT_TOOL); "" = every tool
+	Delay     time.Duration // --delay D (env MCPFLOW_DEMO_DELAY): sleep before executing each call
+	PageSize  int           // --page-size N (env MCPFLOW_DEMO_PAGE_SIZE): tools/list page size, 0 = SDK default
+	SDKHints  bool          // --sdk-hints: let go-sdk emit its default always-present readOnlyHint/idempotentHint booleans instead of sparse annotations
+
+	envErr error // an environment default AddFlags could not parse; Serve returns it
+}
+
+// AddFlags registers the flags of c on fs, with defaults taken from the
+// MCPFLOW_DEMO_* environment variables. An unparsable MCPFLOW_DEMO_DELAY or
+// MCPFLOW_DEMO_PAGE_SIZE is reported by Serve unless the flag overrides it.
+func (c *Config) AddFlags(fs *pflag.FlagSet) {
+	ledger := os.Getenv("MCPFLOW_DEMO_LEDGER")
+	if ledger == "" {
+		ledger = DefaultLedger
+	}
+	var delay time.Duration
+	if v := os.Getenv("MCPFLOW_DEMO_DELAY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			c.envErr = fmt.Errorf("demo: MCPFLOW_DEMO_DELAY: %w", err)
+		}
+		delay = d
+	}
+	var pageSize int
+	if v := os.Getenv("MCPFLOW_DEMO_PAGE_SIZE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			c.envErr = fmt.Errorf("demo: MCPFLOW_DEMO_PAGE_SIZE: %w", err)
+		}
+		pageSize = n
+	}
+	fs.StringVar(&c.HTTPAddr, "http", "", "serve streamable HTTP at http://`ADDR`/mcp (port 0 picks a free port)")
+	fs.StringVar(&c.SSEAddr, "sse", "", "serve the older SSE transport at http://`ADDR`/sse")
+	fs.StringVar(&c.Ledger, "ledger", ledger, "execution ledger `file` (env MCPFLOW_DEMO_LEDGER)")
+	fs.StringVar(&c.Fault, "fault", os.Getenv("MCPFLOW_DEMO_FAULT"), "inject a fault `mode`: exit-after-commit[-once], exit-before-commit, drop-after-commit[-once], hang-after-commit (env MCPFLOW_DEMO_FAULT)")
+	fs.StringVar(&c.FaultTool, "fault-tool", os.Getenv("MCPFLOW_DEMO_FAULT_TOOL"), "apply the fault only to calls of `tool` (default every tool; env MCPFLOW_DEMO_FAULT_TOOL)")
+	fs.DurationVar(&c.Delay, "delay", delay, "sleep before executing each call (env MCPFLOW_DEMO_DELAY)")
+	fs.IntVar(&c.PageSize, "page-size", pageSize, "tools/list page size, 0 = SDK default (env MCPFLOW_DEMO_PAGE_SIZE)")
+	fs.BoolVar(&c.SDKHints, "sdk-hints", false, "send go-sdk's always-present readOnlyHint/idempotentHint instead of the declared sparse annotations")
+
+	// A flag given on the command line replaces a bad environment default.
+	for _, name := range []string{"delay", "page-size"} {
+		f := fs.Lookup(name)
+		set := f.Value
+		f.Value = flagValue{set, func() { c.envErr = nil }}
+	}
+}
+
+// flagValue wraps a pflag.Value to run onSet after a successful Set.
+type flagValue struct {
+	pflag.Value
+	onSet func()
+}
+
+func (v flagValue) Set(s string) error {
+	if err := v.Value.Set(s); err != nil {
+		return err
+	}
+	v.onSet()
+	return nil
+}
+
+// Serve runs the demo server until ctx is cancelled or, in stdio mode, until
+// stdin reaches EOF. Both are a clean end and return nil.
+//
+// With neither HTTPAddr nor SSEAddr set, Serve speaks MCP over stdin and
+// stdout and writes nothing else to stdout. Otherwise it listens on each
+// address given and, once listening, writes one line per address to stderr:
+// "listening on http://HOST:PORT/mcp" (or "/sse").
+//
+// A fault that exits ends the process with status 17, whatever the mode.
+func Serve(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer, stderr io.Writer) error {
+	d, err := newDemo(cfg)
+	if err != nil {
+		return err
+	}
+	d.done = ctx.Done()
+	if cfg.HTTPAddr == "" && cfg.SSEAddr == "" {
+		return d.serveStdio(ctx, stdin, stdout)
+	}
+	return d.serveHTTP(ctx, stderr)
+}
+
+func (d *demo) serveStdio(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+	err := d.newServer(nil).Run(ctx, t)
+	if ctx.Err() != nil || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// shutdownGrace bounds how long Serve waits for HTTP requests in flight.
+const shutdownGrace = 5 * time.Second
+
+func (d *demo) serveHTTP(ctx context.Context, stderr io.Writer) error {
+	type endpoint struct {
+		addr, path string
+		handler    http.Handler
+	}
+	var eps []endpoint
+	if d.cfg.HTTPAddr != "" {
+		s := d.newServer(d.conns.drop)
+		var h http.Handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
+		if d.fault.kind == faultDrop {
+			h = d.conns.wrap(h)
+		}
+		eps = append(eps, endpoint{d.cfg.HTTPAddr, "/mcp", h})
+	}
+	if d.cfg.SSEAddr != "" {
+		// The SSE handler asks for a server per GET stream, which is also
+		// the connection that carries that session's replies.
+		h := mcp.NewSSEHandler(func(r *http.Request) *mcp.Server { return d.newServer(dropConn(connOf(r))) }, nil)
+		eps = append(eps, endpoint{d.cfg.SSEAddr, "/sse", h})
+	}
+
+	var (
+		servers []*http.Server
+		errc    = make(chan error, len(eps))
+	)
+	for _, ep := range eps {
+		ln, err := net.Listen("tcp", ep.addr)
+		if err != nil {
+			for _, s := range servers {
+				s.Close()
+			}
+			for range servers {
+				<-errc
+			}
+			return fmt.Errorf("demo: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle(ep.path, ep.handler)
+		s := &http.Server{
+			Handler:     mux,
+			BaseContext: func(net.Listener) context.Context { return ctx },
+			ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+				return context.WithValue(ctx, connKey{}, c)
+			},
+			ErrorLog: log.New(stderr, "demo-server: ", 0),
+		}
+		servers = append(servers, s)
+		fmt.Fprintf(stderr, "listening on http://%s%s\n", ln.Addr(), ep.path)
+		go func() { errc <- s.Serve(ln) }()
+	}
+
+	// Run until cancelled or until a server fails, then stop them all and
+	// wait for every Serve goroutine.
+	running := len(servers)
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		running--
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	for _, s := range servers {
+		if s.Shutdown(sctx) != nil {
+			s.Close()
+		}
+	}
+	for ; running > 0; running-- {
+		<-errc
+	}
+	if err != nil {
+		return fmt.Errorf("demo: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package servers
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// wireTransport wraps a transport to see the messages as they cross the
+// wire: it keeps the raw tools/list results (so annotations are known as
+// declared, absent fields absent) and counts tools/call requests written.
+type wireTransport struct {
+	inner mcp.Transport
+	tap   *wireTap
+}
+
+type wireTap struct {
+	calls atomic.Int64
+
+	mu        sync.Mutex
+	listIDs   map[any]bool
+	annotated map[string]rawTool
+}
+
+type rawTool struct {
+	Name        string          `json:"name"`
+	Annotations json.RawMessage `json:"annotations"`
+	InputSchema json.RawMessage `json:"inputSchema"`
+}
+
+func newWireTap() *wireTap {
+	return &wireTap{listIDs: map[any]bool{}, annotated: map[string]rawTool{}}
+}
+
+func (t *wireTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &wireConn{Connection: c, tap: t.tap}, nil
+}
+
+type wireConn struct {
+	mcp.Connection
+	tap *wireTap
+}
+
+func (c *wireConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
+		switch req.Method {
+		case "tools/call":
+			c.tap.calls.Add(1)
+		case "tools/list":
+			c.tap.mu.Lock()
+			c.tap.listIDs[req.ID.Raw()] = true
+			c.tap.mu.Unlock()
+		}
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
+func (c *wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if resp, ok := msg.(*jsonrpc.Response); ok && err == nil && resp.ID.IsValid() {
+		c.tap.mu.Lock()
+		isList := c.tap.listIDs[resp.ID.Raw()]
+		delete(c.tap.listIDs, resp.ID.Raw())
+		c.tap.mu.Unlock()
+		if isList && resp.Error == nil {
+			c.tap.recordList(resp.Result)
+		}
+	}
+	return msg, err
+}
+
+func (t *wireTap) recordList(result json.RawMessage) {
+	var page struct {
+		Tools []rawTool `json:"tools"`
+	}
+	if json.Unmarshal(result, &page) != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, rt := range page.Tools {
+		if string(rt.Annotations) == "null" {
+			rt.Annotations = nil
+		}
+		t.annotated[rt.Name] = rt
+	}
+}
+
+func (t *wireTap) raw(name string) (rawTool, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rt, ok := t.annotated[name]
+	return rt, ok
+}
