@@ -74,6 +74,10 @@
 //   - The ledger is re-read on every append so that seq survives a change of
 //     server process; appends are serialized within one process only. Do not
 //     point two live servers at one ledger. Appends cost O(ledger size).
+//   - On stdio, EOF on stdin ends the server at once: go-sdk cancels the
+//     requests still in flight, so a client that writes requests and closes
+//     stdin right away (echo ... | mcpflow demo-server) may get no answers
+//     and leave no ledger lines. Keep stdin open until the replies arrived.
 //   - Faults that exit end the whole process with status 17 in every mode,
 //     including HTTP, without flushing anything else.
 //   - The -once marker lives beside the ledger and is never removed by the
