@@ -7,8 +7,8 @@ import (
 	"io"
 	"strings"
 	"sync"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
