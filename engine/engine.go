@@ -23,6 +23,10 @@ type Journal interface {
 	Finish(journal.Intent, journal.Outcome) error
 	Decide(journal.ID, journal.Decision, journal.State, *journal.Error) error
 	Skip(*journal.Invocation) error
+	Interrupted(journal.ID, journal.Outcome) error
+	Run(journal.ID) (*journal.Run, error)
+	Invocation(journal.ID) (*journal.Invocation, error)
+	RunInvocations(journal.ID) ([]journal.Invocation, error)
 }
 
 var _ Journal = (*journal.Journal)(nil)
@@ -150,13 +154,21 @@ type runner struct {
 	run   *journal.Run
 	scope scope
 	start time.Time
+	// prior holds the newest journaled invocation of each step (resume).
+	prior map[string]*journal.Invocation
 }
 
 func (r *runner) execute(ctx context.Context) (*journal.Run, error) {
 	r.start = r.e.now()
 	status, runErr := journal.RunSucceeded, (*journal.Error)(nil)
 	for _, st := range r.wf.Steps {
-		res, err := r.step(ctx, st)
+		var res stepResult
+		var err error
+		if inv, ok := r.prior[st.ID]; ok {
+			res, err = r.resumeStep(ctx, st, inv)
+		} else {
+			res, err = r.step(ctx, st)
+		}
 		if err != nil {
 			return r.finish(journal.RunFailed, &journal.Error{Code: CodeJournal, Message: err.Error()}, err)
 		}
@@ -184,6 +196,8 @@ type stepResult struct {
 	value  map[string]any
 	status journal.RunStatus
 	err    *journal.Error
+	// state is the invocation's state when the step ended early.
+	state journal.State
 }
 
 func failed(code, format string, args ...any) stepResult {

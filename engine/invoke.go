@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
-	"github.com/mcpflow/mcpflow/servers"
 )
 
 // MetaIdempotencyKey is the _meta key carrying the invocation id on every
@@ -30,16 +28,9 @@ var outcomeUnknown = &journal.Error{Code: replay.Code, Message: replay.Message}
 // step evaluates a step's arguments and runs its invocation. The returned
 // error is a journal failure; everything else is in stepResult.
 func (r *runner) step(ctx context.Context, st *Step) (stepResult, error) {
-	argv, err := evalValue(st.With, r.scope)
-	if err != nil {
-		return failed(CodeExpression, "step %s (%s:%d:%d): %v", st.ID, r.wf.Path, st.pos.line, st.pos.col, err), nil
-	}
-	if argv == nil {
-		argv = map[string]any{}
-	}
-	args, err := json.Marshal(argv)
-	if err != nil {
-		return failed(CodeExpression, "step %s: arguments are not JSON: %v", st.ID, err), nil
+	args, out := r.evalArgs(st)
+	if out != nil {
+		return *out, nil
 	}
 	sess, err := r.e.Connect(ctx, st.Server)
 	if err != nil {
@@ -70,10 +61,27 @@ func (r *runner) step(ctx context.Context, st *Step) (stepResult, error) {
 	return r.send(ctx, st, sess, intent, args, inv)
 }
 
+// evalArgs evaluates a step's arguments to JSON.
+func (r *runner) evalArgs(st *Step) (json.RawMessage, *stepResult) {
+	argv, err := evalValue(st.With, r.scope)
+	if err != nil {
+		out := failed(CodeExpression, "step %s (%s:%d:%d): %v", st.ID, r.wf.Path, st.pos.line, st.pos.col, err)
+		return nil, &out
+	}
+	if argv == nil {
+		argv = map[string]any{}
+	}
+	args, err := json.Marshal(argv)
+	if err != nil {
+		out := failed(CodeExpression, "step %s: arguments are not JSON: %v", st.ID, err)
+		return nil, &out
+	}
+	return args, nil
+}
+
 // send puts the intent's tools/call on the wire and journals what came of
 // it, replaying only what the replay policy clears.
 func (r *runner) send(ctx context.Context, st *Step, sess Session, intent journal.Intent, args json.RawMessage, inv *journal.Invocation) (stepResult, error) {
-	replays := 0
 	for {
 		started := r.e.now()
 		r.e.emit(Event{Kind: StepStarted, Run: r.run.ID, Step: st.ID, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt})
@@ -93,129 +101,145 @@ func (r *runner) send(ctx context.Context, st *Step, sess Session, intent journa
 			}
 			r.e.emit(ev)
 		}
-		fail := func(state journal.State, e *journal.Error) (journal.Outcome, error) {
-			o := journal.Outcome{State: state, Error: e, Failure: class.String(), Detail: callErr.Error()}
-			if err := r.e.Journal.Finish(intent, o); err != nil {
-				return o, err
-			}
-			finished(state, e)
-			return o, nil
-		}
-		switch class {
-		case replay.ClassNone, replay.ClassToolError:
-			result := r.result(res)
-			if err := r.e.Journal.Finish(intent, journal.Outcome{State: journal.StateCompleted, Result: result}); err != nil {
+		if class.Executed() {
+			if err := r.e.Journal.Finish(intent, journal.Outcome{State: journal.StateCompleted, Result: r.result(res)}); err != nil {
 				return stepResult{}, err
 			}
-			if res.IsError {
-				e := &journal.Error{Code: CodeToolError, Message: fmt.Sprintf("step %s: tool %s returned an error: %s", st.ID, st.Tool, oneLine(resultText(res)))}
-				finished(journal.StateCompleted, e)
-				return stepResult{status: journal.RunFailed, err: e}, nil
-			}
-			finished(journal.StateCompleted, nil)
-			return stepResult{value: stepValue(res), status: journal.RunSucceeded}, nil
-
-		case replay.ClassAborted:
-			e := &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted while the call was in flight; it may have run", st.ID)}
-			_, err := fail(journal.StateAborted, e)
-			return stepResult{status: journal.RunCancelled, err: e}, err
-
-		case replay.ClassTimedOut:
-			e := &journal.Error{Code: CodeTimedOut, Message: fmt.Sprintf("step %s: timed out while the call was in flight; it may have run", st.ID)}
-			_, err := fail(journal.StateTimedOut, e)
-			return stepResult{status: journal.RunFailed, err: e}, err
-
-		case replay.ClassRejected:
-			e := &journal.Error{Code: CodeRejected, Message: fmt.Sprintf("step %s: server rejected the call before running it: %v", st.ID, callErr)}
-			_, err := fail(journal.StateFailed, e)
-			return stepResult{status: journal.RunFailed, err: e}, err
-
-		case replay.ClassServerError:
-			e := &journal.Error{Code: CodeServerError, Message: fmt.Sprintf("step %s: server returned an error; the tool may have run: %v", st.ID, callErr)}
-			_, err := fail(journal.StateFailed, e)
-			return stepResult{status: journal.RunFailed, err: e}, err
+			out := completed(st, stepValue(res))
+			finished(journal.StateCompleted, out.err)
+			return out, nil
 		}
-
+		if class != replay.ClassLost && class != replay.ClassNotDelivered {
+			state, out := r.failure(st, class, callErr)
+			o := journal.Outcome{State: state, Error: out.err, Failure: class.String(), Detail: callErr.Error()}
+			if err := r.e.Journal.Finish(intent, o); err != nil {
+				return stepResult{}, err
+			}
+			finished(state, out.err)
+			return out, nil
+		}
 		// The connection failed: either provably before the request left this
 		// process (a first delivery may follow) or after it may have arrived
-		// (only the replay policy may clear a re-send).
-		sendTime := replay.Decide(r.policyInput(class, inv.Trust, inv.Annotations, replays))
-		verdict := sendTime.Verdict.String()
-		if class == replay.ClassNotDelivered {
-			verdict = "first_delivery"
+		// (only the replay policy may clear a re-send). The decision is
+		// journaled with the attempt's outcome, before it is acted on.
+		fresh, err := r.e.Journal.Invocation(intent.ID)
+		if err != nil {
+			return stepResult{}, err
 		}
-		o := journal.Outcome{
-			State:    journal.StateIntent,
-			Failure:  class.String(),
-			Detail:   callErr.Error(),
-			Decision: &journal.Decision{Verdict: verdict, Reason: string(sendTime.Reason), View: "send_time"},
-		}
-		if class == replay.ClassLost && sendTime.Verdict != replay.Replay {
-			o.State, o.Error = journal.StateOutcomeUnknown, outcomeUnknown
-			if err := r.e.Journal.Finish(intent, o); err != nil {
-				return stepResult{}, err
-			}
-			finished(journal.StateOutcomeUnknown, outcomeUnknown)
-			return stepResult{status: journal.RunBlocked, err: outcomeUnknown}, nil
-		}
+		o, blocked := r.decideLoss(fresh, class)
+		o.Detail = callErr.Error()
 		if err := r.e.Journal.Finish(intent, o); err != nil {
 			return stepResult{}, err
 		}
-		// Reconnect, rediscover, and judge the fresh view.
-		fresh, err := r.reconnect(ctx, st.Server, sess)
-		if err != nil {
-			e := &journal.Error{Code: CodeServerUnavailable, Message: fmt.Sprintf("step %s: server %q unavailable after the connection was lost; `mcpflow resume` will try again", st.ID, st.Server)}
-			if ctx.Err() != nil {
-				return stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: "interrupted while reconnecting"}}, nil
+		if blocked {
+			finished(journal.StateOutcomeUnknown, outcomeUnknown)
+			return stepResult{status: journal.RunBlocked, err: outcomeUnknown}, nil
+		}
+		var out *stepResult
+		sess, intent, out, err = r.again(ctx, st, sess, intent.ID, class)
+		if err != nil || out != nil {
+			if out == nil {
+				return stepResult{}, err
 			}
-			finished(journal.StateIntent, e)
-			return stepResult{status: journal.RunFailed, err: e}, nil
-		}
-		sess = fresh
-		next, blocked, err := r.recheck(ctx, st, sess, inv, class, sendTime, replays)
-		if err != nil || blocked {
-			if blocked {
-				finished(journal.StateOutcomeUnknown, outcomeUnknown)
-				return stepResult{status: journal.RunBlocked, err: outcomeUnknown}, err
+			if out.err != nil {
+				r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: out.state, Err: out.err})
 			}
-			return stepResult{}, err
+			return *out, err
 		}
-		if next.Replay {
-			replays++
-		}
-		if intent, err = r.e.Journal.Again(intent.ID, next); err != nil {
-			return stepResult{}, err
-		}
-		inv.Trust, inv.Annotations = next.Trust, next.Annotations
 	}
 }
 
-// recheck rediscovers the tool on the new session and applies the policy to
-// the fresh view. It returns the next attempt to journal, or blocked after
-// journaling outcome_unknown.
-func (r *runner) recheck(ctx context.Context, st *Step, sess Session, inv *journal.Invocation, class replay.Class, sendTime replay.Decision, replays int) (journal.NextAttempt, bool, error) {
-	trust := r.e.Trust(st.Server)
-	tool, err := sess.Tool(ctx, st.Tool)
+// completed is the step result of a call whose result arrived: a tool error
+// (isError) fails the step; anything else feeds later steps.
+func completed(st *Step, value map[string]any) stepResult {
+	if isErr, _ := value["isError"].(bool); isErr {
+		return stepResult{status: journal.RunFailed, err: &journal.Error{Code: CodeToolError, Message: fmt.Sprintf("step %s: tool %s returned an error: %s", st.ID, st.Tool, oneLine(text(value["text"])))}}
+	}
+	return stepResult{value: value, status: journal.RunSucceeded}
+}
+
+// failure maps a failure that is not a connection loss to the invocation's
+// state and the step's result.
+func (r *runner) failure(st *Step, class replay.Class, callErr error) (journal.State, stepResult) {
+	switch class {
+	case replay.ClassAborted:
+		return journal.StateAborted, stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted while the call was in flight; it may have run", st.ID)}}
+	case replay.ClassTimedOut:
+		return journal.StateTimedOut, failed(CodeTimedOut, "step %s: timed out while the call was in flight; it may have run", st.ID)
+	case replay.ClassRejected:
+		return journal.StateFailed, failed(CodeRejected, "step %s: server rejected the call before running it: %v", st.ID, callErr)
+	}
+	return journal.StateFailed, failed(CodeServerError, "step %s: server returned an error; the tool may have run: %v", st.ID, callErr)
+}
+
+// decideLoss applies the replay policy to the send-time snapshot of an
+// invocation whose connection failed, with the replays counted from the
+// journal. It returns the outcome to journal and whether the run is blocked.
+func (r *runner) decideLoss(inv *journal.Invocation, class replay.Class) (journal.Outcome, bool) {
+	d := replay.Decide(r.policyInput(class, inv.Trust, inv.Annotations, inv.Replays()))
+	verdict := d.Verdict.String()
 	if class == replay.ClassNotDelivered {
-		if err != nil {
-			return journal.NextAttempt{}, false, err
+		verdict = "first_delivery"
+	}
+	o := journal.Outcome{
+		State:    journal.StateIntent,
+		Failure:  class.String(),
+		Decision: &journal.Decision{Verdict: verdict, Reason: string(d.Reason), View: "send_time"},
+	}
+	if class == replay.ClassLost && d.Verdict != replay.Replay {
+		o.State, o.Error = journal.StateOutcomeUnknown, outcomeUnknown
+		return o, true
+	}
+	return o, false
+}
+
+// again follows a journaled decision to send an invocation again (a replay
+// or a first delivery): reconnect, rediscover, judge the fresh view, and
+// journal the next attempt. A non-nil stepResult ends the step.
+func (r *runner) again(ctx context.Context, st *Step, old Session, id journal.ID, class replay.Class) (Session, journal.Intent, *stepResult, error) {
+	sess, err := r.reconnect(ctx, st.Server, old)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, journal.Intent{}, &stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: "interrupted while reconnecting to server " + st.Server}}, nil
 		}
-		return journal.NextAttempt{Trust: trust, Annotations: tool.Annotations}, false, nil
+		out := failed(CodeServerUnavailable, "step %s: server %q unavailable after the connection was lost; the decision to send again is journaled and `mcpflow resume` will try again", st.ID, st.Server)
+		out.state = journal.StateIntent
+		return nil, journal.Intent{}, &out, nil
 	}
-	var freshView replay.Decision
-	if errors.Is(err, servers.ErrUnknownTool) {
-		freshView = replay.Decision{Verdict: replay.OutcomeUnknown, Reason: replay.ReasonToolMissing}
-	} else if err != nil {
-		freshView = replay.Decision{Verdict: replay.OutcomeUnknown, Reason: replay.ReasonToolMissing}
+	inv, err := r.e.Journal.Invocation(id)
+	if err != nil {
+		return nil, journal.Intent{}, nil, err
+	}
+	trust := r.e.Trust(st.Server)
+	tool, toolErr := sess.Tool(ctx, st.Tool)
+	next := journal.NextAttempt{Trust: trust, Annotations: tool.Annotations}
+	if class == replay.ClassNotDelivered {
+		if toolErr != nil {
+			out := failed(CodeUnknownTool, "step %s: %v", st.ID, toolErr)
+			out.state = journal.StateIntent
+			return nil, journal.Intent{}, &out, nil
+		}
 	} else {
-		freshView = replay.Decide(r.policyInput(class, trust, tool.Annotations, replays))
+		sendTime := replay.Decide(r.policyInput(class, inv.Trust, inv.Annotations, inv.Replays()))
+		freshView := replay.Decision{Verdict: replay.OutcomeUnknown, Reason: replay.ReasonToolMissing}
+		if toolErr == nil {
+			freshView = replay.Decide(r.policyInput(class, trust, tool.Annotations, inv.Replays()))
+		}
+		both := replay.Both(sendTime, freshView)
+		d := journal.Decision{Verdict: both.Verdict.String(), Reason: string(both.Reason), View: "rediscovered"}
+		if both.Verdict != replay.Replay {
+			if err := r.e.Journal.Decide(id, d, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
+				return nil, journal.Intent{}, nil, err
+			}
+			return nil, journal.Intent{}, &stepResult{status: journal.RunBlocked, err: outcomeUnknown, state: journal.StateOutcomeUnknown}, nil
+		}
+		next.Replay, next.Decision = true, &d
 	}
-	both := replay.Both(sendTime, freshView)
-	d := &journal.Decision{Verdict: both.Verdict.String(), Reason: string(both.Reason), View: "rediscovered"}
-	if both.Verdict != replay.Replay {
-		return journal.NextAttempt{}, true, r.e.Journal.Decide(inv.ID, *d, journal.StateOutcomeUnknown, outcomeUnknown)
+	intent, err := r.e.Journal.Again(id, next)
+	if err != nil {
+		return nil, journal.Intent{}, nil, err
 	}
-	return journal.NextAttempt{Replay: true, Trust: trust, Annotations: tool.Annotations, Decision: d}, false, nil
+	return sess, intent, nil, nil
 }
 
 func (r *runner) policyInput(class replay.Class, trust journal.Trust, annotations json.RawMessage, replays int) replay.Input {
@@ -243,7 +267,13 @@ func (r *runner) reconnect(ctx context.Context, server string, old Session) (Ses
 				return nil, ctx.Err()
 			}
 		}
-		s, err := r.e.Reconnect(ctx, server, old)
+		var s Session
+		var err error
+		if old == nil {
+			s, err = r.e.Connect(ctx, server)
+		} else {
+			s, err = r.e.Reconnect(ctx, server, old)
+		}
 		if err == nil {
 			return s, nil
 		}

@@ -44,6 +44,7 @@ server and the workspace are trusted — otherwise the call is marked outcome un
 	root.PersistentFlags().BoolVar(&g.noColor, "no-color", false, "disable colour (also NO_COLOR)")
 	root.AddCommand(
 		newRunCommand(g),
+		newResumeCommand(g),
 		newJournalCommand(g),
 		newDemoServerCommand(),
 		newVersionCommand(g),

@@ -79,7 +79,7 @@ func runWorkflow(ctx context.Context, g *globals, o *runOptions, file string, st
 		}
 	}
 	if run.Status == journal.RunBlocked {
-		fmt.Fprintf(stderr, "mcpflow: run %s is blocked: %s\n  inspect: mcpflow journal list --run %s --state outcome_unknown\n", run.ID.Short(), run.Error.Error(), run.ID.Short())
+		reportBlocked(stderr, run)
 	}
 	return &exitError{code: statusCode(run.Status)}
 }

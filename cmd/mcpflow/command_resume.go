@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/servers"
+)
+
+type resumeOptions struct {
+	runOptions
+	all bool
+}
+
+func newResumeCommand(g *globals) *cobra.Command {
+	o := &resumeOptions{}
+	cmd := &cobra.Command{
+		Use:   "resume RUN_ID | --all",
+		Short: "Continue a run from the journal after a crash, a failure or a resolution",
+		Long: `Continue a run from where the journal says it stopped. The workflow definition
+and inputs come from the journal, not from the file on disk. Completed steps are
+never called again. A call that was in flight when mcpflow died is treated like a
+lost connection: it is re-sent only when the replay rule clears it, otherwise it
+becomes outcome_unknown and the run stays blocked until you resolve it with
+'mcpflow journal resolve'. Resuming a run that succeeded changes nothing.
+
+Secret inputs are never journaled: pass them again with --input.
+
+` + exitCodesHelp,
+		Example: `  mcpflow resume 01a2375e-c529
+  mcpflow resume --all`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if (o.all && len(args) == 0) || (!o.all && len(args) == 1) {
+				return nil
+			}
+			return usageError("give one RUN_ID or --all")
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return resume(cmd.Context(), g, o, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	o.AddFlags(cmd)
+	cmd.Flags().BoolVar(&o.all, "all", false, "resume every run that did not succeed")
+	return cmd
+}
+
+func resume(ctx context.Context, g *globals, o *resumeOptions, args []string, stdout, stderr io.Writer) error {
+	j, err := g.openJournal()
+	if err != nil {
+		return err
+	}
+	defer j.Close()
+	var ids []journal.ID
+	if o.all {
+		for _, st := range []journal.RunStatus{journal.RunRunning, journal.RunFailed, journal.RunCancelled, journal.RunBlocked} {
+			runs, err := j.Runs(journal.RunFilter{Status: st})
+			if err != nil {
+				return err
+			}
+			for _, r := range runs {
+				ids = append(ids, r.ID)
+			}
+		}
+		if len(ids) == 0 {
+			fmt.Fprintln(stdout, "no runs to resume")
+			return nil
+		}
+	} else {
+		id, err := j.FindRun(args[0])
+		if err != nil {
+			return usageError("%v (list runs with 'mcpflow journal list')", err)
+		}
+		ids = []journal.ID{id}
+	}
+	worst := exitOK
+	for _, id := range ids {
+		code, err := resumeOne(ctx, g, o, j, id, stdout, stderr)
+		if err != nil {
+			return err
+		}
+		worst = max(worst, code)
+	}
+	return &exitError{code: worst}
+}
+
+func resumeOne(ctx context.Context, g *globals, o *resumeOptions, j *journal.Journal, id journal.ID, stdout, stderr io.Writer) (int, error) {
+	stored, err := j.Run(id)
+	if err != nil {
+		return 0, err
+	}
+	wf, err := engine.Load(stored.Source, stored.Definition)
+	if err != nil {
+		return 0, fmt.Errorf("run %s: %w", id.Short(), err)
+	}
+	secrets, err := wf.ParseInputs(o.inputs)
+	if err != nil {
+		return 0, err
+	}
+	pool := servers.NewPool(wf.Servers, &servers.Options{Workspace: g.workspace})
+	defer pool.Close()
+	printer := &linePrinter{w: stdout, quiet: g.output != "table"}
+	eng := newEngine(j, pool, g, o.trustWorkspace, printer.event)
+	before := stored.Status
+	run, err := eng.Resume(ctx, id, secrets)
+	if err != nil {
+		return 0, err
+	}
+	if run.Status == before && run.Status.Finished() && !printer.quiet {
+		fmt.Fprintf(stdout, "run %s is %s: nothing to resume\n", run.ID, run.Status)
+	}
+	if g.output != "table" {
+		invs, err := j.RunInvocations(run.ID)
+		if err != nil {
+			return 0, err
+		}
+		latest, err := j.Run(run.ID)
+		if err != nil {
+			return 0, err
+		}
+		if err := writeJSON(stdout, runView(latest, invs)); err != nil {
+			return 0, err
+		}
+	}
+	if run.Status == journal.RunBlocked {
+		reportBlocked(stderr, run)
+	}
+	return statusCode(run.Status), nil
+}
+
+func reportBlocked(w io.Writer, run *journal.Run) {
+	msg := "an invocation's outcome is unknown"
+	if run.Error != nil {
+		msg = run.Error.Error()
+	}
+	fmt.Fprintf(w, "mcpflow: run %s is blocked: %s\n  inspect: mcpflow journal list --run %s --state outcome_unknown\n  then:    mcpflow journal resolve ID --as completed|failed|retry --reason TEXT, and mcpflow resume %s\n",
+		run.ID.Short(), msg, run.ID.Short(), run.ID.Short())
+}

@@ -1,0 +1,249 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/replay"
+)
+
+// Resume continues a run from the journal. The definition and inputs come
+// from the journal, not from the file on disk. Completed steps are never
+// called again (their journaled results feed later expressions); an
+// invocation interrupted by a crash is treated exactly like a lost
+// connection; a decision already journaled is followed, never re-decided;
+// an outcome_unknown invocation keeps the run blocked until an operator
+// resolves it. Resuming a run that succeeded changes nothing.
+//
+// secrets supplies the values of secret inputs, which the journal never
+// holds; a run that used one cannot be resumed without it.
+func (e *Engine) Resume(ctx context.Context, id journal.ID, secrets map[string]any) (*journal.Run, error) {
+	run, err := e.Journal.Run(id)
+	if err != nil {
+		return nil, err
+	}
+	if run.Status == journal.RunSucceeded {
+		return run, nil
+	}
+	wf, err := Load(run.Source, run.Definition)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: journaled definition: %w", id.Short(), err)
+	}
+	inputs := map[string]any{}
+	for k, v := range run.Inputs {
+		inputs[k] = v
+	}
+	for _, in := range wf.Inputs {
+		if !in.Secret {
+			continue
+		}
+		v, ok := secrets[in.Name]
+		if !ok {
+			if _, used := run.Inputs[in.Name]; used {
+				return nil, fmt.Errorf("%w: run %s used secret input %q, which the journal does not keep: pass --input %s=VALUE", ErrInput, id.Short(), in.Name, in.Name)
+			}
+			continue
+		}
+		inputs[in.Name] = v
+	}
+	invs, err := e.Journal.RunInvocations(id)
+	if err != nil {
+		return nil, err
+	}
+	prior := map[string]*journal.Invocation{}
+	for i := range invs {
+		prior[invs[i].Step] = &invs[i] // newest per step wins: ids are time-ordered
+		if invs[i].State == journal.StateOutcomeUnknown {
+			// Blocked until an operator resolves it: nothing to do, nothing written.
+			return run, nil
+		}
+	}
+	if err := e.Journal.SetRunStatus(id, journal.RunRunning, nil); err != nil {
+		return nil, err
+	}
+	run.Status = journal.RunRunning
+	e.emit(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
+	r := &runner{e: e, wf: wf, run: run, scope: scope{"inputs": inputs, "steps": map[string]any{}}, prior: prior}
+	return r.execute(ctx)
+}
+
+// resumeStep continues a step that has a journaled invocation.
+func (r *runner) resumeStep(ctx context.Context, st *Step, inv *journal.Invocation) (stepResult, error) {
+	ev := Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: inv.State, Attempt: len(inv.Attempts)}
+	switch inv.State {
+	case journal.StateCompleted:
+		out := completed(st, journaledValue(inv.Result))
+		ev.Err, ev.Text = out.err, "(journaled result)"
+		r.e.emit(ev)
+		return out, nil
+	case journal.StateOutcomeUnknown:
+		ev.Err = outcomeUnknown
+		r.e.emit(ev)
+		return stepResult{status: journal.RunBlocked, err: outcomeUnknown}, nil
+	case journal.StateFailed:
+		if last := inv.LastAttempt(); len(inv.Resolutions) == 0 && last != nil && last.Failure == replay.ClassRejected.String() {
+			// The server proved it did not run the call: send it again.
+			return r.resend(ctx, st, inv, journal.NextAttempt{Trust: inv.Trust, Annotations: inv.Annotations})
+		}
+		r.e.emit(ev)
+		return stepResult{status: journal.RunFailed, err: inv.Error}, nil
+	case journal.StateRetryApproved:
+		// An operator approved sending the call again.
+		return r.resend(ctx, st, inv, journal.NextAttempt{Replay: true, Trust: r.e.Trust(st.Server), Annotations: inv.Annotations,
+			Decision: &journal.Decision{Verdict: "replay", Reason: "operator_approved", View: "operator"}})
+	case journal.StateAborted, journal.StateTimedOut:
+		// The call may have run. Only the replay policy may clear a re-send.
+		return r.continueLoss(ctx, st, inv, replay.ClassLost, true)
+	case journal.StateIntent:
+		last := inv.LastAttempt()
+		if last != nil && last.EndedAt == nil {
+			// A crash while the call was in flight is a lost connection.
+			return r.continueLoss(ctx, st, inv, replay.ClassLost, false)
+		}
+		d := inv.LastDecision()
+		class := replay.ClassLost
+		if d != nil && d.Verdict == "first_delivery" {
+			class = replay.ClassNotDelivered
+		}
+		return r.follow(ctx, st, inv, class)
+	}
+	return stepResult{}, fmt.Errorf("step %s: invocation %s in state %s cannot be resumed", st.ID, inv.ID.Short(), inv.State)
+}
+
+// continueLoss decides on an invocation whose call may have run and whose
+// outcome was never recorded: journal the decision, then act on it.
+func (r *runner) continueLoss(ctx context.Context, st *Step, inv *journal.Invocation, class replay.Class, settled bool) (stepResult, error) {
+	o, blocked := r.decideLoss(inv, class)
+	if settled {
+		// An aborted or timed-out invocation keeps its state unless the
+		// policy clears a re-send; an operator resolves it otherwise.
+		if blocked {
+			e := &journal.Error{Code: replay.Code, Message: fmt.Sprintf("step %s: invocation %s was %s and may have run; resolve it with `mcpflow journal resolve %s`", st.ID, inv.ID.Short(), inv.State, inv.ID.Short())}
+			r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: inv.State, Err: e})
+			return stepResult{status: journal.RunBlocked, err: e}, nil
+		}
+		return r.resendAfterCheck(ctx, st, inv, class)
+	}
+	o.Detail = "mcpflow stopped while the call was in flight"
+	if err := r.e.Journal.Interrupted(inv.ID, o); err != nil {
+		return stepResult{}, err
+	}
+	if blocked {
+		r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: journal.StateOutcomeUnknown, Err: outcomeUnknown})
+		return stepResult{status: journal.RunBlocked, err: outcomeUnknown}, nil
+	}
+	return r.follow(ctx, st, inv, class)
+}
+
+// follow carries out a journaled decision to send again.
+func (r *runner) follow(ctx context.Context, st *Step, inv *journal.Invocation, class replay.Class) (stepResult, error) {
+	args, out := r.arguments(st, inv)
+	if out != nil {
+		return *out, nil
+	}
+	sess, intent, res, err := r.again(ctx, st, nil, inv.ID, class)
+	if err != nil || res != nil {
+		if res == nil {
+			return stepResult{}, err
+		}
+		r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: res.state, Err: res.err})
+		return *res, err
+	}
+	return r.send(ctx, st, sess, intent, args, inv)
+}
+
+// resendAfterCheck re-sends an aborted or timed-out call the policy cleared,
+// after rediscovery confirms the fresh view is safe too.
+func (r *runner) resendAfterCheck(ctx context.Context, st *Step, inv *journal.Invocation, class replay.Class) (stepResult, error) {
+	args, out := r.arguments(st, inv)
+	if out != nil {
+		return *out, nil
+	}
+	sess, err := r.reconnect(ctx, st.Server, nil)
+	if err != nil {
+		return failed(CodeServerUnavailable, "step %s: server %q unavailable: %v", st.ID, st.Server, err), nil
+	}
+	trust := r.e.Trust(st.Server)
+	tool, toolErr := sess.Tool(ctx, st.Tool)
+	freshView := replay.Decision{Verdict: replay.OutcomeUnknown, Reason: replay.ReasonToolMissing}
+	if toolErr == nil {
+		freshView = replay.Decide(r.policyInput(class, trust, tool.Annotations, inv.Replays()))
+	}
+	if freshView.Verdict != replay.Replay {
+		e := &journal.Error{Code: replay.Code, Message: fmt.Sprintf("step %s: the re-discovered tool is not safe to replay (%s); resolve invocation %s", st.ID, freshView.Reason, inv.ID.Short())}
+		return stepResult{status: journal.RunBlocked, err: e}, nil
+	}
+	d := journal.Decision{Verdict: "replay", Reason: string(freshView.Reason), View: "rediscovered"}
+	intent, err := r.e.Journal.Again(inv.ID, journal.NextAttempt{Replay: true, Trust: trust, Annotations: tool.Annotations, Decision: &d})
+	if err != nil {
+		return stepResult{}, err
+	}
+	return r.send(ctx, st, sess, intent, args, inv)
+}
+
+// resend starts a new attempt without consulting the replay policy: the
+// call provably did not run, or an operator approved it.
+func (r *runner) resend(ctx context.Context, st *Step, inv *journal.Invocation, next journal.NextAttempt) (stepResult, error) {
+	args, out := r.arguments(st, inv)
+	if out != nil {
+		return *out, nil
+	}
+	sess, err := r.e.Connect(ctx, st.Server)
+	if err != nil {
+		return failed(CodeServerUnavailable, "step %s: server %q unavailable: %v", st.ID, st.Server, err), nil
+	}
+	if tool, err := sess.Tool(ctx, st.Tool); err == nil {
+		next.Annotations = tool.Annotations
+	}
+	intent, err := r.e.Journal.Again(inv.ID, next)
+	if err != nil {
+		return stepResult{}, err
+	}
+	return r.send(ctx, st, sess, intent, args, inv)
+}
+
+// arguments re-evaluates a step's arguments for another attempt and checks
+// that they are exactly what the first attempt sent (their digest is
+// journaled): another attempt never sends different arguments.
+func (r *runner) arguments(st *Step, inv *journal.Invocation) (json.RawMessage, *stepResult) {
+	args, out := r.evalArgs(st)
+	if out != nil {
+		return nil, out
+	}
+	if got := journal.Digest(args); inv.ArgumentsDigest != "" && got != inv.ArgumentsDigest {
+		res := failed(CodeExpression, "step %s: its arguments evaluate differently than when invocation %s was first sent (the results they depend on were capped, or a secret input changed); resolve the invocation instead", st.ID, inv.ID.Short())
+		return nil, &res
+	}
+	return args, nil
+}
+
+// journaledValue rebuilds what expressions see of a journaled result.
+func journaledValue(res *journal.Result) map[string]any {
+	v := map[string]any{"isError": false, "text": "", "content": nil, "structuredContent": nil}
+	if res == nil {
+		return v
+	}
+	v["isError"] = res.IsError
+	var content []any
+	if json.Unmarshal(res.Content, &content) == nil {
+		v["content"] = content
+		var text string
+		for _, c := range content {
+			if m, ok := c.(map[string]any); ok && m["type"] == "text" {
+				if text != "" {
+					text += "\n"
+				}
+				t, _ := m["text"].(string)
+				text += t
+			}
+		}
+		v["text"] = text
+	}
+	var structured any
+	if json.Unmarshal(res.StructuredContent, &structured) == nil {
+		v["structuredContent"] = structured
+	}
+	return v
+}
