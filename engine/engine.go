@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -78,6 +80,8 @@ type Event struct {
 	Run        journal.ID
 	Workflow   string
 	Step       string
+	// Item is the for_each item index, or -1.
+	Item       int
 	Tool       string
 	Server     string
 	Invocation journal.ID
@@ -143,42 +147,229 @@ func (e *Engine) Run(ctx context.Context, wf *Workflow, inputs map[string]any, w
 		return nil, err
 	}
 	e.emit(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
-	r := &runner{e: e, wf: wf, run: run, scope: scope{"inputs": inputs, "steps": map[string]any{}}}
-	return r.execute(ctx)
+	return newRunner(e, wf, run, inputs, nil).execute(ctx)
 }
 
 // runner is the state of one run in progress.
 type runner struct {
-	e     *Engine
-	wf    *Workflow
-	run   *journal.Run
-	scope scope
-	start time.Time
-	// prior holds the newest journaled invocation of each step (resume).
-	prior map[string]*journal.Invocation
+	e      *Engine
+	wf     *Workflow
+	run    *journal.Run
+	start  time.Time
+	inputs map[string]any
+	env    map[string]string
+	// prior holds the newest journaled invocation of each step and item
+	// (resume).
+	prior map[unitKey]*journal.Invocation
+
+	mu    sync.Mutex
+	steps map[string]any // what expressions see as steps.ID
+}
+
+// unit is one invocation's worth of a step: the step itself, or one item of
+// its for_each.
+type unit struct {
+	*Step
+	item      int // -1 without for_each
+	itemValue any
+}
+
+type unitKey struct {
+	step string
+	item int
+}
+
+func newRunner(e *Engine, wf *Workflow, run *journal.Run, inputs map[string]any, prior map[unitKey]*journal.Invocation) *runner {
+	env := map[string]string{}
+	for _, name := range wf.Env {
+		if v, ok := os.LookupEnv(name); ok {
+			env[name] = v
+		}
+	}
+	return &runner{e: e, wf: wf, run: run, inputs: inputs, env: env, prior: prior, steps: map[string]any{}}
+}
+
+func (r *runner) vars(u unit) vars {
+	r.mu.Lock()
+	steps := make(map[string]any, len(r.steps))
+	for k, v := range r.steps {
+		steps[k] = v
+	}
+	r.mu.Unlock()
+	return vars{inputs: r.inputs, steps: steps, env: r.env, item: u.itemValue, index: max(u.item, 0), inLoop: u.item >= 0}
 }
 
 func (r *runner) execute(ctx context.Context) (*journal.Run, error) {
 	r.start = r.e.now()
 	status, runErr := journal.RunSucceeded, (*journal.Error)(nil)
 	for _, st := range r.wf.Steps {
-		var res stepResult
-		var err error
-		if inv, ok := r.prior[st.ID]; ok {
-			res, err = r.resumeStep(ctx, st, inv)
-		} else {
-			res, err = r.step(ctx, st)
-		}
+		res, err := r.runStep(ctx, st)
 		if err != nil {
 			return r.finish(journal.RunFailed, &journal.Error{Code: CodeJournal, Message: err.Error()}, err)
+		}
+		value := res.value
+		if res.status == journal.RunFailed && st.ContinueOnError {
+			// Later steps see the failure as data.
+			value = failedValue(res.err)
+			res.status = journal.RunSucceeded
 		}
 		if res.status != journal.RunSucceeded {
 			status, runErr = res.status, res.err
 			break
 		}
-		r.scope["steps"].(map[string]any)[st.ID] = res.value
+		r.mu.Lock()
+		r.steps[st.ID] = value
+		r.mu.Unlock()
 	}
 	return r.finish(status, runErr, nil)
+}
+
+func failedValue(e *journal.Error) map[string]any {
+	v := map[string]any{"isError": true, "text": "", "content": nil, "structuredContent": nil, "error": nil}
+	if e != nil {
+		v["text"], v["error"] = e.Message, map[string]any{"code": e.Code, "message": e.Message}
+	}
+	return v
+}
+
+// runStep runs one step: its condition, then one invocation or one per
+// for_each item.
+func (r *runner) runStep(ctx context.Context, st *Step) (stepResult, error) {
+	u := unit{Step: st, item: -1}
+	if st.If != nil {
+		ok, out := r.condition(ctx, u)
+		if out != nil {
+			return *out, nil
+		}
+		if !ok {
+			return r.skip(u)
+		}
+	}
+	if st.ForEach == nil {
+		return r.unit(ctx, u)
+	}
+	v, err := st.ForEach.eval(ctx, r.vars(u))
+	if err != nil {
+		return failed(CodeExpression, "step %s (%s:%d:%d): for_each: %v", st.ID, r.wf.Path, st.pos.line, st.pos.col, err), nil
+	}
+	items, ok := v.([]any)
+	if !ok {
+		return failed(CodeExpression, "step %s: for_each yielded %s, not a list", st.ID, text(v)), nil
+	}
+	return r.fanOut(ctx, st, items)
+}
+
+func (r *runner) condition(ctx context.Context, u unit) (bool, *stepResult) {
+	v, err := u.If.eval(ctx, r.vars(u))
+	if err != nil {
+		out := failed(CodeExpression, "step %s (%s:%d:%d): if: %v", u.ID, r.wf.Path, u.pos.line, u.pos.col, err)
+		return false, &out
+	}
+	b, ok := v.(bool)
+	if !ok {
+		out := failed(CodeExpression, "step %s: if yielded %s, not true or false", u.ID, text(v))
+		return false, &out
+	}
+	return b, nil
+}
+
+// skip journals a step whose condition was false.
+func (r *runner) skip(u unit) (stepResult, error) {
+	value := map[string]any{"skipped": true, "isError": false, "text": "", "content": nil, "structuredContent": nil}
+	if _, done := r.prior[unitKey{u.ID, -1}]; done {
+		return stepResult{value: value, status: journal.RunSucceeded}, nil
+	}
+	inv := &journal.Invocation{RunID: r.run.ID, Step: u.ID, Item: -1, Server: u.Server, Tool: u.Tool}
+	if err := r.e.Journal.Skip(inv); err != nil {
+		return stepResult{}, err
+	}
+	r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: u.ID, Item: -1, Server: u.Server, Tool: u.Tool, Invocation: inv.ID, State: journal.StateSkipped})
+	return stepResult{value: value, status: journal.RunSucceeded}, nil
+}
+
+// unit runs or resumes one invocation.
+func (r *runner) unit(ctx context.Context, u unit) (stepResult, error) {
+	if inv, ok := r.prior[unitKey{u.ID, u.item}]; ok {
+		return r.resumeStep(ctx, u, inv)
+	}
+	return r.step(ctx, u)
+}
+
+// fanOut runs one invocation per item with at most st.Concurrency in
+// flight. After the first item that does not succeed no new item starts;
+// items already in flight finish (cancelling them would leave their
+// outcome unknown).
+func (r *runner) fanOut(ctx context.Context, st *Step, items []any) (stepResult, error) {
+	results := make([]stepResult, len(items))
+	errs := make([]error, len(items))
+	started := make([]bool, len(items))
+	sem := make(chan struct{}, st.Concurrency)
+	stopped := make(chan struct{})
+	var stop sync.Once
+	var wg sync.WaitGroup
+launch:
+	for i, item := range items {
+		select {
+		case sem <- struct{}{}:
+		case <-stopped:
+			break launch
+		}
+		select {
+		case <-stopped:
+			break launch
+		default:
+		}
+		started[i] = true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i], errs[i] = r.unit(ctx, unit{Step: st, item: i, itemValue: item})
+			if errs[i] != nil || (results[i].status != journal.RunSucceeded && !st.ContinueOnError) {
+				stop.Do(func() { close(stopped) })
+			}
+		}()
+	}
+	wg.Wait()
+	values := make([]any, len(items))
+	worst := stepResult{status: journal.RunSucceeded}
+	for i := range items {
+		if errs[i] != nil {
+			return stepResult{}, errs[i]
+		}
+		res := results[i]
+		switch {
+		case !started[i]:
+			values[i] = nil // never started
+		case res.status == journal.RunSucceeded:
+			values[i] = res.value
+		default:
+			values[i] = failedValue(res.err)
+			if rank(res.status) > rank(worst.status) {
+				worst = res
+			}
+		}
+	}
+	if worst.status == journal.RunSucceeded {
+		return stepResult{value: map[string]any{"items": values, "isError": false}, status: journal.RunSucceeded}, nil
+	}
+	worst.value = map[string]any{"items": values, "isError": true}
+	return worst, nil
+}
+
+// rank orders how a fan-out ends when its items end differently.
+func rank(s journal.RunStatus) int {
+	switch s {
+	case journal.RunBlocked:
+		return 4
+	case journal.RunCancelled:
+		return 3
+	case journal.RunFailed:
+		return 2
+	case journal.RunSucceeded:
+		return 1
+	}
+	return 0
 }
 
 func (r *runner) finish(status journal.RunStatus, runErr *journal.Error, cause error) (*journal.Run, error) {

@@ -25,10 +25,10 @@ const reconnectTries = 4
 // never carries arguments or upstream error text.
 var outcomeUnknown = &journal.Error{Code: replay.Code, Message: replay.Message}
 
-// step evaluates a step's arguments and runs its invocation. The returned
+// step evaluates a unit's arguments and runs its invocation. The returned
 // error is a journal failure; everything else is in stepResult.
-func (r *runner) step(ctx context.Context, st *Step) (stepResult, error) {
-	args, out := r.evalArgs(st)
+func (r *runner) step(ctx context.Context, st unit) (stepResult, error) {
+	args, out := r.evalArgs(ctx, st)
 	if out != nil {
 		return *out, nil
 	}
@@ -46,7 +46,7 @@ func (r *runner) step(ctx context.Context, st *Step) (stepResult, error) {
 	inv := &journal.Invocation{
 		RunID:           r.run.ID,
 		Step:            st.ID,
-		Item:            -1,
+		Item:            st.item,
 		Server:          st.Server,
 		Tool:            st.Tool,
 		Arguments:       journal.CapJSON(r.redact(args), r.e.limit()),
@@ -61,15 +61,16 @@ func (r *runner) step(ctx context.Context, st *Step) (stepResult, error) {
 	return r.send(ctx, st, sess, intent, args, inv)
 }
 
-// evalArgs evaluates a step's arguments to JSON.
-func (r *runner) evalArgs(st *Step) (json.RawMessage, *stepResult) {
-	argv, err := evalValue(st.With, r.scope)
-	if err != nil {
-		out := failed(CodeExpression, "step %s (%s:%d:%d): %v", st.ID, r.wf.Path, st.pos.line, st.pos.col, err)
-		return nil, &out
-	}
-	if argv == nil {
-		argv = map[string]any{}
+// evalArgs evaluates a unit's arguments to JSON.
+func (r *runner) evalArgs(ctx context.Context, st unit) (json.RawMessage, *stepResult) {
+	var argv any = map[string]any{}
+	if st.With != nil {
+		v, err := st.With.eval(ctx, r.vars(st))
+		if err != nil {
+			out := failed(CodeExpression, "step %s (%s:%d:%d): %v", st.ID, r.wf.Path, st.pos.line, st.pos.col, err)
+			return nil, &out
+		}
+		argv = v
 	}
 	args, err := json.Marshal(argv)
 	if err != nil {
@@ -81,21 +82,41 @@ func (r *runner) evalArgs(st *Step) (json.RawMessage, *stepResult) {
 
 // send puts the intent's tools/call on the wire and journals what came of
 // it, replaying only what the replay policy clears.
-func (r *runner) send(ctx context.Context, st *Step, sess Session, intent journal.Intent, args json.RawMessage, inv *journal.Invocation) (stepResult, error) {
+func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal.Intent, args json.RawMessage, inv *journal.Invocation) (stepResult, error) {
 	for {
 		started := r.e.now()
-		r.e.emit(Event{Kind: StepStarted, Run: r.run.ID, Step: st.ID, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt})
+		r.e.emit(Event{Kind: StepStarted, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt})
 		progress := func(p, total float64, msg string) {
-			r.e.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: st.ID, Invocation: intent.ID, Attempt: intent.Attempt, Progress: p, Total: total, Message: msg, Elapsed: r.e.now().Sub(started)})
+			r.e.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: st.ID, Item: st.item, Invocation: intent.ID, Attempt: intent.Attempt, Progress: p, Total: total, Message: msg, Elapsed: r.e.now().Sub(started)})
 		}
 		meta := map[string]any{MetaIdempotencyKey: intent.IdempotencyKey}
-		res, callErr := sess.Call(ctx, st.Tool, args, meta, progress)
+		callCtx, cancel := ctx, context.CancelFunc(func() {})
+		if st.Timeout > 0 {
+			// On expiry go-sdk sends notifications/cancelled to the server.
+			callCtx, cancel = context.WithTimeout(ctx, st.Timeout)
+		}
+		res, callErr := sess.Call(callCtx, st.Tool, args, meta, progress)
+		cancel()
 		class := replay.Classify(callErr)
 		if callErr == nil && res.IsError {
 			class = replay.ClassToolError
 		}
+		if class == replay.ClassToolError || (class != replay.ClassNone && class != replay.ClassLost && class != replay.ClassNotDelivered) {
+			next, stop, err := r.retry(ctx, st, intent, class, res, callErr)
+			if err != nil {
+				return stepResult{}, err
+			}
+			if stop != nil {
+				r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt, Err: stop.err})
+				return *stop, nil
+			}
+			if next.Valid() {
+				intent = next
+				continue
+			}
+		}
 		finished := func(state journal.State, e *journal.Error) {
-			ev := Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: state, Attempt: intent.Attempt, Elapsed: r.e.now().Sub(started), Err: e}
+			ev := Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: state, Attempt: intent.Attempt, Elapsed: r.e.now().Sub(started), Err: e}
 			if res != nil && e == nil {
 				ev.Text = oneLine(resultText(res))
 			}
@@ -142,16 +163,72 @@ func (r *runner) send(ctx context.Context, st *Step, sess Session, intent journa
 				return stepResult{}, err
 			}
 			if out.err != nil {
-				r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: out.state, Err: out.err})
+				r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: out.state, Err: out.err})
 			}
 			return *out, err
 		}
 	}
 }
 
+// retry journals and starts another attempt after a failure the step's
+// retry asks to retry: a tool error (the author's explicit choice), a
+// rejection before execution, or — only when the replay policy says the tool
+// is safe — a timeout or a server error, after which the call may have run.
+//
+// It returns the next attempt's intent (invalid when there is no retry), or
+// a result that ends the step when the run is interrupted during the
+// backoff (the journaled decision to retry is then carried out by resume).
+func (r *runner) retry(ctx context.Context, st unit, intent journal.Intent, class replay.Class, res *mcp.CallToolResult, callErr error) (journal.Intent, *stepResult, error) {
+	if st.Retry.Attempts <= 1 || class == replay.ClassAborted {
+		return journal.Intent{}, nil, nil
+	}
+	inv, err := r.e.Journal.Invocation(intent.ID)
+	if err != nil {
+		return journal.Intent{}, nil, err
+	}
+	retries := 0
+	for _, d := range inv.Decisions {
+		if d.Verdict == "retry" {
+			retries++
+		}
+	}
+	if retries >= st.Retry.Attempts-1 {
+		return journal.Intent{}, nil, nil
+	}
+	reason, replayed := "retry_requested", false
+	if class.MayHaveExecuted() {
+		d := replay.Decide(r.policyInput(replay.ClassLost, inv.Trust, inv.Annotations, inv.Replays()))
+		if d.Verdict != replay.Replay {
+			return journal.Intent{}, nil, nil // the call may have run and the tool is not safe to repeat
+		}
+		reason, replayed = string(d.Reason), true
+	}
+	o := journal.Outcome{State: journal.StateIntent, Failure: class.String(),
+		Decision: &journal.Decision{Verdict: "retry", Reason: reason, View: "send_time"}}
+	if callErr != nil {
+		o.Detail = callErr.Error()
+	} else if res != nil {
+		o.Detail = oneLine(resultText(res))
+	}
+	if err := r.e.Journal.Finish(intent, o); err != nil {
+		return journal.Intent{}, nil, err
+	}
+	delay := st.Retry.Backoff << retries
+	r.e.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: st.ID, Item: st.item, Invocation: intent.ID, Attempt: intent.Attempt,
+		Message: fmt.Sprintf("attempt %d: %s; retrying in %s", intent.Attempt, strings.ReplaceAll(class.String(), "_", " "), delay)})
+	select {
+	case <-time.After(delay):
+	case <-ctx.Done():
+		// The decision to retry is journaled; resume carries it out.
+		return journal.Intent{}, &stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before retrying; `mcpflow resume` will retry", st.ID)}}, nil
+	}
+	next, err := r.e.Journal.Again(intent.ID, journal.NextAttempt{Replay: replayed, Trust: inv.Trust, Annotations: inv.Annotations})
+	return next, nil, err
+}
+
 // completed is the step result of a call whose result arrived: a tool error
 // (isError) fails the step; anything else feeds later steps.
-func completed(st *Step, value map[string]any) stepResult {
+func completed(st unit, value map[string]any) stepResult {
 	if isErr, _ := value["isError"].(bool); isErr {
 		return stepResult{status: journal.RunFailed, err: &journal.Error{Code: CodeToolError, Message: fmt.Sprintf("step %s: tool %s returned an error: %s", st.ID, st.Tool, oneLine(text(value["text"])))}}
 	}
@@ -160,7 +237,7 @@ func completed(st *Step, value map[string]any) stepResult {
 
 // failure maps a failure that is not a connection loss to the invocation's
 // state and the step's result.
-func (r *runner) failure(st *Step, class replay.Class, callErr error) (journal.State, stepResult) {
+func (r *runner) failure(st unit, class replay.Class, callErr error) (journal.State, stepResult) {
 	switch class {
 	case replay.ClassAborted:
 		return journal.StateAborted, stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted while the call was in flight; it may have run", st.ID)}}
@@ -196,7 +273,7 @@ func (r *runner) decideLoss(inv *journal.Invocation, class replay.Class) (journa
 // again follows a journaled decision to send an invocation again (a replay
 // or a first delivery): reconnect, rediscover, judge the fresh view, and
 // journal the next attempt. A non-nil stepResult ends the step.
-func (r *runner) again(ctx context.Context, st *Step, old Session, id journal.ID, class replay.Class) (Session, journal.Intent, *stepResult, error) {
+func (r *runner) again(ctx context.Context, st unit, old Session, id journal.ID, class replay.Class) (Session, journal.Intent, *stepResult, error) {
 	sess, err := r.reconnect(ctx, st.Server, old)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -302,7 +379,7 @@ func (r *runner) redact(b json.RawMessage) json.RawMessage {
 		if !in.Secret {
 			continue
 		}
-		if v := text(r.scope["inputs"].(map[string]any)[in.Name]); v != "" {
+		if v := text(r.inputs[in.Name]); v != "" {
 			secrets = append(secrets, v)
 		}
 	}

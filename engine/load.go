@@ -2,11 +2,13 @@ package engine
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"regexp"
 	"sort"
 	"strconv"
+	"time"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -112,7 +114,7 @@ func (l *loader) boolean(n *yaml.Node, what string) (bool, error) {
 var idPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 
 func (l *loader) workflow(n *yaml.Node, wf *Workflow) error {
-	f, err := l.fields(n, "workflow", "name", "description", "inputs", "servers", "steps")
+	f, err := l.fields(n, "workflow", "name", "description", "inputs", "env", "servers", "steps", "outputs")
 	if err != nil {
 		return err
 	}
@@ -133,6 +135,18 @@ func (l *loader) workflow(n *yaml.Node, wf *Workflow) error {
 			return err
 		}
 	}
+	if v, ok := f["env"]; ok {
+		if v.Kind != yaml.SequenceNode {
+			return l.errAt(v, "env: expected a list of environment variable names, found %s", kindName(v))
+		}
+		for _, e := range v.Content {
+			name, err := l.str(e, "env")
+			if err != nil {
+				return err
+			}
+			wf.Env = append(wf.Env, name)
+		}
+	}
 	if v, ok := f["servers"]; ok {
 		if err := l.servers(v, wf); err != nil {
 			return err
@@ -142,7 +156,135 @@ func (l *loader) workflow(n *yaml.Node, wf *Workflow) error {
 	if !ok {
 		return l.errAt(n, "workflow: missing required key \"steps\"")
 	}
-	return l.steps(v, wf)
+	if err := l.steps(v, wf); err != nil {
+		return err
+	}
+	if v, ok := f["outputs"]; ok {
+		return l.outputs(v, wf)
+	}
+	return nil
+}
+
+func (l *loader) outputs(n *yaml.Node, wf *Workflow) error {
+	if n.Kind != yaml.MappingNode {
+		return l.errAt(n, "outputs: expected a mapping of names to values, found %s", kindName(n))
+	}
+	all := map[string]bool{}
+	for _, st := range wf.Steps {
+		all[st.ID] = true
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		val, err := l.value(v, "output "+k.Value, wf, all, false)
+		if err != nil {
+			return err
+		}
+		wf.Outputs = append(wf.Outputs, &Output{Name: k.Value, Value: val})
+	}
+	return nil
+}
+
+// value compiles a YAML value holding ${{ … }} expressions and checks every
+// name they read.
+func (l *loader) value(n *yaml.Node, what string, wf *Workflow, earlier map[string]bool, loop bool) (*value, error) {
+	var raw any
+	if err := n.Decode(&raw); err != nil {
+		return nil, l.errAt(n, "%s: %v", what, err)
+	}
+	if err := l.checkExprs(n, what, wf, earlier, loop); err != nil {
+		return nil, err
+	}
+	v, err := compileValue(raw)
+	if err != nil {
+		return nil, l.errAt(n, "%s: %v", what, err)
+	}
+	return v, nil
+}
+
+// checkExprs compiles each string of n on its own, so an error names the
+// exact line and column of the string that holds it.
+func (l *loader) checkExprs(n *yaml.Node, what string, wf *Workflow, earlier map[string]bool, loop bool) error {
+	if n.Kind == yaml.ScalarNode {
+		t, err := parseTemplate(n.Value)
+		if err != nil {
+			return l.errAt(n, "%s: %v", what, err)
+		}
+		if t == nil {
+			return nil
+		}
+		for _, e := range t.exprs() {
+			if err := checkRefs(e, wf, earlier, loop); err != nil {
+				return l.errAt(n, "%s: %v", what, err)
+			}
+		}
+		return nil
+	}
+	for _, c := range n.Content {
+		if err := l.checkExprs(c, what, wf, earlier, loop); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// condition compiles an if or for_each expression: either ${{ … }} or a
+// bare CEL expression.
+func (l *loader) condition(n *yaml.Node, what string, wf *Workflow, earlier map[string]bool) (*expression, error) {
+	src, err := l.str(n, what)
+	if err != nil {
+		return nil, err
+	}
+	src = strings.TrimSpace(src)
+	if strings.HasPrefix(src, "${{") && strings.HasSuffix(src, "}}") && closing(src[3:]) == len(src)-5 {
+		src = strings.TrimSpace(src[3 : len(src)-2])
+	}
+	e, err := compileExpr(src)
+	if err != nil {
+		return nil, l.errAt(n, "%s: %v", what, err)
+	}
+	if err := checkRefs(e, wf, earlier, false); err != nil {
+		return nil, l.errAt(n, "%s: %v", what, err)
+	}
+	return e, nil
+}
+
+// checkRefs checks that an expression reads only declared inputs, listed
+// environment variables, earlier steps, and item/index inside for_each.
+func checkRefs(e *expression, wf *Workflow, earlier map[string]bool, loop bool) error {
+	for _, name := range e.refs.inputs {
+		if wf.input(name) == nil {
+			return fmt.Errorf("expression %q: unknown input %q (declared: %s)", e.src, name, inputNames(wf))
+		}
+	}
+	for _, name := range e.refs.env {
+		if !contains(wf.Env, name) {
+			return fmt.Errorf("expression %q: env.%s is not listed in the workflow's env: (add it there to read it)", e.src, name)
+		}
+	}
+	for _, name := range e.refs.steps {
+		if earlier[name] {
+			continue
+		}
+		if wf.Step(name) != nil {
+			return fmt.Errorf("expression %q: step %q does not run before this one (only earlier steps can be referenced)", e.src, name)
+		}
+		return fmt.Errorf("expression %q: unknown step %q", e.src, name)
+	}
+	if e.refs.item && !loop {
+		return fmt.Errorf("expression %q: item and index exist only in the with: of a step that has for_each", e.src)
+	}
+	return nil
+}
+
+func inputNames(wf *Workflow) string {
+	if len(wf.Inputs) == 0 {
+		return "none"
+	}
+	names := make([]string, len(wf.Inputs))
+	for i, in := range wf.Inputs {
+		names[i] = in.Name
+	}
+	return strings.Join(names, ", ")
 }
 
 func (l *loader) inputs(n *yaml.Node, wf *Workflow) error {
@@ -166,10 +308,10 @@ func (l *loader) inputs(n *yaml.Node, wf *Workflow) error {
 				return err
 			}
 			switch InputType(s) {
-			case TypeString, TypeNumber, TypeBoolean:
+			case TypeString, TypeNumber, TypeBoolean, TypeObject, TypeArray:
 				in.Type = InputType(s)
 			default:
-				return l.errAt(t, "%s.type: unknown type %q (expected string, number or boolean)", what, s)
+				return l.errAt(t, "%s.type: unknown type %q (expected string, number, boolean, object or array)", what, s)
 			}
 		}
 		if d, ok := f["description"]; ok {
@@ -232,48 +374,23 @@ func (l *loader) steps(n *yaml.Node, wf *Workflow) error {
 	if len(n.Content) == 0 {
 		return l.errAt(n, "steps: a workflow needs at least one step")
 	}
+	// Every id first, so a reference to a later step says so.
+	for _, sn := range n.Content {
+		if sn.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(sn.Content); i += 2 {
+				if sn.Content[i].Value == "id" {
+					wf.Steps = append(wf.Steps, &Step{ID: sn.Content[i+1].Value})
+				}
+			}
+		}
+	}
+	later := wf.Steps
+	wf.Steps = nil
 	seen := map[string]bool{}
 	for i, sn := range n.Content {
-		what := fmt.Sprintf("steps[%d]", i)
-		f, err := l.fields(sn, what, "id", "server", "tool", "with")
+		st, err := l.step(sn, i, wf, seen, later)
 		if err != nil {
 			return err
-		}
-		st := &Step{pos: pos{sn.Line, sn.Column}}
-		for _, req := range []string{"id", "server", "tool"} {
-			if _, ok := f[req]; !ok {
-				return l.errAt(sn, "%s: missing required key %q", what, req)
-			}
-		}
-		if st.ID, err = l.str(f["id"], what+".id"); err != nil {
-			return err
-		}
-		if !idPattern.MatchString(st.ID) {
-			return l.errAt(f["id"], "%s.id: %q must start with a letter or _ and hold only letters, digits, _ or -", what, st.ID)
-		}
-		if seen[st.ID] {
-			return l.errAt(f["id"], "%s.id: duplicate step id %q", what, st.ID)
-		}
-		what = "step " + st.ID
-		if st.Server, err = l.str(f["server"], what+".server"); err != nil {
-			return err
-		}
-		if _, ok := wf.Servers[st.Server]; !ok {
-			return l.errAt(f["server"], "%s: unknown server %q (%s)", what, st.Server, serverNames(wf.Servers))
-		}
-		if st.Tool, err = l.str(f["tool"], what+".tool"); err != nil {
-			return err
-		}
-		if w, ok := f["with"]; ok {
-			if w.Kind != yaml.MappingNode {
-				return l.errAt(w, "%s.with: expected a mapping of arguments, found %s", what, kindName(w))
-			}
-			if err := w.Decode(&st.With); err != nil {
-				return l.errAt(w, "%s.with: %v", what, err)
-			}
-			if err := l.checkRefs(w, what, wf, seen); err != nil {
-				return err
-			}
 		}
 		seen[st.ID] = true
 		wf.Steps = append(wf.Steps, st)
@@ -281,25 +398,125 @@ func (l *loader) steps(n *yaml.Node, wf *Workflow) error {
 	return nil
 }
 
-// checkRefs validates every ${{ … }} inside n: it must parse, and refer to
-// declared inputs or to earlier steps.
-func (l *loader) checkRefs(n *yaml.Node, what string, wf *Workflow, earlier map[string]bool) error {
-	if n.Kind == yaml.ScalarNode {
-		_, err := parseTemplate(n.Value)
-		if err == nil {
-			err = checkTemplate(n.Value, wf, earlier)
+func (l *loader) step(sn *yaml.Node, i int, wf *Workflow, seen map[string]bool, all []*Step) (*Step, error) {
+	what := fmt.Sprintf("steps[%d]", i)
+	f, err := l.fields(sn, what, "id", "name", "server", "tool", "with", "if", "for_each", "concurrency", "timeout", "retry", "continue_on_error")
+	if err != nil {
+		return nil, err
+	}
+	st := &Step{pos: pos{sn.Line, sn.Column}, Concurrency: 1, Retry: Retry{Attempts: 1}}
+	for _, req := range []string{"id", "server", "tool"} {
+		if _, ok := f[req]; !ok {
+			return nil, l.errAt(sn, "%s: missing required key %q", what, req)
 		}
+	}
+	if st.ID, err = l.str(f["id"], what+".id"); err != nil {
+		return nil, err
+	}
+	if !idPattern.MatchString(st.ID) {
+		return nil, l.errAt(f["id"], "%s.id: %q must start with a letter or _ and hold only letters, digits, _ or -", what, st.ID)
+	}
+	if seen[st.ID] {
+		return nil, l.errAt(f["id"], "%s.id: duplicate step id %q", what, st.ID)
+	}
+	what = "step " + st.ID
+	if v, ok := f["name"]; ok {
+		if st.Name, err = l.str(v, what+".name"); err != nil {
+			return nil, err
+		}
+	}
+	if st.Server, err = l.str(f["server"], what+".server"); err != nil {
+		return nil, err
+	}
+	if _, ok := wf.Servers[st.Server]; !ok {
+		return nil, l.errAt(f["server"], "%s: unknown server %q (%s)", what, st.Server, serverNames(wf.Servers))
+	}
+	if st.Tool, err = l.str(f["tool"], what+".tool"); err != nil {
+		return nil, err
+	}
+	// Expressions may name the steps before this one; the ids of later
+	// steps are known only to say "does not run before this one".
+	wf.Steps = append(wf.Steps, all[len(seen):]...)
+	defer func() { wf.Steps = wf.Steps[:len(seen)] }()
+	if v, ok := f["if"]; ok {
+		if st.If, err = l.condition(v, what+".if", wf, seen); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := f["for_each"]; ok {
+		if v.Kind == yaml.ScalarNode && v.Tag != "!!str" {
+			return nil, l.errAt(v, "%s.for_each: expected a list or an expression yielding one, found %s", what, kindName(v))
+		}
+		if v.Kind == yaml.ScalarNode {
+			e, err := l.condition(v, what+".for_each", wf, seen)
+			if err != nil {
+				return nil, err
+			}
+			st.ForEach = &value{tmpl: &template{parts: []part{{expr: e}}}}
+		} else if v.Kind == yaml.SequenceNode {
+			if st.ForEach, err = l.value(v, what+".for_each", wf, seen, false); err != nil {
+				return nil, err
+			}
+		} else {
+			return nil, l.errAt(v, "%s.for_each: expected a list or an expression yielding one, found %s", what, kindName(v))
+		}
+	}
+	if v, ok := f["concurrency"]; ok {
+		if st.ForEach == nil {
+			return nil, l.errAt(v, "%s.concurrency: only a step with for_each runs calls concurrently", what)
+		}
+		if v.Tag != "!!int" || v.Decode(&st.Concurrency) != nil || st.Concurrency < 1 || st.Concurrency > 256 {
+			return nil, l.errAt(v, "%s.concurrency: expected a whole number from 1 to 256, found %q", what, v.Value)
+		}
+	}
+	if v, ok := f["timeout"]; ok {
+		if st.Timeout, err = l.duration(v, what+".timeout"); err != nil {
+			return nil, err
+		}
+	}
+	if v, ok := f["retry"]; ok {
+		rf, err := l.fields(v, what+".retry", "attempts", "backoff")
 		if err != nil {
-			return l.errAt(n, "%s: %v", what, err)
+			return nil, err
 		}
-		return nil
-	}
-	for _, c := range n.Content {
-		if err := l.checkRefs(c, what, wf, earlier); err != nil {
-			return err
+		if a, ok := rf["attempts"]; ok {
+			if a.Tag != "!!int" || a.Decode(&st.Retry.Attempts) != nil || st.Retry.Attempts < 1 || st.Retry.Attempts > 100 {
+				return nil, l.errAt(a, "%s.retry.attempts: expected a whole number from 1 to 100 (the total number of attempts), found %q", what, a.Value)
+			}
+		}
+		st.Retry.Backoff = time.Second
+		if b, ok := rf["backoff"]; ok {
+			if st.Retry.Backoff, err = l.duration(b, what+".retry.backoff"); err != nil {
+				return nil, err
+			}
 		}
 	}
-	return nil
+	if v, ok := f["continue_on_error"]; ok {
+		if st.ContinueOnError, err = l.boolean(v, what+".continue_on_error"); err != nil {
+			return nil, err
+		}
+	}
+	if w, ok := f["with"]; ok {
+		if w.Kind != yaml.MappingNode {
+			return nil, l.errAt(w, "%s.with: expected a mapping of arguments, found %s", what, kindName(w))
+		}
+		if st.With, err = l.value(w, what+".with", wf, seen, st.ForEach != nil); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+func (l *loader) duration(n *yaml.Node, what string) (time.Duration, error) {
+	s, err := l.str(n, what)
+	if err != nil {
+		return 0, err
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, l.errAt(n, "%s: expected a positive duration such as 30s or 2m, found %q", what, s)
+	}
+	return d, nil
 }
 
 func serverNames(s servers.Set) string {
@@ -440,6 +657,20 @@ func convertInput(in *Input, v any) (any, error) {
 			}
 			return f, nil
 		}
+	case TypeObject, TypeArray:
+		if str, ok := v.(string); ok {
+			var parsed any
+			if err := json.Unmarshal([]byte(str), &parsed); err != nil {
+				return nil, fmt.Errorf("%q is not JSON", str)
+			}
+			v = parsed
+		}
+		v = jsonShape(v)
+		if _, isMap := v.(map[string]any); isMap == (in.Type == TypeObject) {
+			if _, isList := v.([]any); isList == (in.Type == TypeArray) {
+				return v, nil
+			}
+		}
 	case TypeBoolean:
 		switch x := v.(type) {
 		case bool:
@@ -454,4 +685,18 @@ func convertInput(in *Input, v any) (any, error) {
 		}
 	}
 	return nil, fmt.Errorf("%v is not a %s", v, in.Type)
+}
+
+// jsonShape converts YAML-decoded values (ints, map[string]interface{})
+// into the shapes encoding/json produces.
+func jsonShape(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return v
+	}
+	var out any
+	if json.Unmarshal(b, &out) != nil {
+		return v
+	}
+	return out
 }

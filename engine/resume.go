@@ -52,9 +52,9 @@ func (e *Engine) Resume(ctx context.Context, id journal.ID, secrets map[string]a
 	if err != nil {
 		return nil, err
 	}
-	prior := map[string]*journal.Invocation{}
+	prior := map[unitKey]*journal.Invocation{}
 	for i := range invs {
-		prior[invs[i].Step] = &invs[i] // newest per step wins: ids are time-ordered
+		prior[unitKey{invs[i].Step, invs[i].Item}] = &invs[i] // newest wins: ids are time-ordered
 		if invs[i].State == journal.StateOutcomeUnknown {
 			// Blocked until an operator resolves it: nothing to do, nothing written.
 			return run, nil
@@ -65,13 +65,12 @@ func (e *Engine) Resume(ctx context.Context, id journal.ID, secrets map[string]a
 	}
 	run.Status = journal.RunRunning
 	e.emit(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
-	r := &runner{e: e, wf: wf, run: run, scope: scope{"inputs": inputs, "steps": map[string]any{}}, prior: prior}
-	return r.execute(ctx)
+	return newRunner(e, wf, run, inputs, prior).execute(ctx)
 }
 
 // resumeStep continues a step that has a journaled invocation.
-func (r *runner) resumeStep(ctx context.Context, st *Step, inv *journal.Invocation) (stepResult, error) {
-	ev := Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: inv.State, Attempt: len(inv.Attempts)}
+func (r *runner) resumeStep(ctx context.Context, st unit, inv *journal.Invocation) (stepResult, error) {
+	ev := Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: inv.State, Attempt: len(inv.Attempts)}
 	switch inv.State {
 	case journal.StateCompleted:
 		out := completed(st, journaledValue(inv.Result))
@@ -107,6 +106,12 @@ func (r *runner) resumeStep(ctx context.Context, st *Step, inv *journal.Invocati
 		if d != nil && d.Verdict == "first_delivery" {
 			class = replay.ClassNotDelivered
 		}
+		if d != nil && d.Verdict == "retry" {
+			// A journaled decision to retry after a failure.
+			if failure, err := replay.ParseClass(last.Failure); err == nil && !failure.MayHaveExecuted() {
+				return r.resend(ctx, st, inv, journal.NextAttempt{Trust: r.e.Trust(st.Server), Annotations: inv.Annotations})
+			}
+		}
 		return r.follow(ctx, st, inv, class)
 	}
 	return stepResult{}, fmt.Errorf("step %s: invocation %s in state %s cannot be resumed", st.ID, inv.ID.Short(), inv.State)
@@ -114,14 +119,14 @@ func (r *runner) resumeStep(ctx context.Context, st *Step, inv *journal.Invocati
 
 // continueLoss decides on an invocation whose call may have run and whose
 // outcome was never recorded: journal the decision, then act on it.
-func (r *runner) continueLoss(ctx context.Context, st *Step, inv *journal.Invocation, class replay.Class, settled bool) (stepResult, error) {
+func (r *runner) continueLoss(ctx context.Context, st unit, inv *journal.Invocation, class replay.Class, settled bool) (stepResult, error) {
 	o, blocked := r.decideLoss(inv, class)
 	if settled {
 		// An aborted or timed-out invocation keeps its state unless the
 		// policy clears a re-send; an operator resolves it otherwise.
 		if blocked {
 			e := &journal.Error{Code: replay.Code, Message: fmt.Sprintf("step %s: invocation %s was %s and may have run; resolve it with `mcpflow journal resolve %s`", st.ID, inv.ID.Short(), inv.State, inv.ID.Short())}
-			r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: inv.State, Err: e})
+			r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: inv.State, Err: e})
 			return stepResult{status: journal.RunBlocked, err: e}, nil
 		}
 		return r.resendAfterCheck(ctx, st, inv, class)
@@ -131,14 +136,14 @@ func (r *runner) continueLoss(ctx context.Context, st *Step, inv *journal.Invoca
 		return stepResult{}, err
 	}
 	if blocked {
-		r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: journal.StateOutcomeUnknown, Err: outcomeUnknown})
+		r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: journal.StateOutcomeUnknown, Err: outcomeUnknown})
 		return stepResult{status: journal.RunBlocked, err: outcomeUnknown}, nil
 	}
 	return r.follow(ctx, st, inv, class)
 }
 
 // follow carries out a journaled decision to send again.
-func (r *runner) follow(ctx context.Context, st *Step, inv *journal.Invocation, class replay.Class) (stepResult, error) {
+func (r *runner) follow(ctx context.Context, st unit, inv *journal.Invocation, class replay.Class) (stepResult, error) {
 	args, out := r.arguments(st, inv)
 	if out != nil {
 		return *out, nil
@@ -148,7 +153,7 @@ func (r *runner) follow(ctx context.Context, st *Step, inv *journal.Invocation, 
 		if res == nil {
 			return stepResult{}, err
 		}
-		r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: res.state, Err: res.err})
+		r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: res.state, Err: res.err})
 		return *res, err
 	}
 	return r.send(ctx, st, sess, intent, args, inv)
@@ -156,7 +161,7 @@ func (r *runner) follow(ctx context.Context, st *Step, inv *journal.Invocation, 
 
 // resendAfterCheck re-sends an aborted or timed-out call the policy cleared,
 // after rediscovery confirms the fresh view is safe too.
-func (r *runner) resendAfterCheck(ctx context.Context, st *Step, inv *journal.Invocation, class replay.Class) (stepResult, error) {
+func (r *runner) resendAfterCheck(ctx context.Context, st unit, inv *journal.Invocation, class replay.Class) (stepResult, error) {
 	args, out := r.arguments(st, inv)
 	if out != nil {
 		return *out, nil
@@ -185,7 +190,7 @@ func (r *runner) resendAfterCheck(ctx context.Context, st *Step, inv *journal.In
 
 // resend starts a new attempt without consulting the replay policy: the
 // call provably did not run, or an operator approved it.
-func (r *runner) resend(ctx context.Context, st *Step, inv *journal.Invocation, next journal.NextAttempt) (stepResult, error) {
+func (r *runner) resend(ctx context.Context, st unit, inv *journal.Invocation, next journal.NextAttempt) (stepResult, error) {
 	args, out := r.arguments(st, inv)
 	if out != nil {
 		return *out, nil
@@ -207,8 +212,8 @@ func (r *runner) resend(ctx context.Context, st *Step, inv *journal.Invocation, 
 // arguments re-evaluates a step's arguments for another attempt and checks
 // that they are exactly what the first attempt sent (their digest is
 // journaled): another attempt never sends different arguments.
-func (r *runner) arguments(st *Step, inv *journal.Invocation) (json.RawMessage, *stepResult) {
-	args, out := r.evalArgs(st)
+func (r *runner) arguments(st unit, inv *journal.Invocation) (json.RawMessage, *stepResult) {
+	args, out := r.evalArgs(context.Background(), st)
 	if out != nil {
 		return nil, out
 	}

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/mcpflow/mcpflow/servers"
 )
 
@@ -9,8 +11,12 @@ type Workflow struct {
 	Name        string
 	Description string
 	Inputs      []*Input
-	Servers     servers.Set
-	Steps       []*Step
+	// Env lists the environment variables expressions may read as env.NAME;
+	// no other variable is visible.
+	Env     []string
+	Servers servers.Set
+	Steps   []*Step
+	Outputs []*Output
 	// Path is where the definition was read from; Source its exact bytes
 	// (journaled with every run, so resume never depends on the file).
 	Path   string
@@ -36,16 +42,47 @@ const (
 	TypeString  InputType = "string"
 	TypeNumber  InputType = "number"
 	TypeBoolean InputType = "boolean"
+	TypeObject  InputType = "object"
+	TypeArray   InputType = "array"
 )
 
-// Step is one tool call of a workflow.
+// Step is one tool call of a workflow, or one per item with ForEach.
 type Step struct {
 	ID     string
+	Name   string
 	Server string
 	Tool   string
 	// With holds the arguments, possibly containing ${{ … }} expressions.
-	With map[string]any
-	pos  pos
+	With *value
+	// If, when set, must be true for the step to run; otherwise it is
+	// journaled as skipped.
+	If *expression
+	// ForEach, when set, yields a list; the step runs once per item, with
+	// at most Concurrency calls in flight.
+	ForEach     *value
+	Concurrency int
+	// Timeout bounds each call (0: none). A call that times out may have
+	// run: it is retried only when Retry asks and the replay policy agrees.
+	Timeout time.Duration
+	Retry   Retry
+	// ContinueOnError lets the run go on when this step fails; later
+	// steps see steps.ID.isError.
+	ContinueOnError bool
+	pos             pos
+}
+
+// Retry says how often to try a call again after a tool error (isError).
+type Retry struct {
+	// Attempts is the total number of attempts (1: no retry).
+	Attempts int
+	// Backoff is the delay before the second attempt; it doubles after.
+	Backoff time.Duration
+}
+
+// Output is a named value computed when the run succeeds.
+type Output struct {
+	Name  string
+	Value *value
 }
 
 type pos struct{ line, col int }
