@@ -79,7 +79,9 @@ func runWith(t *testing.T, s *scripted, src string, inputs []string, trust journ
 
 func TestIfSkipsAndJournals(t *testing.T) {
 	s := newScripted()
-	s.tool("t", nil, func(context.Context, int, map[string]any) (*mcp.CallToolResult, error) { return ok(map[string]any{"n": 3}) })
+	s.tool("t", nil, func(context.Context, int, map[string]any) (*mcp.CallToolResult, error) {
+		return ok(map[string]any{"n": 3})
+	})
 	_, run, invs := runWith(t, s, `
 name: w
 inputs: {go: {type: boolean, default: false}}
@@ -259,7 +261,9 @@ steps:
 
 func TestRuntimeExpressionErrorNamesExpression(t *testing.T) {
 	s := newScripted()
-	s.tool("t", nil, func(context.Context, int, map[string]any) (*mcp.CallToolResult, error) { return ok(map[string]any{"a": 1}) })
+	s.tool("t", nil, func(context.Context, int, map[string]any) (*mcp.CallToolResult, error) {
+		return ok(map[string]any{"a": 1})
+	})
 	_, run, _ := runWith(t, s, `
 name: w
 servers: {s: {builtin: demo}}

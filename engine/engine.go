@@ -76,10 +76,10 @@ const (
 
 // Event reports progress of a run.
 type Event struct {
-	Kind       EventKind
-	Run        journal.ID
-	Workflow   string
-	Step       string
+	Kind     EventKind
+	Run      journal.ID
+	Workflow string
+	Step     string
 	// Item is the for_each item index, or -1.
 	Item       int
 	Tool       string

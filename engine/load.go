@@ -8,8 +8,8 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
-	"time"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
