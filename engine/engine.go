@@ -210,7 +210,9 @@ func (r *runner) execute(ctx context.Context) (*journal.Run, error) {
 		value := res.value
 		if res.status == journal.RunFailed && st.ContinueOnError {
 			// Later steps see the failure as data.
-			value = failedValue(res.err)
+			if value == nil {
+				value = failedValue(res.err)
+			}
 			res.status = journal.RunSucceeded
 		}
 		if res.status != journal.RunSucceeded {
@@ -225,7 +227,7 @@ func (r *runner) execute(ctx context.Context) (*journal.Run, error) {
 }
 
 func failedValue(e *journal.Error) map[string]any {
-	v := map[string]any{"isError": true, "text": "", "content": nil, "structuredContent": nil, "error": nil}
+	v := map[string]any{"isError": true, "skipped": false, "text": "", "content": nil, "structuredContent": nil, "error": nil}
 	if e != nil {
 		v["text"], v["error"] = e.Message, map[string]any{"code": e.Code, "message": e.Message}
 	}
@@ -275,7 +277,7 @@ func (r *runner) condition(ctx context.Context, u unit) (bool, *stepResult) {
 
 // skip journals a step whose condition was false.
 func (r *runner) skip(u unit) (stepResult, error) {
-	value := map[string]any{"skipped": true, "isError": false, "text": "", "content": nil, "structuredContent": nil}
+	value := map[string]any{"skipped": true, "isError": false, "text": "", "content": nil, "structuredContent": nil, "error": nil}
 	if _, done := r.prior[unitKey{u.ID, -1}]; done {
 		return stepResult{value: value, status: journal.RunSucceeded}, nil
 	}
@@ -344,7 +346,10 @@ launch:
 		case res.status == journal.RunSucceeded:
 			values[i] = res.value
 		default:
-			values[i] = failedValue(res.err)
+			values[i] = res.value
+			if values[i] == nil {
+				values[i] = failedValue(res.err)
+			}
 			if rank(res.status) > rank(worst.status) {
 				worst = res
 			}
@@ -397,7 +402,7 @@ func failed(code, format string, args ...any) stepResult {
 
 // stepValue is what expressions see of a completed call.
 func stepValue(res *mcp.CallToolResult) map[string]any {
-	v := map[string]any{"isError": res.IsError, "text": resultText(res)}
+	v := map[string]any{"isError": res.IsError, "skipped": false, "text": resultText(res), "error": nil}
 	var content any
 	if b, err := json.Marshal(res.Content); err == nil {
 		_ = json.Unmarshal(b, &content)

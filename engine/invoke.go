@@ -230,7 +230,11 @@ func (r *runner) retry(ctx context.Context, st unit, intent journal.Intent, clas
 // (isError) fails the step; anything else feeds later steps.
 func completed(st unit, value map[string]any) stepResult {
 	if isErr, _ := value["isError"].(bool); isErr {
-		return stepResult{status: journal.RunFailed, err: &journal.Error{Code: CodeToolError, Message: fmt.Sprintf("step %s: tool %s returned an error: %s", st.ID, st.Tool, oneLine(text(value["text"])))}}
+		// The tool's own error result stays visible to later steps (with
+		// continue_on_error) as steps.ID.text, .structuredContent, …
+		e := &journal.Error{Code: CodeToolError, Message: fmt.Sprintf("step %s: tool %s returned an error: %s", st.ID, st.Tool, oneLine(text(value["text"])))}
+		value["error"] = map[string]any{"code": e.Code, "message": e.Message}
+		return stepResult{value: value, status: journal.RunFailed, err: e}
 	}
 	return stepResult{value: value, status: journal.RunSucceeded}
 }

@@ -226,7 +226,7 @@ func (r *runner) arguments(st unit, inv *journal.Invocation) (json.RawMessage, *
 
 // journaledValue rebuilds what expressions see of a journaled result.
 func journaledValue(res *journal.Result) map[string]any {
-	v := map[string]any{"isError": false, "text": "", "content": nil, "structuredContent": nil}
+	v := map[string]any{"isError": false, "skipped": false, "text": "", "content": nil, "structuredContent": nil, "error": nil}
 	if res == nil {
 		return v
 	}

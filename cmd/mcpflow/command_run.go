@@ -125,7 +125,11 @@ func (p *linePrinter) event(ev engine.Event) {
 	case engine.RunStarted:
 		fmt.Fprintf(p.w, "run %s started: %s\n", ev.Run, ev.Workflow)
 	case engine.StepFinished:
-		line := fmt.Sprintf("step %-12s %-10s %-22s %8s", ev.Step, ev.State, ev.Server+"/"+ev.Tool, round(ev.Elapsed))
+		name := ev.Step
+		if ev.Item >= 0 {
+			name = fmt.Sprintf("%s[%d]", ev.Step, ev.Item)
+		}
+		line := fmt.Sprintf("step %-12s %-10s %-22s %8s", name, ev.State, ev.Server+"/"+ev.Tool, round(ev.Elapsed))
 		if ev.Attempt > 1 {
 			line += fmt.Sprintf("  attempt %d", ev.Attempt)
 		}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpflow/mcpflow/journal"
+)
+
+// TestExamples runs every workflow in examples/workflows through the CLI.
+func TestExamples(t *testing.T) {
+	files, err := filepath.Glob(repoFile("examples", "workflows", "*.yaml"))
+	if err != nil || len(files) < 6 {
+		t.Fatalf("examples: %v (%d files)", err, len(files))
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		t.Run(name, func(t *testing.T) {
+			if name == "filesystem" {
+				if _, err := exec.LookPath("npx"); err != nil {
+					if os.Getenv("CI") != "" {
+						t.Fatal("npx is needed for the filesystem example; .ci/run installs Node.js packages")
+					}
+					t.Skip("npx not installed")
+				}
+			}
+			c := newCLI(t)
+			r := c.run("run", abs(t, f))
+			if r.code != 0 {
+				t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
+			j := c.openJournal()
+			run, invs := c.onlyRun(j)
+			if run.Status != journal.RunSucceeded || len(invs) == 0 {
+				t.Fatalf("run %s with %d invocations", run.Status, len(invs))
+			}
+			switch name {
+			case "fan-out":
+				if len(invs) != 6 || c.ledgerCount("greet") != 5 {
+					t.Errorf("%d invocations, %d greetings", len(invs), c.ledgerCount("greet"))
+				}
+			case "branch-on-error":
+				if !strings.Contains(r.stdout, "primary said: primary backend is over quota") || !strings.Contains(r.stdout, "step happy        skipped") {
+					t.Errorf("stdout:\n%s", r.stdout)
+				}
+			case "filesystem":
+				b, err := os.ReadFile(filepath.Join(c.workspace, "data", "note.txt"))
+				if err != nil || string(b) != "written by mcpflow" {
+					t.Errorf("data/note.txt = %q, %v", b, err)
+				}
+			}
+		})
+	}
+}
+
+// TestOutcomeUnknownExample follows the steps in the example's header.
+func TestOutcomeUnknownExample(t *testing.T) {
+	c := newCLI(t)
+	c.env = []string{"MCPFLOW_DEMO_FAULT=exit-after-commit", "MCPFLOW_DEMO_FAULT_TOOL=ledger_append"}
+	r := c.run("run", abs(t, repoFile("examples", "workflows", "outcome-unknown.yaml")))
+	if r.code != exitBlocked {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	c.env = nil
+	j := c.openJournal()
+	run, invs := c.onlyRun(j)
+	j.Close()
+	res := filepath.Join(c.workspace, "result.json")
+	os.WriteFile(res, []byte(`{"structuredContent": {"row": 1}}`), 0o600)
+	if r := c.run("journal", "resolve", invs[0].ID.Short(), "--as", "completed", "--result", res, "--reason", "found in the ledger"); r.code != 0 {
+		t.Fatalf("resolve: %d %s", r.code, r.stderr)
+	}
+	r = c.run("resume", run.ID.Short())
+	if r.code != 0 || !strings.Contains(r.stdout, "your charge is row 1!") || c.ledgerCount("ledger_append") != 1 {
+		t.Fatalf("resume: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
