@@ -75,7 +75,12 @@ func compileExpr(src string) (*expression, error) {
 	}
 	checked, iss := env.Compile(src)
 	if iss != nil && iss.Err() != nil {
-		return nil, fmt.Errorf("expression %q: %s", src, oneLine(strings.ReplaceAll(iss.Err().Error(), "ERROR: <input>:", "")))
+		e := iss.Errors()[0]
+		msg := e.Message
+		if i := strings.Index(msg, " expecting {"); i > 0 {
+			msg = msg[:i] // the list of every token CEL would accept helps nobody
+		}
+		return nil, fmt.Errorf("expression %q: column %d: %s", src, e.Location.Column()+1, msg)
 	}
 	prog, err := env.Program(checked, cel.CostLimit(exprCostLimit), cel.InterruptCheckFrequency(100))
 	if err != nil {

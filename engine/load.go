@@ -111,10 +111,19 @@ func (l *loader) boolean(n *yaml.Node, what string) (bool, error) {
 	return b, nil
 }
 
+// The keys each level of a workflow file accepts (also in
+// schema/workflow.schema.json; a test keeps the two in step).
+var (
+	workflowKeys = []string{"name", "description", "inputs", "env", "servers", "steps", "outputs"}
+	inputKeys    = []string{"type", "description", "required", "default", "secret"}
+	stepKeys     = []string{"id", "name", "server", "tool", "with", "if", "for_each", "concurrency", "timeout", "retry", "continue_on_error"}
+	retryKeys    = []string{"attempts", "backoff"}
+)
+
 var idPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 
 func (l *loader) workflow(n *yaml.Node, wf *Workflow) error {
-	f, err := l.fields(n, "workflow", "name", "description", "inputs", "env", "servers", "steps", "outputs")
+	f, err := l.fields(n, "workflow", workflowKeys...)
 	if err != nil {
 		return err
 	}
@@ -253,6 +262,13 @@ func (l *loader) condition(n *yaml.Node, what string, wf *Workflow, earlier map[
 func checkRefs(e *expression, wf *Workflow, earlier map[string]bool, loop bool) error {
 	for _, name := range e.refs.inputs {
 		if wf.input(name) == nil {
+			names := make([]string, len(wf.Inputs))
+			for i, in := range wf.Inputs {
+				names[i] = in.Name
+			}
+			if s := suggest(name, names); s != "" {
+				return fmt.Errorf("expression %q: unknown input %q (did you mean %q?)", e.src, name, s)
+			}
 			return fmt.Errorf("expression %q: unknown input %q (declared: %s)", e.src, name, inputNames(wf))
 		}
 	}
@@ -267,6 +283,14 @@ func checkRefs(e *expression, wf *Workflow, earlier map[string]bool, loop bool) 
 		}
 		if wf.Step(name) != nil {
 			return fmt.Errorf("expression %q: step %q does not run before this one (only earlier steps can be referenced)", e.src, name)
+		}
+		var ids []string
+		for id := range earlier {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		if s := suggest(name, ids); s != "" {
+			return fmt.Errorf("expression %q: unknown step %q (did you mean %q?)", e.src, name, s)
 		}
 		return fmt.Errorf("expression %q: unknown step %q", e.src, name)
 	}
@@ -297,7 +321,7 @@ func (l *loader) inputs(n *yaml.Node, wf *Workflow) error {
 		if !idPattern.MatchString(k.Value) {
 			return l.errAt(k, "%s: name must be letters, digits, _ or -", what)
 		}
-		f, err := l.fields(v, what, "type", "description", "required", "default", "secret")
+		f, err := l.fields(v, what, inputKeys...)
 		if err != nil {
 			return err
 		}
@@ -400,7 +424,7 @@ func (l *loader) steps(n *yaml.Node, wf *Workflow) error {
 
 func (l *loader) step(sn *yaml.Node, i int, wf *Workflow, seen map[string]bool, all []*Step) (*Step, error) {
 	what := fmt.Sprintf("steps[%d]", i)
-	f, err := l.fields(sn, what, "id", "name", "server", "tool", "with", "if", "for_each", "concurrency", "timeout", "retry", "continue_on_error")
+	f, err := l.fields(sn, what, stepKeys...)
 	if err != nil {
 		return nil, err
 	}
@@ -429,6 +453,9 @@ func (l *loader) step(sn *yaml.Node, i int, wf *Workflow, seen map[string]bool, 
 		return nil, err
 	}
 	if _, ok := wf.Servers[st.Server]; !ok {
+		if s := suggest(st.Server, wf.Servers.Names()); s != "" {
+			return nil, l.errAt(f["server"], "%s: unknown server %q (did you mean %q? %s)", what, st.Server, s, serverNames(wf.Servers))
+		}
 		return nil, l.errAt(f["server"], "%s: unknown server %q (%s)", what, st.Server, serverNames(wf.Servers))
 	}
 	if st.Tool, err = l.str(f["tool"], what+".tool"); err != nil {
@@ -475,7 +502,7 @@ func (l *loader) step(sn *yaml.Node, i int, wf *Workflow, seen map[string]bool, 
 		}
 	}
 	if v, ok := f["retry"]; ok {
-		rf, err := l.fields(v, what+".retry", "attempts", "backoff")
+		rf, err := l.fields(v, what+".retry", retryKeys...)
 		if err != nil {
 			return nil, err
 		}

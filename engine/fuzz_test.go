@@ -1,0 +1,68 @@
+package engine_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpflow/mcpflow/engine"
+)
+
+// FuzzLoad: any input gives a workflow or a clear positioned error; never a
+// panic or a hang.
+func FuzzLoad(f *testing.F) {
+	files, _ := filepath.Glob("../examples/workflows/*.yaml")
+	for _, p := range files {
+		b, _ := os.ReadFile(p)
+		f.Add(b)
+	}
+	seeds, _ := filepath.Glob("testdata/validate/*.txtar")
+	for _, p := range seeds {
+		b, _ := os.ReadFile(p)
+		f.Add(b)
+	}
+	f.Add([]byte("name: w\nsteps: [{id: a, server: s, tool: t, with: {x: '${{ [1,2].map(x, x * 2) }}'}}]"))
+	f.Add([]byte("&a [*a]"))
+	f.Fuzz(func(t *testing.T, src []byte) {
+		wf, err := engine.Load("f.yaml", src)
+		if err == nil && (wf.Name == "" || len(wf.Steps) == 0) {
+			t.Fatalf("accepted a workflow without name or steps: %q", src)
+		}
+		if err != nil && !strings.HasPrefix(err.Error(), "f.yaml") {
+			t.Fatalf("error does not name the file: %v", err)
+		}
+	})
+}
+
+// FuzzExpression: any expression compiles or fails cleanly, and evaluating
+// a compiled one returns a value or an error within the limits.
+func FuzzExpression(f *testing.F) {
+	for _, s := range []string{
+		"inputs.n + 1", "steps.a.structuredContent.list.map(x, x * 2)", "'a' + inputs.s",
+		"[1,2,3].exists(x, x > 2)", "inputs.missing", "size(inputs.s) > 2 ? 'long' : 'short'",
+		"{'a': {'b': 1}}", "1 / 0", "[[1]].map(x, x.map(y, y))", "inputs.s.upperAscii()",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, expr string) {
+		if strings.ContainsAny(expr, "\n\r") || strings.Contains(expr, "}}") {
+			return
+		}
+		src := "name: w\ninputs: {n: {type: number, default: 2}, s: {default: abc}}\nservers: {s: {builtin: demo}}\nsteps:\n  - {id: a, server: s, tool: t}\n  - {id: b, server: s, tool: t, if: " + quote(expr) + "}\n"
+		wf, err := engine.Load("f.yaml", []byte(src))
+		if err != nil {
+			return
+		}
+		inputs, err := wf.ParseInputs(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = engine.EvalCondition(context.Background(), wf.Steps[1], inputs, map[string]any{"a": map[string]any{"structuredContent": map[string]any{"list": []any{1.0, 2.0}}}})
+	})
+}
+
+func quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
