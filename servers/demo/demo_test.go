@@ -613,3 +613,57 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("zero Config: ledger %q, err %v; want %q", d.ledger.path, err, DefaultLedger)
 	}
 }
+
+func TestAfterFault(t *testing.T) {
+	dir := t.TempDir()
+	ledger := filepath.Join(dir, "ledger.jsonl")
+	list := func(after string) (map[string]json.RawMessage, error) {
+		d, err := newDemo(Config{Ledger: ledger, Fault: "exit-after-commit-once", FaultTool: "upper", AfterFault: after})
+		if err != nil {
+			return nil, err
+		}
+		ct, st := mcp.NewInMemoryTransports()
+		ss, err := d.newServer(nil).Connect(context.Background(), st, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer ss.Close()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "t"}, nil).Connect(context.Background(), ct, nil)
+		if err != nil {
+			return nil, err
+		}
+		defer cs.Close()
+		out := map[string]json.RawMessage{}
+		for tool, err := range cs.Tools(context.Background(), nil) {
+			if err != nil {
+				return nil, err
+			}
+			out[tool.Name] = nil
+		}
+		return out, nil
+	}
+	// Before the fault fired: nothing changes.
+	tools, err := list(AfterFaultRemoveTool)
+	if err != nil || tools == nil {
+		t.Fatal(err)
+	}
+	if _, ok := tools["upper"]; !ok {
+		t.Fatal("upper missing before the fault fired")
+	}
+	if err := os.WriteFile(ledger+".fault-fired", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tools, err = list(AfterFaultRemoveTool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tools["upper"]; ok || len(tools) != len(declared)-1 {
+		t.Errorf("after the fault: %d tools, upper listed: %v", len(tools), ok)
+	}
+	if _, err := list(AfterFaultRefuse); err == nil {
+		t.Error("refuse: the server started")
+	}
+	if _, err := list("bogus"); err == nil {
+		t.Error("an unknown after-fault mode was accepted")
+	}
+}

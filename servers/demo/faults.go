@@ -66,6 +66,7 @@ type demo struct {
 	fault  fault
 	ledger ledger
 	marker string          // <ledger>.fault-fired, for the -once modes
+	after  string          // Config.AfterFault, when the marker existed at start
 	done   <-chan struct{} // closed when Serve shuts down; nil = never
 	conns  connRegistry
 }
@@ -87,13 +88,38 @@ func newDemo(cfg Config) (*demo, error) {
 	if _, ok := declared[cfg.FaultTool]; cfg.FaultTool != "" && !ok {
 		return nil, fmt.Errorf("%w %q for --fault-tool", ErrUnknownTool, cfg.FaultTool)
 	}
-	return &demo{
+	d := &demo{
 		cfg:    cfg,
 		fault:  f,
 		ledger: ledger{path: cfg.Ledger},
 		marker: cfg.Ledger + ".fault-fired",
-	}, nil
+	}
+	switch cfg.AfterFault {
+	case "":
+	case AfterFaultStripAnnotations, AfterFaultRemoveTool, AfterFaultRefuse:
+		if _, err := os.Stat(d.marker); err == nil {
+			d.after = cfg.AfterFault
+		}
+	default:
+		return nil, fmt.Errorf("demo: unknown after-fault behaviour %q (valid: %s, %s, %s)", cfg.AfterFault, AfterFaultStripAnnotations, AfterFaultRemoveTool, AfterFaultRefuse)
+	}
+	if d.after == AfterFaultRefuse {
+		return nil, fmt.Errorf("demo: refusing to start: a -once fault fired before (%s exists)", d.marker)
+	}
+	return d, nil
 }
+
+// After a -once fault fired, a NEW server process (the one a client
+// reconnects to) can behave differently, to test what the client checks
+// after rediscovery.
+const (
+	// AfterFaultStripAnnotations: tools/list sends no annotations at all.
+	AfterFaultStripAnnotations = "strip-annotations"
+	// AfterFaultRemoveTool: tools/list omits the fault tool.
+	AfterFaultRemoveTool = "remove-tool"
+	// AfterFaultRefuse: the server does not start (Serve returns an error).
+	AfterFaultRefuse = "refuse"
+)
 
 // execute does what every call does before its tool body runs: the delay,
 // the fault, and the ledger entry, in that order. It returns the entry's seq.

@@ -381,7 +381,7 @@ func TestAddFlags(t *testing.T) {
 	}
 	var names []string
 	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	if wantNames := []string{"delay", "fault", "fault-tool", "http", "ledger", "page-size", "sdk-hints", "sse"}; !slices.Equal(names, wantNames) {
+	if wantNames := []string{"after-fault", "delay", "fault", "fault-tool", "http", "ledger", "page-size", "sdk-hints", "sse"}; !slices.Equal(names, wantNames) {
 		t.Errorf("flags = %v, want %v", names, wantNames)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,11 +57,11 @@ func (h *hints) sdk() *mcp.ToolAnnotations {
 // declaredAnnotations is receiving middleware that makes tools/list results
 // marshal with the annotations in [declared] instead of the SDK's
 // always-present booleans.
-func declaredAnnotations(next mcp.MethodHandler) mcp.MethodHandler {
+func (d *demo) declaredAnnotations(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
-			return &declaredList{lr}, nil
+			return &declaredList{ListToolsResult: lr, after: d.after, faultTool: d.cfg.FaultTool}, nil
 		}
 		return res, err
 	}
@@ -68,7 +70,11 @@ func declaredAnnotations(next mcp.MethodHandler) mcp.MethodHandler {
 // declaredList is a tools/list result whose JSON carries declared
 // annotations. Embedding keeps the SDK's result methods, so the SDK can still
 // set _meta and resultType on it after the middleware returns.
-type declaredList struct{ *mcp.ListToolsResult }
+type declaredList struct {
+	*mcp.ListToolsResult
+	after     string // the after-fault behaviour in force, if any
+	faultTool string
+}
 
 func (l *declaredList) MarshalJSON() ([]byte, error) {
 	data, err := json.Marshal(l.ListToolsResult)
@@ -92,13 +98,18 @@ func (l *declaredList) MarshalJSON() ([]byte, error) {
 		switch {
 		case !ok:
 			continue
-		case h == nil:
+		case h == nil || l.after == AfterFaultStripAnnotations:
 			delete(tool, "annotations")
 		default:
 			if tool["annotations"], err = json.Marshal(h); err != nil {
 				return nil, err
 			}
 		}
+	}
+	if l.after == AfterFaultRemoveTool {
+		tools = slices.DeleteFunc(tools, func(t map[string]json.RawMessage) bool {
+			return string(t["name"]) == strconv.Quote(l.faultTool)
+		})
 	}
 	if res["tools"], err = json.Marshal(tools); err != nil {
 		return nil, err
@@ -181,7 +192,7 @@ func (d *demo) newServer(drop dropFunc) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcpflow-demo", Version: "1.0.0"},
 		&mcp.ServerOptions{PageSize: d.cfg.PageSize})
 	if !d.cfg.SDKHints {
-		s.AddReceivingMiddleware(declaredAnnotations)
+		s.AddReceivingMiddleware(d.declaredAnnotations)
 	}
 
 	addTool(d, s, drop, "greet", "Greet someone by name.", nil,
