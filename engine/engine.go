@@ -126,6 +126,7 @@ const (
 	CodeServerUnavailable = "MCPFLOW_SERVER_UNAVAILABLE"
 	CodeExpression        = "MCPFLOW_EXPRESSION"
 	CodeUnknownTool       = "MCPFLOW_UNKNOWN_TOOL"
+	CodeInvalidArguments  = "MCPFLOW_INVALID_ARGUMENTS"
 	CodeAborted           = "MCPFLOW_ABORTED"
 	CodeTimedOut          = "MCPFLOW_TIMED_OUT"
 	CodeJournal           = "MCPFLOW_JOURNAL"

@@ -43,6 +43,11 @@ func (r *runner) step(ctx context.Context, st unit) (stepResult, error) {
 	if err != nil {
 		return failed(CodeUnknownTool, "step %s: %v", st.ID, err), nil
 	}
+	// A call whose arguments violate the tool's input schema is a
+	// validation error: no intent is written, nothing is sent.
+	if err := tool.Validate(args); err != nil {
+		return failed(CodeInvalidArguments, "step %s: %v", st.ID, err), nil
+	}
 	inv := &journal.Invocation{
 		RunID:           r.run.ID,
 		Step:            st.ID,

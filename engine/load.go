@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -374,17 +375,12 @@ func (l *loader) servers(n *yaml.Node, wf *Workflow) error {
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		what := "server " + k.Value
-		if _, err := l.fields(v, what, "builtin", "command", "args", "env", "cwd", "trust", "connect_timeout"); err != nil {
-			return err
+		srv, err := servers.ParseEntry(l.file, k.Value, v)
+		if ce := (*servers.ConfigError)(nil); errors.As(err, &ce) {
+			return &PosError{File: ce.File, Line: ce.Line, Column: ce.Column, Msg: ce.Message()}
 		}
-		srv := &servers.Server{}
-		if err := v.Decode(srv); err != nil {
-			return l.yamlError(err)
-		}
-		srv.Name = k.Value
-		if err := srv.Validate(); err != nil {
-			return l.errAt(v, "%s", strings.TrimSuffix(err.Error(), ": "+servers.ErrConfig.Error()))
+		if err != nil {
+			return l.errAt(v, "server %s: %v", k.Value, err)
 		}
 		wf.Servers[k.Value] = srv
 	}

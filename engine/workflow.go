@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/mcpflow/mcpflow/servers"
@@ -95,4 +97,24 @@ func (w *Workflow) Step(id string) *Step {
 		}
 	}
 	return nil
+}
+
+// CheckLiteralArguments validates a step's arguments against the tool's
+// input schema when they hold no expression (arguments with expressions
+// are validated before each call instead).
+func CheckLiteralArguments(st *Step, tool servers.Tool) error {
+	if st.With != nil && len(st.With.exprs()) > 0 {
+		return nil
+	}
+	args := []byte("{}")
+	if st.With != nil {
+		v, err := st.With.eval(context.Background(), vars{})
+		if err != nil {
+			return err
+		}
+		if args, err = json.Marshal(v); err != nil {
+			return err
+		}
+	}
+	return tool.Validate(args)
 }

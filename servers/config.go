@@ -1,48 +1,271 @@
 package servers
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
 )
 
+// Transport names, as returned by [Server.Transport] and accepted by the
+// type key of a server entry.
+const (
+	TransportStdio = "stdio"
+	TransportHTTP  = "http" // streamable HTTP
+	TransportSSE   = "sse"  // the older HTTP+SSE transport
+)
+
 // Server is one configured MCP server, shaped like the mcpServers entries of
-// other MCP clients.
+// other MCP clients. Exactly one of Builtin, Command and URL is set.
+//
+// Values of Command, Args, Cwd, URL, Env and Headers may refer to the
+// environment as ${VAR} or ${VAR:-default}; they are expanded when the
+// session connects, never when the entry is read, so secrets stay out of
+// parsed configuration. $${ stands for a literal ${.
 type Server struct {
 	// Name is the key the server is configured under.
 	Name string `yaml:"-" json:"name"`
 	// Builtin names a server built into mcpflow ("demo"), started as a stdio
-	// subprocess of mcpflow's own executable.
+	// subprocess of mcpflow's own executable ("mcpflow demo-server ARGS...").
 	Builtin string `yaml:"builtin,omitempty" json:"builtin,omitempty"`
-	// Command, Args, Env and Cwd start a stdio server.
+	// Command, Args, Env and Cwd start a stdio server. Env adds to mcpflow's
+	// own environment; Args and Env also apply to Builtin. A relative Cwd is
+	// relative to the workspace.
 	Command string            `yaml:"command,omitempty" json:"command,omitempty"`
 	Args    []string          `yaml:"args,omitempty" json:"args,omitempty"`
 	Env     map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 	Cwd     string            `yaml:"cwd,omitempty" json:"cwd,omitempty"`
+	// URL reaches a remote server over streamable HTTP, or over the older
+	// SSE transport when Type is "sse". Headers are added to every request.
+	URL     string            `yaml:"url,omitempty" json:"url,omitempty"`
+	Headers map[string]string `yaml:"headers,omitempty" json:"headers,omitempty"`
+	// Type is "stdio", "http" or "sse"; optional except that "sse" must be
+	// said explicitly. See [Server.Transport].
+	Type string `yaml:"type,omitempty" json:"type,omitempty"`
 	// Trust opts the server into automatic replay of calls that its tools
-	// declare safe. Default false.
+	// declare safe. Default false. This is server trust only: workspace
+	// trust is never read from any file (see [TrustStore]).
 	Trust bool `yaml:"trust,omitempty" json:"trust"`
-	// ConnectTimeout bounds starting and initializing the session.
+	// ConnectTimeout bounds starting and initializing the session; 0 = none.
 	ConnectTimeout time.Duration `yaml:"connect_timeout,omitempty" json:"connect_timeout,omitempty"`
+	// CallTimeout bounds each tools/call; 0 = none. A call that runs out of
+	// time fails with context.DeadlineExceeded: it may have executed.
+	CallTimeout time.Duration `yaml:"call_timeout,omitempty" json:"call_timeout,omitempty"`
+	// Origin is where the entry was read, "FILE:LINE:COL"; "" if not from a
+	// file. Informational only.
+	Origin string `yaml:"-" json:"origin,omitempty"`
 }
 
-// Transport names how the server is reached.
+// Transport names how the server is reached: "stdio" for builtin and
+// command servers, "sse" for a url with type sse, "http" for any other url.
 func (s *Server) Transport() string {
-	return "stdio"
+	switch {
+	case s.URL != "" && s.Type == TransportSSE:
+		return TransportSSE
+	case s.URL != "":
+		return TransportHTTP
+	}
+	return TransportStdio
 }
 
-// Validate checks that the entry says how to start the server.
+// Validate checks that the entry says, unambiguously, how to reach the
+// server. The error is a *ConfigError without a position.
 func (s *Server) Validate() error {
-	switch {
-	case s.Builtin != "" && s.Command != "":
-		return fmt.Errorf("server %q: set either builtin or command, not both: %w", s.Name, ErrConfig)
-	case s.Builtin != "" && s.Builtin != "demo":
-		return fmt.Errorf("server %q: unknown builtin %q (the built-in server is \"demo\"): %w", s.Name, s.Builtin, ErrConfig)
-	case s.Builtin == "" && s.Command == "":
-		return fmt.Errorf("server %q: needs builtin: demo or a command: %w", s.Name, ErrConfig)
+	if p := s.check(); p != nil {
+		return &ConfigError{Server: s.Name, Msg: p.msg}
 	}
 	return nil
+}
+
+// problem is a validation failure and the key it is about ("" = the entry).
+type problem struct {
+	key string
+	msg string
+}
+
+func (s *Server) check() *problem {
+	var set []string
+	for _, kv := range [][2]string{{"builtin", s.Builtin}, {"command", s.Command}, {"url", s.URL}} {
+		if kv[1] != "" {
+			set = append(set, kv[0])
+		}
+	}
+	switch {
+	case s.Name == "":
+		return &problem{"", "empty server name (expected a non-empty key under servers)"}
+	case len(set) == 0:
+		return &problem{"", "says neither how to start nor where to reach the server (expected one of builtin: demo, command: PROGRAM or url: https://HOST/PATH)"}
+	case len(set) > 1:
+		return &problem{set[1], fmt.Sprintf("sets both %s and %s (expected exactly one of builtin, command or url)", set[0], set[1])}
+	}
+	switch s.Type {
+	case "", TransportStdio, TransportHTTP, TransportSSE:
+	default:
+		return &problem{"type", fmt.Sprintf("unknown type %q (expected stdio, http or sse)", s.Type)}
+	}
+	if s.URL != "" {
+		if s.Type == TransportStdio {
+			return &problem{"type", "type stdio with a url (expected type http or sse, or a command instead of the url)"}
+		}
+		if msg := checkURL(s.URL); msg != "" {
+			return &problem{"url", msg}
+		}
+		for _, k := range []struct {
+			key string
+			set bool
+		}{{"args", len(s.Args) > 0}, {"env", len(s.Env) > 0}, {"cwd", s.Cwd != ""}} {
+			if k.set {
+				return &problem{k.key, k.key + " applies only to servers started with builtin or command (expected no " + k.key + " with a url)"}
+			}
+		}
+	} else {
+		if s.Type == TransportHTTP || s.Type == TransportSSE {
+			return &problem{"type", fmt.Sprintf("type %s without a url (expected url: https://HOST/PATH, or type stdio)", s.Type)}
+		}
+		if len(s.Headers) > 0 {
+			return &problem{"headers", "headers apply only to url servers (expected no headers with " + set[0] + ")"}
+		}
+	}
+	if s.Builtin != "" && s.Builtin != "demo" {
+		return &problem{"builtin", fmt.Sprintf("unknown builtin %q (expected demo)", s.Builtin)}
+	}
+	if s.ConnectTimeout < 0 {
+		return &problem{"connect_timeout", "negative connect_timeout (expected a positive duration such as \"30s\")"}
+	}
+	if s.CallTimeout < 0 {
+		return &problem{"call_timeout", "negative call_timeout (expected a positive duration such as \"30s\")"}
+	}
+	for _, kv := range []struct {
+		key string
+		m   map[string]string
+	}{{"env", s.Env}, {"headers", s.Headers}} {
+		for _, k := range sortedKeys(kv.m) {
+			if k == "" {
+				return &problem{kv.key, "empty name in " + kv.key + " (expected NAME: VALUE)"}
+			}
+			if err := checkVars(kv.m[k]); err != nil {
+				return &problem{kv.key, fmt.Sprintf("%s %s: %v", kv.key, k, err)}
+			}
+		}
+	}
+	for _, f := range []struct{ key, v string }{{"command", s.Command}, {"cwd", s.Cwd}, {"url", s.URL}} {
+		if err := checkVars(f.v); err != nil {
+			return &problem{f.key, fmt.Sprintf("%s: %v", f.key, err)}
+		}
+	}
+	for _, a := range s.Args {
+		if err := checkVars(a); err != nil {
+			return &problem{"args", fmt.Sprintf("args: %v", err)}
+		}
+	}
+	return nil
+}
+
+// checkURL accepts an http or https URL with a host. ${VAR} references are
+// allowed anywhere after the scheme, so only the scheme is checked when
+// there are any.
+func checkURL(raw string) string {
+	const want = " (expected an http:// or https:// URL such as https://example.com/mcp)"
+	lower := strings.ToLower(raw)
+	if !strings.HasPrefix(lower, "http://") && !strings.HasPrefix(lower, "https://") {
+		return fmt.Sprintf("url %q is not http or https%s", raw, want)
+	}
+	if strings.Contains(raw, "${") {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Sprintf("url %q does not parse%s", raw, want)
+	}
+	if u.Host == "" {
+		return fmt.Sprintf("url %q has no host%s", raw, want)
+	}
+	return ""
+}
+
+// serverJSON is Server's JSON form, with durations as strings ("30s").
+type serverJSON struct {
+	Name           string            `json:"name"`
+	Builtin        string            `json:"builtin,omitempty"`
+	Command        string            `json:"command,omitempty"`
+	Args           []string          `json:"args,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	Cwd            string            `json:"cwd,omitempty"`
+	URL            string            `json:"url,omitempty"`
+	Headers        map[string]string `json:"headers,omitempty"`
+	Type           string            `json:"type,omitempty"`
+	Trust          bool              `json:"trust"`
+	ConnectTimeout string            `json:"connect_timeout,omitempty"`
+	CallTimeout    string            `json:"call_timeout,omitempty"`
+	Origin         string            `json:"origin,omitempty"`
+}
+
+// MarshalJSON writes durations as Go duration strings ("1m30s").
+func (s Server) MarshalJSON() ([]byte, error) {
+	j := serverJSON{
+		Name: s.Name, Builtin: s.Builtin, Command: s.Command, Args: s.Args, Env: s.Env, Cwd: s.Cwd,
+		URL: s.URL, Headers: s.Headers, Type: s.Type, Trust: s.Trust, Origin: s.Origin,
+	}
+	if s.ConnectTimeout != 0 {
+		j.ConnectTimeout = s.ConnectTimeout.String()
+	}
+	if s.CallTimeout != 0 {
+		j.CallTimeout = s.CallTimeout.String()
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (s *Server) UnmarshalJSON(b []byte) error {
+	var j serverJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	out := Server{
+		Name: j.Name, Builtin: j.Builtin, Command: j.Command, Args: j.Args, Env: j.Env, Cwd: j.Cwd,
+		URL: j.URL, Headers: j.Headers, Type: j.Type, Trust: j.Trust, Origin: j.Origin,
+	}
+	for _, d := range []struct {
+		s   string
+		dst *time.Duration
+	}{{j.ConnectTimeout, &out.ConnectTimeout}, {j.CallTimeout, &out.CallTimeout}} {
+		if d.s == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.s)
+		if err != nil {
+			return fmt.Errorf("server %s: %w", j.Name, err)
+		}
+		*d.dst = v
+	}
+	*s = out
+	return nil
+}
+
+// Redacted returns a copy whose header and env values are replaced by
+// "<redacted>" unless they consist only of ${VAR} references: for showing
+// configuration without showing secrets written into it.
+func (s *Server) Redacted() *Server {
+	c := *s
+	c.Args = append([]string(nil), s.Args...)
+	redact := func(m map[string]string) map[string]string {
+		if m == nil {
+			return nil
+		}
+		out := make(map[string]string, len(m))
+		for k, v := range m {
+			if onlyVars(v) {
+				out[k] = v
+			} else {
+				out[k] = "<redacted>"
+			}
+		}
+		return out
+	}
+	c.Env, c.Headers = redact(s.Env), redact(s.Headers)
+	return &c
 }
 
 // Set is the servers a workflow can use, by name.
@@ -67,4 +290,34 @@ func (s Set) Lookup(name string) (*Server, error) {
 		return nil, fmt.Errorf("%w %q: no servers are configured", ErrUnknownServer, name)
 	}
 	return nil, fmt.Errorf("%w %q (configured: %s)", ErrUnknownServer, name, strings.Join(s.Names(), ", "))
+}
+
+// Merge returns the union of sets. When a name is in more than one set, the
+// entry of the LATER set wins, whole: fields are never mixed from two
+// entries, so trust: true cannot leak from an overridden entry. The entries
+// are shared with the inputs, not copied; treat them as read-only.
+//
+// mcpflow merges in this order (later wins):
+//
+//	Merge(workspace, serversFlag, workflow)
+//
+// that is, mcpflow.yaml (itself imports, then its own servers:), then a
+// --servers FILE, then the servers the workflow declares.
+func Merge(sets ...Set) Set {
+	out := Set{}
+	for _, s := range sets {
+		for name, srv := range s {
+			out[name] = srv
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

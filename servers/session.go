@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -33,11 +35,21 @@ type Options struct {
 	// Self is the executable that serves builtin servers ("mcpflow
 	// demo-server"). Default: os.Executable().
 	Self string
-	// Workspace is the directory builtin servers run in; logs go under
-	// Workspace/.mcpflow/logs. Default: the current directory.
+	// Workspace is the directory stdio servers run in (unless their cwd
+	// says otherwise) and that a relative cwd is relative to; their stderr
+	// goes to Workspace/.mcpflow/logs/NAME.log. Default: the current
+	// directory.
 	Workspace string
 	// Progress receives notifications/progress for calls made with a token.
 	Progress func(token any, progress, total float64, message string)
+	// HTTPClient is the base client of http and sse servers; each session
+	// wraps its Transport to add the server's headers. Its Timeout must be
+	// zero: responses stream. Default: a client of the session's own, with
+	// a clone of http.DefaultTransport, whose idle connections Close closes.
+	HTTPClient *http.Client
+	// LookupEnv resolves ${VAR} references in the entry. Default
+	// os.LookupEnv.
+	LookupEnv func(name string) (string, bool)
 }
 
 // Session is a live connection to one server. It is safe for concurrent use.
@@ -45,16 +57,42 @@ type Session struct {
 	server *Server
 	cs     *mcp.ClientSession
 	tap    *wireTap
-	log    *os.File
+
+	// stdio only
+	cmd     *exec.Cmd
+	log     *os.File
+	logPath string
+
+	// http and sse: the transport made for this session, if any
+	ownHTTP *http.Transport
 
 	mu       sync.Mutex
 	progress map[any]func(progress, total float64, message string)
 
-	toolsMu sync.Mutex
-	tools   map[string]Tool
+	toolsMu    sync.Mutex
+	tools      map[string]Tool
+	toolsStale atomic.Bool // the server said its tools changed
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
-// Connect starts (for stdio) and initializes a session with srv.
+// terminateDuration is how long Close waits for a stdio server to exit
+// after its stdin closed, before it is sent SIGTERM (and later killed).
+const terminateDuration = 2 * time.Second
+
+// httpReconnects bounds go-sdk's GET reconnects on streamable HTTP (of the
+// standalone stream, and of a call's response stream with Last-Event-ID,
+// which re-sends nothing). POSTs are never re-sent: neither go-sdk nor
+// net/http retries a POST. Kept low so that a dead server breaks the
+// session within seconds rather than after ~22 s.
+const httpReconnects = 2
+
+// Connect starts (for stdio) or reaches (for http and sse) srv and
+// initializes a session. ${VAR} references in the entry are expanded here;
+// an unset variable is an error wrapping ErrUnsetVariable. Every transport
+// goes through the wire tap, so [Tool.Annotations] are as declared and
+// [Session.CallsSent] counts tools/call requests on all of them.
 func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) {
 	var o Options
 	if opts != nil {
@@ -66,9 +104,13 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	if o.Workspace == "" {
 		o.Workspace = "."
 	}
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
 	s := &Session{server: srv, tap: newWireTap(), progress: map[any]func(float64, float64, string){}}
-	cmd, err := s.command(o)
+	inner, err := s.transport(o)
 	if err != nil {
+		s.release()
 		return nil, err
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpflow", Version: Version}, &mcp.ClientOptions{
@@ -84,12 +126,12 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 			}
 		},
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
-			s.toolsMu.Lock()
-			s.tools = nil // rediscover on next use
-			s.toolsMu.Unlock()
+			// Rediscover on next use. No lock: this may run on the
+			// connection's reader while Tools waits for a page.
+			s.toolsStale.Store(true)
 		},
 	})
-	transport := &wireTransport{inner: &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, tap: s.tap}
+	transport := &wireTransport{inner: inner, tap: s.tap}
 	if srv.ConnectTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, srv.ConnectTimeout)
@@ -97,15 +139,61 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	}
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
-		s.closeLog()
-		return nil, fmt.Errorf("connect to server %q: %w%s", srv.Name, err, s.stderrTail())
+		transport.closeConn() // go-sdk does not close it on every failure path
+		tail := s.stderrTail()
+		s.release()
+		return nil, fmt.Errorf("connect to server %q (%s): %w%s", srv.Name, srv.Transport(), err, tail)
 	}
 	s.cs = cs
 	return s, nil
 }
 
+// transport builds the go-sdk transport for the server's kind.
+func (s *Session) transport(o Options) (mcp.Transport, error) {
+	srv := s.server
+	if srv.Transport() == TransportStdio {
+		cmd, err := s.command(o)
+		if err != nil {
+			return nil, err
+		}
+		s.cmd = cmd
+		return &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateDuration}, nil
+	}
+	endpoint, err := expandVars(srv.URL, o.LookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("server %q: url: %w", srv.Name, err)
+	}
+	headers := http.Header{}
+	for _, k := range sortedKeys(srv.Headers) {
+		v, err := expandVars(srv.Headers[k], o.LookupEnv)
+		if err != nil {
+			return nil, fmt.Errorf("server %q: header %s: %w", srv.Name, k, err)
+		}
+		headers.Set(k, v)
+	}
+	hc := s.httpClient(o, endpoint, headers)
+	if srv.Transport() == TransportSSE {
+		return &detachedTransport{inner: &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: hc}}, nil
+	}
+	return &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: httpReconnects}, nil
+}
+
 func (s *Session) command(o Options) (*exec.Cmd, error) {
 	srv := s.server
+	expand := func(what, v string) (string, error) {
+		out, err := expandVars(v, o.LookupEnv)
+		if err != nil {
+			return "", fmt.Errorf("server %q: %s: %w", srv.Name, what, err)
+		}
+		return out, nil
+	}
+	args := make([]string, len(srv.Args))
+	for i, a := range srv.Args {
+		var err error
+		if args[i], err = expand("args", a); err != nil {
+			return nil, err
+		}
+	}
 	var cmd *exec.Cmd
 	if srv.Builtin != "" {
 		self := o.Self
@@ -116,36 +204,70 @@ func (s *Session) command(o Options) (*exec.Cmd, error) {
 			}
 			self = exe
 		}
-		cmd = exec.Command(self, "demo-server")
-		cmd.Dir = o.Workspace
+		cmd = exec.Command(self, append([]string{"demo-server"}, args...)...)
 	} else {
-		cmd = exec.Command(srv.Command, srv.Args...)
-		cmd.Dir = o.Workspace
-		if srv.Cwd != "" {
-			cmd.Dir = srv.Cwd
+		name, err := expand("command", srv.Command)
+		if err != nil {
+			return nil, err
 		}
+		cmd = exec.Command(name, args...)
+	}
+	cmd.Dir = o.Workspace
+	if srv.Cwd != "" {
+		dir, err := expand("cwd", srv.Cwd)
+		if err != nil {
+			return nil, err
+		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(o.Workspace, dir)
+		}
+		cmd.Dir = dir
 	}
 	cmd.Env = os.Environ()
-	keys := make([]string, 0, len(srv.Env))
-	for k := range srv.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		cmd.Env = append(cmd.Env, k+"="+os.ExpandEnv(srv.Env[k]))
+	for _, k := range sortedKeys(srv.Env) {
+		v, err := expand("env "+k, srv.Env[k])
+		if err != nil {
+			return nil, err
+		}
+		cmd.Env = append(cmd.Env, k+"="+v)
 	}
 	setParentDeathSignal(cmd)
 	logDir := filepath.Join(o.Workspace, ".mcpflow", "logs")
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return nil, fmt.Errorf("server %q: create log directory: %w", srv.Name, err)
 	}
-	f, err := os.OpenFile(filepath.Join(logDir, srv.Name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	s.logPath = filepath.Join(logDir, logName(srv.Name))
+	f, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("server %q: open log: %w", srv.Name, err)
 	}
 	s.log = f
 	cmd.Stderr = f
 	return cmd, nil
+}
+
+// logName is a safe file name for a server's log: names from imported
+// files may hold any character, including / and "..".
+func logName(server string) string {
+	b := []byte(server)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' && i > 0) {
+			b[i] = '_'
+		}
+	}
+	return string(b) + ".log"
+}
+
+// LogPath is the file that receives a stdio server's stderr; "" for http
+// and sse servers.
+func (s *Session) LogPath() string { return s.logPath }
+
+// PID is the process id of a stdio server; 0 for http and sse servers.
+func (s *Session) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 // stderrTail returns the end of the server's log, for error messages.
@@ -163,9 +285,13 @@ func (s *Session) stderrTail() string {
 	return "\nserver stderr (" + s.log.Name() + "):\n" + strings.TrimRight(string(b), "\n")
 }
 
-func (s *Session) closeLog() {
+// release frees what a session holds besides its MCP connection.
+func (s *Session) release() {
 	if s.log != nil {
 		s.log.Close()
+	}
+	if s.ownHTTP != nil {
+		s.ownHTTP.CloseIdleConnections()
 	}
 }
 
@@ -177,10 +303,12 @@ func (s *Session) Server() *Server { return s.server }
 func (s *Session) Tools(ctx context.Context) (map[string]Tool, error) {
 	s.toolsMu.Lock()
 	defer s.toolsMu.Unlock()
-	if s.tools != nil {
+	if s.tools != nil && !s.toolsStale.Load() {
 		return s.tools, nil
 	}
+	s.toolsStale.Store(false) // a change announced from now on relists again
 	tools := map[string]Tool{}
+	s.tap.forgetTools() // nothing from an earlier listing may leak into this one
 	for t, err := range s.cs.Tools(ctx, nil) {
 		if err != nil {
 			return nil, fmt.Errorf("list tools of server %q: %w", s.server.Name, err)
@@ -213,7 +341,9 @@ func (s *Session) Tool(ctx context.Context, name string) (Tool, error) {
 }
 
 // Call sends one tools/call. meta is attached as _meta; progress, when not
-// nil, receives the call's notifications/progress.
+// nil, receives the call's notifications/progress. The server's
+// CallTimeout, if set, bounds the call: it then fails with
+// context.DeadlineExceeded, and the tool may have run.
 func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage, meta map[string]any, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
 	params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: meta}
 	if progress != nil {
@@ -231,16 +361,25 @@ func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage, m
 			s.mu.Unlock()
 		}()
 	}
+	if t := s.server.CallTimeout; t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
 	return s.cs.CallTool(ctx, params)
 }
 
 // CallsSent is the number of tools/call requests this session wrote to the wire.
 func (s *Session) CallsSent() int64 { return s.tap.calls.Load() }
 
-// Close ends the session: stdin is closed, the server gets a moment to exit,
-// then it is killed. Close is idempotent.
+// Close ends the session. A stdio server has its stdin closed, gets two
+// seconds to exit, then SIGTERM, then SIGKILL; it has been reaped when Close
+// returns. An http session ends with a DELETE of its session, an sse
+// session by closing its stream. Close is idempotent.
 func (s *Session) Close() error {
-	err := s.cs.Close()
-	s.closeLog()
-	return err
+	s.closeOnce.Do(func() {
+		s.closeErr = s.cs.Close()
+		s.release()
+	})
+	return s.closeErr
 }

@@ -16,6 +16,9 @@ import (
 type wireTransport struct {
 	inner mcp.Transport
 	tap   *wireTap
+
+	mu   sync.Mutex
+	conn *wireConn // the last connection made
 }
 
 type wireTap struct {
@@ -41,12 +44,36 @@ func (t *wireTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wireConn{Connection: c, tap: t.tap}, nil
+	wc := &wireConn{Connection: c, tap: t.tap}
+	t.mu.Lock()
+	t.conn = wc
+	t.mu.Unlock()
+	return wc, nil
+}
+
+// closeConn closes the last connection made, if it is not closed yet.
+func (t *wireTransport) closeConn() {
+	t.mu.Lock()
+	c := t.conn
+	t.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
 }
 
 type wireConn struct {
 	mcp.Connection
 	tap *wireTap
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Close closes the inner connection once; later calls return the first
+// result.
+func (c *wireConn) Close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.Connection.Close() })
+	return c.closeErr
 }
 
 func (c *wireConn) Write(ctx context.Context, msg jsonrpc.Message) error {
@@ -92,6 +119,13 @@ func (t *wireTap) recordList(result json.RawMessage) {
 		}
 		t.annotated[rt.Name] = rt
 	}
+}
+
+// forgetTools drops the tools recorded from earlier listings.
+func (t *wireTap) forgetTools() {
+	t.mu.Lock()
+	t.annotated = map[string]rawTool{}
+	t.mu.Unlock()
 }
 
 func (t *wireTap) raw(name string) (rawTool, bool) {

@@ -45,6 +45,7 @@ server and the workspace are trusted — otherwise the call is marked outcome un
 	root.AddCommand(
 		newRunCommand(g),
 		newResumeCommand(g),
+		newValidateCommand(g),
 		newRunsCommand(g),
 		newJournalCommand(g),
 		newDemoServerCommand(),

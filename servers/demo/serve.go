@@ -127,7 +127,7 @@ type nopWriteCloser struct{ io.Writer }
 func (nopWriteCloser) Close() error { return nil }
 
 // shutdownGrace bounds how long Serve waits for HTTP requests in flight.
-const shutdownGrace = 5 * time.Second
+const shutdownGrace = time.Second
 
 func (d *demo) serveHTTP(ctx context.Context, stderr io.Writer) error {
 	type endpoint struct {

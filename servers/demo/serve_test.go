@@ -217,7 +217,12 @@ func TestServeHTTPShutdownWithOpenSessions(t *testing.T) {
 	call(t, cs, "greet", map[string]any{"name": "x"}, "")
 	hung := make(chan error, 1)
 	go func() {
-		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ledger_append", Arguments: map[string]any{"entry": "x"}})
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ledger_append", Arguments: map[string]any{"entry": "x"}})
+		if err == nil && res.IsError {
+			// Shutdown released the hang and the tool's error result made it
+			// out before the connection closed.
+			err = errors.New("tool error: " + res.Content[0].(*mcp.TextContent).Text)
+		}
 		hung <- err
 	}()
 	for deadline := time.Now().Add(5 * time.Second); len(readLedger(t, ledgerPath)) < 2; {
@@ -229,7 +234,7 @@ func TestServeHTTPShutdownWithOpenSessions(t *testing.T) {
 	start := time.Now()
 	stop() // checks that Serve returns nil within 3s despite the open session and the hanging call
 	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("shutdown took %v, want well under the %v grace", d, shutdownGrace)
+		t.Errorf("shutdown took %v, want about the %v grace at most", d, shutdownGrace)
 	}
 	select {
 	case err := <-hung:

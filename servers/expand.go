@@ -1,0 +1,99 @@
+package servers
+
+import (
+	"fmt"
+	"strings"
+)
+
+// expandVars replaces ${VAR} and ${VAR:-default} with values from lookup.
+// $${ is a literal ${. Any other $ is left alone. A variable that is unset
+// (lookup reports false) and has no default is an error wrapping
+// ErrUnsetVariable; a set but empty one expands to "" unless it has a
+// default (:- means "unset or empty", as in the shell).
+func expandVars(s string, lookup func(string) (string, bool)) (string, error) {
+	if !strings.Contains(s, "${") {
+		return s, nil
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		if i > 0 && s[i-1] == '$' { // $${ → ${
+			b.WriteString(s[:i-1])
+			b.WriteString("${")
+			s = s[i+2:]
+			continue
+		}
+		b.WriteString(s[:i])
+		name, def, hasDef, rest, err := parseRef(s[i:])
+		if err != nil {
+			return "", err
+		}
+		v, ok := lookup(name)
+		switch {
+		case hasDef && v == "":
+			v = def
+		case !ok:
+			return "", fmt.Errorf("${%s}: %w (expected it set, or ${%s:-DEFAULT})", name, ErrUnsetVariable, name)
+		}
+		b.WriteString(v)
+		s = rest
+	}
+}
+
+// parseRef parses "${NAME}" or "${NAME:-default}" at the start of s.
+func parseRef(s string) (name, def string, hasDef bool, rest string, err error) {
+	end := strings.IndexByte(s, '}')
+	if end < 0 {
+		return "", "", false, "", fmt.Errorf("unclosed %q (expected ${NAME})", s)
+	}
+	body := s[2:end]
+	name, def, hasDef = strings.Cut(body, ":-")
+	if !validVarName(name) {
+		return "", "", false, "", fmt.Errorf("bad variable reference ${%s} (expected ${NAME} or ${NAME:-DEFAULT}, NAME of letters, digits and _)", body)
+	}
+	return name, def, hasDef, s[end+1:], nil
+}
+
+func validVarName(n string) bool {
+	if n == "" {
+		return false
+	}
+	for i, r := range n {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// checkVars reports malformed references, without looking anything up.
+func checkVars(s string) error {
+	_, err := expandVars(s, func(string) (string, bool) { return "x", true })
+	return err
+}
+
+// onlyVars reports whether s is made of ${VAR} references and nothing else
+// (so that showing it reveals no secret).
+func onlyVars(s string) bool {
+	if s == "" {
+		return true
+	}
+	for s != "" {
+		if !strings.HasPrefix(s, "${") {
+			return false
+		}
+		name, _, hasDef, rest, err := parseRef(s)
+		if err != nil || hasDef || name == "" {
+			return false
+		}
+		s = rest
+	}
+	return true
+}

@@ -1,0 +1,409 @@
+package servers
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// dialect is the family of an imported JSON file. They differ in where the
+// servers are and in what a url without a type means.
+type dialect int
+
+const (
+	// {"mcpServers": …}: Claude Desktop, Claude Code's .mcp.json, Cursor. A
+	// url without a type is streamable HTTP.
+	dialectMCPServers dialect = iota
+	// {"mcpServers": …} of Gemini CLI or Qwen Code settings.json: url is
+	// SSE, httpUrl streamable HTTP, timeout in milliseconds, trust.
+	dialectGemini
+	// {"servers": …, "inputs": […]}: VS Code's .vscode/mcp.json (or
+	// {"mcp": {"servers": …}} in its settings.json).
+	dialectVSCode
+)
+
+// geminiKeys are entry keys only Gemini CLI and Qwen Code use; one of them
+// in an mcpServers file marks the whole file as theirs.
+var geminiKeys = []string{"httpUrl", "trust", "timeout", "includeTools", "excludeTools"}
+
+// jimporter reads one JSON servers file.
+type jimporter struct {
+	file      string
+	src       []byte
+	dialect   dialect
+	workspace string            // what ${workspaceFolder} means
+	inputs    map[string]string // VS Code input id → description
+}
+
+func (p *jimporter) errAt(off int, server, format string, args ...any) *ConfigError {
+	line, col := lineCol(p.src, off)
+	return &ConfigError{File: p.file, Line: line, Column: col, Server: server, Msg: fmt.Sprintf(format, args...)}
+}
+
+// importJSON reads the servers of a Claude Desktop, Cursor, .mcp.json,
+// VS Code or Gemini CLI / Qwen Code file.
+func importJSON(file string, src []byte) (Set, error) {
+	p := &jimporter{file: file, src: src, workspace: workspaceOf(file)}
+	root, err := parseJSON(src)
+	if err != nil {
+		msg, off := jsonErrorPos(src, err)
+		return nil, p.errAt(off, "", "%s", msg)
+	}
+	if root.kind != jObject {
+		return nil, p.errAt(root.off, "", "expected an object with \"mcpServers\" or \"servers\", found %s", root.kindName())
+	}
+	mcp, hasMCP := root.field("mcpServers")
+	vs, hasVS := root.field("servers")
+	if !hasMCP && !hasVS {
+		if nested, ok := root.field("mcp"); ok {
+			vs, hasVS = nested.field("servers")
+		}
+	}
+	var servers *jnode
+	switch {
+	case hasMCP && hasVS:
+		return nil, p.errAt(vs.off, "", "has both \"mcpServers\" and \"servers\" (expected one: mcpServers for Claude Desktop, Cursor, .mcp.json, Gemini CLI or Qwen Code; servers for VS Code)")
+	case hasMCP:
+		servers, p.dialect = mcp, dialectMCPServers
+		if isGemini(file, mcp) {
+			p.dialect = dialectGemini
+		}
+	case hasVS:
+		servers, p.dialect = vs, dialectVSCode
+		p.readInputs(root)
+	default:
+		return nil, p.errAt(root.off, "", "no \"mcpServers\" or \"servers\" object (expected {\"mcpServers\": {NAME: {...}}} as in Claude Desktop, Cursor, .mcp.json, Gemini CLI and Qwen Code, or {\"servers\": {NAME: {...}}} as in VS Code)")
+	}
+	if servers.kind != jObject {
+		return nil, p.errAt(servers.off, "", "expected an object of servers by name, found %s", servers.kindName())
+	}
+	set := Set{}
+	for _, f := range servers.keys {
+		if f.name == "" {
+			return nil, p.errAt(f.off, "", "empty server name (expected a non-empty name)")
+		}
+		if _, dup := set[f.name]; dup {
+			return nil, p.errAt(f.off, "", "duplicate server %q (expected each name once)", f.name)
+		}
+		srv, err := p.entry(f.name, f.val)
+		if err != nil {
+			return nil, err
+		}
+		if srv != nil {
+			set[f.name] = srv
+		}
+	}
+	return set, nil
+}
+
+func isGemini(file string, servers *jnode) bool {
+	if filepath.Base(file) == "settings.json" {
+		return true
+	}
+	for _, f := range servers.keys {
+		for _, k := range geminiKeys {
+			if _, ok := f.val.field(k); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// workspaceOf is the folder a config file belongs to: the parent of a
+// .vscode, .cursor, .gemini or .qwen directory, else the file's directory.
+func workspaceOf(file string) string {
+	dir, err := filepath.Abs(filepath.Dir(file))
+	if err != nil {
+		dir = filepath.Dir(file)
+	}
+	switch filepath.Base(dir) {
+	case ".vscode", ".cursor", ".gemini", ".qwen":
+		return filepath.Dir(dir)
+	}
+	return dir
+}
+
+func (p *jimporter) readInputs(root *jnode) {
+	in, ok := root.field("inputs")
+	if !ok || in.kind != jArray {
+		return
+	}
+	p.inputs = map[string]string{}
+	for _, it := range in.items {
+		id, _ := it.field("id")
+		desc, _ := it.field("description")
+		if id != nil && id.kind == jString {
+			p.inputs[id.str] = ""
+			if desc != nil && desc.kind == jString {
+				p.inputs[id.str] = desc.str
+			}
+		}
+	}
+}
+
+// entry converts one server object. It returns nil, nil for an entry with
+// "disabled": true.
+func (p *jimporter) entry(name string, n *jnode) (*Server, error) {
+	if n.kind != jObject {
+		return nil, p.errAt(n.off, name, "expected an object with command or url, found %s", n.kindName())
+	}
+	if d, ok := n.field("disabled"); ok && d.kind == jBool && d.b {
+		return nil, nil
+	}
+	line, col := lineCol(p.src, n.off)
+	srv := &Server{Name: name, Origin: fmt.Sprintf("%s:%d:%d", p.file, line, col)}
+	pos := map[string]int{"": n.off} // mcpflow key → offset, for validation errors
+	var urlKey string
+	for _, f := range n.keys {
+		v := f.val
+		var err error
+		switch f.name {
+		case "command":
+			srv.Command, err = p.str(name, f.name, v)
+			pos["command"] = v.off
+		case "args":
+			srv.Args, err = p.strList(name, f.name, v)
+			pos["args"] = v.off
+		case "env":
+			srv.Env, err = p.strMap(name, f.name, v)
+			pos["env"] = v.off
+		case "cwd":
+			srv.Cwd, err = p.str(name, f.name, v)
+			pos["cwd"] = v.off
+		case "headers":
+			srv.Headers, err = p.strMap(name, f.name, v)
+			pos["headers"] = v.off
+		case "url", "httpUrl":
+			if urlKey != "" {
+				return nil, p.errAt(f.off, name, "sets both %s and %s (expected one of them)", urlKey, f.name)
+			}
+			urlKey = f.name
+			srv.URL, err = p.str(name, f.name, v)
+			pos["url"] = v.off
+		case "type":
+			var t string
+			t, err = p.str(name, f.name, v)
+			pos["type"] = v.off
+			if err == nil {
+				srv.Type, err = p.transportType(name, t, v)
+			}
+		case "trust":
+			if v.kind != jBool {
+				return nil, p.errAt(v.off, name, "trust: expected true or false, found %s", v.kindName())
+			}
+			srv.Trust = v.b // server trust only; no file grants workspace trust
+		case "timeout":
+			if p.dialect != dialectGemini {
+				continue
+			}
+			ms, perr := strconv.ParseFloat(v.str, 64)
+			if v.kind != jNumber || perr != nil || ms < 0 {
+				return nil, p.errAt(v.off, name, "timeout: expected a number of milliseconds, found %s", v.kindName())
+			}
+			srv.CallTimeout = time.Duration(ms * float64(time.Millisecond))
+			pos["call_timeout"] = v.off
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case urlKey == "httpUrl" && srv.Type == TransportSSE:
+		return nil, p.errAt(pos["type"], name, "type sse with httpUrl (expected url for an SSE server, or type http)")
+	case urlKey == "url" && srv.Type == "" && p.dialect == dialectGemini:
+		srv.Type = TransportSSE // Gemini CLI: url is an SSE endpoint, httpUrl streamable HTTP
+	}
+	// Keep entries in their simplest form: stdio and http are the defaults.
+	if srv.Type == TransportStdio && srv.URL == "" || srv.Type == TransportHTTP && srv.URL != "" {
+		srv.Type = ""
+	}
+	if err := p.translate(srv, pos); err != nil {
+		return nil, err
+	}
+	if pr := srv.check(); pr != nil {
+		off, ok := pos[pr.key]
+		if !ok {
+			off = n.off
+		}
+		return nil, p.errAt(off, name, "%s", jsonWording(pr.msg))
+	}
+	return srv, nil
+}
+
+// jsonWording adapts validation messages, worded for mcpflow's YAML, to
+// the JSON formats.
+func jsonWording(msg string) string {
+	return strings.Replace(msg, "(expected one of builtin: demo, command: PROGRAM or url: https://HOST/PATH)",
+		`(expected "command": "PROGRAM" or "url": "https://HOST/PATH")`, 1)
+}
+
+func (p *jimporter) transportType(name, t string, v *jnode) (string, error) {
+	switch strings.ToLower(t) {
+	case "stdio":
+		return TransportStdio, nil
+	case "http", "streamable-http", "streamable_http", "streamablehttp":
+		return TransportHTTP, nil
+	case "sse":
+		return TransportSSE, nil
+	}
+	return "", p.errAt(v.off, name, "type: unknown type %q (expected \"stdio\", \"http\" or \"sse\")", t)
+}
+
+func (p *jimporter) str(server, key string, v *jnode) (string, error) {
+	if v.kind != jString {
+		return "", p.errAt(v.off, server, "%s: expected a string, found %s", key, v.kindName())
+	}
+	return v.str, nil
+}
+
+func (p *jimporter) strList(server, key string, v *jnode) ([]string, error) {
+	if v.kind != jArray {
+		return nil, p.errAt(v.off, server, "%s: expected an array of strings, found %s", key, v.kindName())
+	}
+	out := make([]string, 0, len(v.items))
+	for i, it := range v.items {
+		switch it.kind {
+		case jString, jNumber:
+			out = append(out, it.str)
+		default:
+			return nil, p.errAt(it.off, server, "%s[%d]: expected a string, found %s", key, i, it.kindName())
+		}
+	}
+	return out, nil
+}
+
+func (p *jimporter) strMap(server, key string, v *jnode) (map[string]string, error) {
+	if v.kind != jObject {
+		return nil, p.errAt(v.off, server, "%s: expected an object of \"NAME\": \"VALUE\", found %s", key, v.kindName())
+	}
+	out := map[string]string{}
+	for _, f := range v.keys {
+		switch f.val.kind {
+		case jString, jNumber:
+			out[f.name] = f.val.str
+		case jBool:
+			out[f.name] = strconv.FormatBool(f.val.b)
+		default:
+			return nil, p.errAt(f.val.off, server, "%s.%s: expected a string, found %s", key, f.name, f.val.kindName())
+		}
+	}
+	return out, nil
+}
+
+// translate rewrites the other clients' variable syntax into mcpflow's
+// ${VAR}: ${env:VAR} becomes ${VAR}; ${workspaceFolder} and ${userHome}
+// are replaced by their paths; Gemini's bare $VAR in env and headers
+// becomes ${VAR}. ${input:ID} (a VS Code prompt) is an error.
+func (p *jimporter) translate(srv *Server, pos map[string]int) error {
+	tr := func(key, s string) (string, error) {
+		out, err := p.translateVars(s)
+		if err != nil {
+			return "", p.errAt(pos[key], srv.Name, "%s: %v", key, err)
+		}
+		return out, nil
+	}
+	var err error
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"command", &srv.Command}, {"cwd", &srv.Cwd}, {"url", &srv.URL}} {
+		if *f.dst, err = tr(f.key, *f.dst); err != nil {
+			return err
+		}
+	}
+	for i := range srv.Args {
+		if srv.Args[i], err = tr("args", srv.Args[i]); err != nil {
+			return err
+		}
+	}
+	for _, m := range []struct {
+		key string
+		m   map[string]string
+	}{{"env", srv.Env}, {"headers", srv.Headers}} {
+		for _, k := range sortedKeys(m.m) {
+			v := m.m[k]
+			if p.dialect == dialectGemini {
+				v = bracedVars(v)
+			}
+			if m.m[k], err = tr(m.key, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (p *jimporter) translateVars(s string) (string, error) {
+	if !strings.Contains(s, "${") {
+		return s, nil
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		end := strings.IndexByte(s[i:], '}')
+		if end < 0 {
+			return "", fmt.Errorf("unclosed %q (expected ${NAME})", s[i:])
+		}
+		b.WriteString(s[:i])
+		ref, body := s[i:i+end+1], s[i+2:i+end]
+		s = s[i+end+1:]
+		kind, arg, hasColon := strings.Cut(body, ":")
+		switch {
+		case body == "workspaceFolder":
+			b.WriteString(p.workspace)
+		case body == "workspaceFolderBasename":
+			b.WriteString(filepath.Base(p.workspace))
+		case body == "userHome":
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return "", fmt.Errorf("%s: %v", ref, err)
+			}
+			b.WriteString(home)
+		case body == "pathSeparator" || body == "/":
+			b.WriteString(string(filepath.Separator))
+		case hasColon && kind == "env" && validVarName(arg):
+			b.WriteString("${" + arg + "}")
+		case hasColon && kind == "input":
+			what := ""
+			if d := p.inputs[arg]; d != "" {
+				what = fmt.Sprintf(" (%q)", d)
+			}
+			return "", fmt.Errorf("%s%s is a VS Code prompt, which mcpflow cannot show (expected ${NAME} of an environment variable)", ref, what)
+		case validVarName(kind) && (!hasColon || strings.HasPrefix(arg, "-")):
+			b.WriteString(ref) // already ${VAR} or ${VAR:-default}
+		default:
+			return "", fmt.Errorf("unsupported variable %s (expected ${NAME}, ${env:NAME}, ${workspaceFolder} or ${userHome})", ref)
+		}
+	}
+}
+
+// bracedVars rewrites $NAME as ${NAME}, leaving ${…} and lone $ alone.
+func bracedVars(s string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) || !(s[i+1] == '_' || isLetter(s[i+1])) {
+			b.WriteByte(s[i])
+			continue
+		}
+		j := i + 1
+		for j < len(s) && (s[j] == '_' || isLetter(s[j]) || s[j] >= '0' && s[j] <= '9') {
+			j++
+		}
+		b.WriteString("${" + s[i+1:j] + "}")
+		i = j - 1
+	}
+	return b.String()
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }

@@ -1,0 +1,295 @@
+package servers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"unicode/utf8"
+)
+
+// jnode is a JSON value that remembers where it starts in its source, so
+// that errors about imported files can name a line and a column.
+type jnode struct {
+	kind  jkind
+	off   int      // byte offset of the value's first byte
+	str   string   // jString: the value; jNumber: its text
+	b     bool     // jBool
+	keys  []jfield // jObject, in source order (duplicates kept)
+	items []*jnode // jArray
+}
+
+type jfield struct {
+	name string
+	off  int // byte offset of the key
+	val  *jnode
+}
+
+type jkind int
+
+const (
+	jNull jkind = iota
+	jBool
+	jNumber
+	jString
+	jArray
+	jObject
+)
+
+func (n *jnode) kindName() string {
+	switch n.kind {
+	case jNull:
+		return "null"
+	case jBool:
+		return fmt.Sprint(n.b)
+	case jNumber:
+		return "the number " + n.str
+	case jString:
+		return fmt.Sprintf("the string %q", n.str)
+	case jArray:
+		return "an array"
+	}
+	return "an object"
+}
+
+// field returns the value of the last key named name (JSON's "last wins").
+func (n *jnode) field(name string) (*jnode, bool) {
+	if n == nil || n.kind != jObject {
+		return nil, false
+	}
+	for i := len(n.keys) - 1; i >= 0; i-- {
+		if n.keys[i].name == name {
+			return n.keys[i].val, true
+		}
+	}
+	return nil, false
+}
+
+// parseJSON parses src, which may be JSONC (comments and trailing commas,
+// as VS Code and Gemini CLI accept). Syntax errors are positioned. The
+// returned tree's offsets refer to src.
+func parseJSON(src []byte) (*jnode, error) {
+	clean := stripJSONC(src)
+	if i := unclosedComment(clean); i >= 0 {
+		return nil, &jsonPosError{off: i, msg: "unterminated /* comment (expected */)"}
+	}
+	var probe any
+	if err := json.Unmarshal(clean, &probe); err != nil {
+		return nil, err // positioned by jsonErrorPos
+	}
+	dec := json.NewDecoder(bytes.NewReader(clean))
+	dec.UseNumber()
+	p := &jparser{src: clean, dec: dec}
+	return p.value()
+}
+
+type jparser struct {
+	src []byte
+	dec *json.Decoder
+}
+
+// next returns the next token and the offset of its first byte.
+func (p *jparser) next() (json.Token, int, error) {
+	off := int(p.dec.InputOffset())
+	for off < len(p.src) {
+		switch p.src[off] {
+		case ' ', '\t', '\r', '\n', ',', ':':
+			off++
+			continue
+		}
+		break
+	}
+	tok, err := p.dec.Token()
+	return tok, off, err
+}
+
+func (p *jparser) value() (*jnode, error) {
+	tok, off, err := p.next()
+	if err != nil {
+		return nil, err
+	}
+	return p.valueFrom(tok, off)
+}
+
+func (p *jparser) valueFrom(tok json.Token, off int) (*jnode, error) {
+	n := &jnode{off: off}
+	switch t := tok.(type) {
+	case nil:
+		n.kind = jNull
+	case bool:
+		n.kind, n.b = jBool, t
+	case json.Number:
+		n.kind, n.str = jNumber, string(t)
+	case string:
+		n.kind, n.str = jString, t
+	case json.Delim:
+		switch t {
+		case '{':
+			n.kind = jObject
+			for {
+				tok, koff, err := p.next()
+				if err != nil {
+					return nil, err
+				}
+				if d, ok := tok.(json.Delim); ok && d == '}' {
+					return n, nil
+				}
+				name, _ := tok.(string)
+				v, err := p.value()
+				if err != nil {
+					return nil, err
+				}
+				n.keys = append(n.keys, jfield{name: name, off: koff, val: v})
+			}
+		case '[':
+			n.kind = jArray
+			for {
+				tok, voff, err := p.next()
+				if err != nil {
+					return nil, err
+				}
+				if d, ok := tok.(json.Delim); ok && d == ']' {
+					return n, nil
+				}
+				v, err := p.valueFrom(tok, voff)
+				if err != nil {
+					return nil, err
+				}
+				n.items = append(n.items, v)
+			}
+		}
+		return nil, fmt.Errorf("unexpected %v", t)
+	}
+	return n, nil
+}
+
+// jsonPosError is a JSON problem found by this package, at a byte offset.
+type jsonPosError struct {
+	off int
+	msg string
+}
+
+func (e *jsonPosError) Error() string { return e.msg }
+
+// unclosedComment returns the offset of a "/*" that stripJSONC left in
+// place because it has no end, or -1.
+func unclosedComment(clean []byte) int {
+	inString := false
+	for i := 0; i < len(clean); i++ {
+		c := clean[i]
+		switch {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case !inString && c == '/' && i+1 < len(clean) && clean[i+1] == '*':
+			return i
+		}
+	}
+	return -1
+}
+
+// lineCol converts a byte offset into a 1-based line and a 1-based column
+// counted in characters.
+func lineCol(src []byte, off int) (line, col int) {
+	off = max(0, min(off, len(src)))
+	start := bytes.LastIndexByte(src[:off], '\n') + 1
+	return bytes.Count(src[:off], []byte{'\n'}) + 1, utf8.RuneCount(src[start:off]) + 1
+}
+
+// jsonErrorPos turns an encoding/json error into a message and the byte
+// offset it is about.
+func jsonErrorPos(src []byte, err error) (msg string, off int) {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	var pos *jsonPosError
+	switch {
+	case errors.As(err, &pos):
+		return pos.msg, pos.off
+	case errors.As(err, &syn):
+		// Offset counts the bytes read, including the offending one.
+		off = int(syn.Offset) - 1
+		if syn.Offset >= int64(len(src)) {
+			off = len(src)
+		}
+		return syn.Error() + " (expected valid JSON)", off
+	case errors.As(err, &typ):
+		return fmt.Sprintf("%s: expected %s, found %s", typ.Field, typ.Type, typ.Value), int(typ.Offset) - 1
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "unexpected end of JSON input (expected valid JSON)", len(src)
+	}
+	return err.Error() + " (expected valid JSON)", 0
+}
+
+// stripJSONC blanks out // and /* */ comments and trailing commas with
+// spaces (newlines kept), so that offsets, lines and columns still match the
+// original text. A UTF-8 byte order mark is blanked too.
+func stripJSONC(src []byte) []byte {
+	out := bytes.Clone(src)
+	if bytes.HasPrefix(out, []byte("\xef\xbb\xbf")) {
+		copy(out, "   ")
+	}
+	blank := func(i int) {
+		if out[i] != '\n' && out[i] != '\r' {
+			out[i] = ' '
+		}
+	}
+	inString := false
+	for i := 0; i < len(out); i++ {
+		c := out[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			inString = true
+		case c == '/' && i+1 < len(out) && out[i+1] == '/':
+			for ; i < len(out) && out[i] != '\n'; i++ {
+				blank(i)
+			}
+		case c == '/' && i+1 < len(out) && out[i+1] == '*':
+			end := bytes.Index(out[i+2:], []byte("*/"))
+			if end < 0 {
+				return out // unterminated: let the JSON parser report it
+			}
+			for j := i; j < i+2+end+2; j++ {
+				blank(j)
+			}
+			i += 2 + end + 1
+		}
+	}
+	// Trailing commas: a comma whose next non-space byte closes a container.
+	inString = false
+	for i := 0; i < len(out); i++ {
+		c := out[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = true
+		case ',':
+			j := i + 1
+			for j < len(out) && (out[j] == ' ' || out[j] == '\t' || out[j] == '\n' || out[j] == '\r') {
+				j++
+			}
+			if j < len(out) && (out[j] == '}' || out[j] == ']') {
+				out[i] = ' '
+			}
+		}
+	}
+	return out
+}

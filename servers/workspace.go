@@ -1,0 +1,236 @@
+package servers
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// WorkspaceFile is the name of the workspace's server configuration.
+const WorkspaceFile = "mcpflow.yaml"
+
+// Source says which files a workspace's servers came from.
+type Source struct {
+	// File is the mcpflow.yaml that was read; "" when the workspace has none.
+	File string `json:"file"`
+	// Imports are the files imported, in the order they were read (later
+	// ones override earlier ones). Optional imports that do not exist are
+	// not listed.
+	Imports []string `json:"imports"`
+}
+
+// LoadWorkspace reads DIR/mcpflow.yaml if it exists:
+//
+//	import:                      # optional: files other clients already use
+//	  - .vscode/mcp.json         # relative to DIR; ~/ is the home directory
+//	  - {path: ~/.cursor/mcp.json, optional: true}
+//	servers:                     # optional: entries as in a workflow
+//	  demo: {builtin: demo}
+//
+// Imports are read in order, a later file overriding an earlier one's
+// entry of the same name, and the file's own servers override them all.
+// A workspace without mcpflow.yaml has no servers and no error.
+//
+// No key of this file (or of any imported file) grants workspace trust; an
+// entry's trust is server trust. Errors are *ConfigError.
+func LoadWorkspace(dir string) (Set, *Source, error) {
+	path := filepath.Join(dir, WorkspaceFile)
+	src, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Set{}, &Source{}, nil
+	}
+	if err != nil {
+		return nil, nil, &ConfigError{File: path, Msg: fmt.Sprintf("cannot read: %v", err)}
+	}
+	return loadYAML(path, src, dir, true)
+}
+
+// Import reads a servers file given with --servers FILE. The format is
+// detected from the content (JSON with comments is accepted):
+//
+//   - {"mcpServers": {NAME: {command, args, env} | {url, type, headers}}}:
+//     Claude Desktop, Claude Code's .mcp.json, Cursor. A url without a type
+//     is streamable HTTP.
+//   - {"mcpServers": …} with Gemini CLI / Qwen Code keys (httpUrl, trust,
+//     timeout, includeTools, excludeTools) or named settings.json: url is
+//     SSE, httpUrl streamable HTTP, timeout is milliseconds (→ call_timeout),
+//     trust is server trust.
+//   - {"servers": {NAME: {type, command, args, env, url, headers}},
+//     "inputs": […]}: VS Code's .vscode/mcp.json (also {"mcp": {"servers":
+//     …}} of its settings.json).
+//   - a .yaml or .yml file: mcpflow.yaml's shape; its imports are relative
+//     to the file's directory.
+//
+// ${env:VAR} becomes ${VAR} (expanded at connect time); ${workspaceFolder}
+// (the folder holding .vscode, .cursor, .gemini or .qwen, else the file's
+// folder) and ${userHome} are replaced on import; ${input:ID} is an error.
+// Entries with "disabled": true are skipped. Keys mcpflow does not use
+// (description, envFile, includeTools, oauth, …) are ignored. Errors are
+// *ConfigError with the line and column in FILE.
+func Import(path string) (Set, error) {
+	set, _, err := importFile(path, true)
+	return set, err
+}
+
+func importFile(path string, allowImport bool) (Set, []string, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, &ConfigError{File: path, Msg: fmt.Sprintf("cannot read: %v", unwrapPathError(err))}
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml":
+		set, src, err := loadYAML(path, src, filepath.Dir(path), allowImport)
+		if err != nil {
+			return nil, nil, err
+		}
+		return set, src.Imports, nil
+	}
+	set, err := importJSON(path, src)
+	return set, nil, err
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// loadYAML reads a file of mcpflow.yaml's shape. base is what relative
+// imports are relative to.
+func loadYAML(file string, src []byte, base string, allowImport bool) (set Set, source *Source, err error) {
+	defer func() {
+		// yaml.v3 can panic on some malformed inputs; no panic reaches a user.
+		if r := recover(); r != nil {
+			set, source, err = nil, nil, &ConfigError{File: file, Msg: fmt.Sprintf("cannot parse YAML: %v", r)}
+		}
+	}()
+	source = &Source{File: file}
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(src)).Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return Set{}, source, nil // empty file
+		}
+		e := &ConfigError{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ") + " (expected valid YAML)"}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			fmt.Sscanf(m[1], "%d", &e.Line)
+			e.Column, e.Msg = 1, m[2]+" (expected valid YAML)"
+		}
+		return nil, nil, e
+	}
+	root := resolveNode(&doc)
+	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return Set{}, source, nil
+	}
+	p := &yamlParser{file: file}
+	fields, _, err := p.fields(root, []string{"import", "servers"})
+	if err != nil {
+		return nil, nil, err
+	}
+	var sets []Set
+	if n, ok := fields["import"]; ok {
+		if !allowImport {
+			return nil, nil, p.errAt(n, "import: an imported file cannot import others (expected servers: only)")
+		}
+		if n.Kind != yaml.SequenceNode {
+			return nil, nil, p.errAt(n, "import: expected a list of file paths, found %s", kindName(n))
+		}
+		for i, item := range n.Content {
+			path, optional, err := p.importItem(resolveNode(item), i)
+			if err != nil {
+				return nil, nil, err
+			}
+			path = resolvePath(base, path)
+			if optional {
+				if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+			} else if _, err := os.Stat(path); err != nil {
+				return nil, nil, p.errAt(item, "import[%d]: %s: %v (expected an existing file, or {path: …, optional: true})", i, path, unwrapPathError(err))
+			}
+			s, nested, err := importFile(path, false)
+			if err != nil {
+				return nil, nil, err
+			}
+			sets = append(sets, s)
+			source.Imports = append(source.Imports, path)
+			source.Imports = append(source.Imports, nested...)
+		}
+	}
+	own := Set{}
+	if n, ok := fields["servers"]; ok {
+		if n.Kind != yaml.MappingNode {
+			if n.Tag != "!!null" {
+				return nil, nil, p.errAt(n, "servers: expected a mapping of server names, found %s", kindName(n))
+			}
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode || k.Value == "" {
+				return nil, nil, p.errAt(k, "servers: expected a server name, found %s", kindName(k))
+			}
+			if _, dup := own[k.Value]; dup {
+				return nil, nil, p.errAt(k, "servers: duplicate server %q (expected each name once)", k.Value)
+			}
+			srv, err := ParseEntry(file, k.Value, v)
+			if err != nil {
+				return nil, nil, err
+			}
+			own[k.Value] = srv
+		}
+	}
+	return Merge(append(sets, own)...), source, nil
+}
+
+func (p *yamlParser) importItem(n *yaml.Node, i int) (path string, optional bool, err error) {
+	what := fmt.Sprintf("import[%d]", i)
+	if n.Kind == yaml.ScalarNode {
+		path, err = p.str(n, what)
+	} else {
+		var f map[string]*yaml.Node
+		if f, _, err = p.fields(n, []string{"path", "optional"}); err != nil {
+			return "", false, err
+		}
+		pn, ok := f["path"]
+		if !ok {
+			return "", false, p.errAt(n, "%s: missing path (expected {path: FILE, optional: true})", what)
+		}
+		if path, err = p.str(pn, what+".path"); err != nil {
+			return "", false, err
+		}
+		if on, ok := f["optional"]; ok {
+			if optional, err = p.boolean(on, what+".optional"); err != nil {
+				return "", false, err
+			}
+		}
+	}
+	if err == nil && path == "" {
+		err = p.errAt(n, "%s: empty path (expected a file path)", what)
+	}
+	return path, optional, err
+}
+
+// resolvePath makes an import path absolute: ~/ is the home directory, a
+// relative path is relative to base.
+func resolvePath(base, p string) string {
+	if rest, ok := strings.CutPrefix(p, "~/"); ok || p == "~" {
+		if home, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(home, rest)
+		}
+	}
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(base, p)
+}
