@@ -2,8 +2,8 @@ package engine
 
 import (
 	"bytes"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
