@@ -71,7 +71,7 @@ func newEngine(j *journal.Journal, sess engine.Session) *engine.Engine {
 
 func load(t *testing.T, src string) *engine.Workflow {
 	t.Helper()
-	wf, err := engine.Load("test.yaml", []byte(src))
+	wf, err := engine.Load("test.yaml", []byte(src), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("name: w\nsteps: [{id: a, server: s, tool: t, with: {x: '${{ [1,2].map(x, x * 2) }}'}}]"))
 	f.Add([]byte("&a [*a]"))
 	f.Fuzz(func(t *testing.T, src []byte) {
-		wf, err := engine.Load("f.yaml", src)
+		wf, err := engine.Load("f.yaml", src, nil)
 		if err == nil && (wf.Name == "" || len(wf.Steps) == 0) {
 			t.Fatalf("accepted a workflow without name or steps: %q", src)
 		}
@@ -51,7 +51,7 @@ func FuzzExpression(f *testing.F) {
 			return
 		}
 		src := "name: w\ninputs: {n: {type: number, default: 2}, s: {default: abc}}\nservers: {s: {builtin: demo}}\nsteps:\n  - {id: a, server: s, tool: t}\n  - {id: b, server: s, tool: t, if: " + quote(expr) + "}\n"
-		wf, err := engine.Load("f.yaml", []byte(src))
+		wf, err := engine.Load("f.yaml", []byte(src), nil)
 		if err != nil {
 			return
 		}

@@ -17,18 +17,20 @@ import (
 	"github.com/mcpflow/mcpflow/servers"
 )
 
-// LoadFile reads and validates the workflow at path.
-func LoadFile(path string) (*Workflow, error) {
+// LoadFile reads and validates the workflow at path. external holds the
+// servers configured outside the workflow (mcpflow.yaml, --servers); the
+// workflow's own servers: entries override them by name.
+func LoadFile(path string, external servers.Set) (*Workflow, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read workflow: %w", err)
 	}
-	return Load(path, src)
+	return Load(path, src, external)
 }
 
-// Load parses and validates a workflow. Every error names the file, line and
-// column, and what was expected.
-func Load(file string, src []byte) (wf *Workflow, err error) {
+// Load parses and validates a workflow (see LoadFile). Every error names the
+// file, line and column, and what was expected.
+func Load(file string, src []byte, external servers.Set) (wf *Workflow, err error) {
 	l := &loader{file: file}
 	defer func() {
 		// yaml.v3 can panic on some malformed inputs; no panic reaches a user.
@@ -44,7 +46,7 @@ func Load(file string, src []byte) (wf *Workflow, err error) {
 	if len(doc.Content) == 0 {
 		return nil, &PosError{File: file, Msg: "empty workflow: expected a mapping with name and steps"}
 	}
-	wf = &Workflow{Path: file, Source: src, Servers: servers.Set{}}
+	wf = &Workflow{Path: file, Source: src, Servers: servers.Merge(external), Own: servers.Set{}}
 	if err := l.workflow(doc.Content[0], wf); err != nil {
 		return nil, err
 	}
@@ -382,7 +384,7 @@ func (l *loader) servers(n *yaml.Node, wf *Workflow) error {
 		if err != nil {
 			return l.errAt(v, "server %s: %v", k.Value, err)
 		}
-		wf.Servers[k.Value] = srv
+		wf.Servers[k.Value], wf.Own[k.Value] = srv, srv
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
+	"github.com/mcpflow/mcpflow/servers"
 )
 
 // Resume continues a run from the journal. The definition and inputs come
@@ -18,8 +19,9 @@ import (
 // resolves it. Resuming a run that succeeded changes nothing.
 //
 // secrets supplies the values of secret inputs, which the journal never
-// holds; a run that used one cannot be resumed without it.
-func (e *Engine) Resume(ctx context.Context, id journal.ID, secrets map[string]any) (*journal.Run, error) {
+// holds; a run that used one cannot be resumed without it. external is the
+// servers configured outside the workflow, read afresh.
+func (e *Engine) Resume(ctx context.Context, id journal.ID, secrets map[string]any, external servers.Set) (*journal.Run, error) {
 	run, err := e.Journal.Run(id)
 	if err != nil {
 		return nil, err
@@ -27,7 +29,7 @@ func (e *Engine) Resume(ctx context.Context, id journal.ID, secrets map[string]a
 	if run.Status == journal.RunSucceeded {
 		return run, nil
 	}
-	wf, err := Load(run.Source, run.Definition)
+	wf, err := Load(run.Source, run.Definition, external)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: journaled definition: %w", id.Short(), err)
 	}

@@ -58,7 +58,7 @@ func TestSchemaAcceptsEveryExample(t *testing.T) {
 	}
 	for _, f := range files {
 		src, _ := os.ReadFile(f)
-		if _, err := engine.Load(f, src); err != nil {
+		if _, err := engine.Load(f, src, nil); err != nil {
 			t.Errorf("loader rejects %s: %v", f, err)
 		}
 		if err := rs.Validate(yamlToJSON(t, src)); err != nil {

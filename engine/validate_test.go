@@ -34,7 +34,7 @@ func TestValidationGolden(t *testing.T) {
 				}
 			}
 			got := ""
-			if _, err := engine.Load("workflow.yaml", src); err != nil {
+			if _, err := engine.Load("workflow.yaml", src, nil); err != nil {
 				got = err.Error() + "\n"
 			}
 			for i := range ar.Files {

@@ -15,8 +15,11 @@ type Workflow struct {
 	Inputs      []*Input
 	// Env lists the environment variables expressions may read as env.NAME;
 	// no other variable is visible.
-	Env     []string
+	Env []string
+	// Servers are the servers steps can use: the external configuration
+	// merged with the workflow's own servers: section (Own), which wins.
 	Servers servers.Set
+	Own     servers.Set
 	Steps   []*Step
 	Outputs []*Output
 	// Path is where the definition was read from; Source its exact bytes

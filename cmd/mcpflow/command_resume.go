@@ -93,7 +93,11 @@ func resumeOne(ctx context.Context, g *globals, o *resumeOptions, j *journal.Jou
 	if err != nil {
 		return 0, err
 	}
-	wf, err := engine.Load(stored.Source, stored.Definition)
+	external, err := g.external()
+	if err != nil {
+		return 0, err
+	}
+	wf, err := engine.Load(stored.Source, stored.Definition, external)
 	if err != nil {
 		return 0, fmt.Errorf("run %s: %w", id.Short(), err)
 	}
@@ -104,14 +108,14 @@ func resumeOne(ctx context.Context, g *globals, o *resumeOptions, j *journal.Jou
 	pool := servers.NewPool(wf.Servers, &servers.Options{Workspace: g.workspace})
 	defer pool.Close()
 	printer := &linePrinter{w: stdout, quiet: g.output != "table"}
-	eng := newEngine(j, pool, g, o.trustWorkspace, printer.event)
+	eng := newEngine(j, pool, g.trustFunc(wf, o.trustWorkspace), printer.event)
 	before := stored.Status
-	run, err := eng.Resume(ctx, id, secrets)
+	run, err := eng.Resume(ctx, id, secrets, external)
 	if err != nil {
 		return 0, err
 	}
 	if run.Status == before && run.Status.Finished() && !printer.quiet {
-		fmt.Fprintf(stdout, "run %s is %s: nothing to resume\n", run.ID, run.Status)
+		fmt.Fprintf(stdout, "run %s already %s: nothing to resume\n", run.ID, run.Status)
 	}
 	if g.output != "table" {
 		invs, err := j.RunInvocations(run.ID)

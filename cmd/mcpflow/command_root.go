@@ -14,6 +14,7 @@ import (
 type globals struct {
 	journalPath string
 	workspace   string
+	serversFile string
 	output      string
 	noColor     bool
 	// started is set once cobra accepted the command line and a command's
@@ -40,12 +41,15 @@ server and the workspace are trusted — otherwise the call is marked outcome un
 	}
 	root.PersistentFlags().StringVar(&g.journalPath, "journal", "", "journal file (env MCPFLOW_JOURNAL; default WORKSPACE/.mcpflow/journal.db)")
 	root.PersistentFlags().StringVar(&g.workspace, "workspace", "", "workspace directory (default: the current directory)")
+	root.PersistentFlags().StringVar(&g.serversFile, "servers", "", "also use the MCP servers in this file (Claude Desktop, Cursor, .mcp.json, VS Code, Gemini CLI or mcpflow.yaml format)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table, json or jsonl")
 	root.PersistentFlags().BoolVar(&g.noColor, "no-color", false, "disable colour (also NO_COLOR)")
 	root.AddCommand(
 		newRunCommand(g),
 		newResumeCommand(g),
 		newValidateCommand(g),
+		newServersCommand(g),
+		newTrustCommand(g),
 		newRunsCommand(g),
 		newJournalCommand(g),
 		newDemoServerCommand(),

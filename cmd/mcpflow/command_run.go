@@ -43,7 +43,11 @@ func newRunCommand(g *globals) *cobra.Command {
 }
 
 func runWorkflow(ctx context.Context, g *globals, o *runOptions, file string, stdout, stderr io.Writer) error {
-	wf, err := engine.LoadFile(file)
+	external, err := g.external()
+	if err != nil {
+		return err
+	}
+	wf, err := loadWorkflow(file, external)
 	if err != nil {
 		return err
 	}
@@ -60,7 +64,7 @@ func runWorkflow(ctx context.Context, g *globals, o *runOptions, file string, st
 	pool := servers.NewPool(wf.Servers, &servers.Options{Workspace: g.workspace})
 	defer pool.Close()
 	printer := &linePrinter{w: stdout, quiet: g.output != "table"}
-	eng := newEngine(j, pool, g, o.trustWorkspace, printer.event)
+	eng := newEngine(j, pool, g.trustFunc(wf, o.trustWorkspace), printer.event)
 	run, err := eng.Run(ctx, wf, inputs, g.workspace)
 	if err != nil {
 		return err
@@ -86,7 +90,7 @@ func runWorkflow(ctx context.Context, g *globals, o *runOptions, file string, st
 
 // newEngine wires the engine to the journal, the server pool and the trust
 // gates.
-func newEngine(j *journal.Journal, pool *servers.Pool, g *globals, trustWorkspace bool, events func(engine.Event)) *engine.Engine {
+func newEngine(j *journal.Journal, pool *servers.Pool, trust func(string) journal.Trust, events func(engine.Event)) *engine.Engine {
 	return &engine.Engine{
 		Journal: j,
 		Connect: func(ctx context.Context, name string) (engine.Session, error) {
@@ -96,16 +100,7 @@ func newEngine(j *journal.Journal, pool *servers.Pool, g *globals, trustWorkspac
 			prev, _ := old.(*servers.Session)
 			return pool.Reconnect(ctx, name, prev)
 		},
-		Trust: func(name string) journal.Trust {
-			t := journal.Trust{}
-			if srv, err := pool.Set().Lookup(name); err == nil {
-				t.Server = srv.Trust
-			}
-			if trustWorkspace {
-				t.Workspace, t.WorkspaceSource = true, "flag"
-			}
-			return t
-		},
+		Trust:  trust,
 		Events: events,
 	}
 }

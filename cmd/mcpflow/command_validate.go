@@ -33,7 +33,11 @@ tool's input schema. Nothing is called.`,
 }
 
 func validate(ctx context.Context, g *globals, file string, discover bool, w io.Writer) error {
-	wf, err := engine.LoadFile(file)
+	external, err := g.external()
+	if err != nil {
+		return err
+	}
+	wf, err := loadWorkflow(file, external)
 	if err != nil {
 		return err
 	}

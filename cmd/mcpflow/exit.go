@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/servers"
 )
 
 // Exit codes, documented in the README and in --help.
@@ -61,7 +62,7 @@ func codeFor(err error) int {
 	case errors.Is(err, journal.ErrLocked), errors.Is(err, journal.ErrDamaged),
 		errors.Is(err, journal.ErrNotJournal), errors.Is(err, journal.ErrNewerSchema):
 		return exitJournal
-	case errors.Is(err, engine.ErrInvalid), errors.Is(err, engine.ErrInput):
+	case errors.Is(err, engine.ErrInvalid), errors.Is(err, engine.ErrInput), errors.Is(err, servers.ErrConfig):
 		return exitUsage
 	case errors.Is(err, context.Canceled):
 		return exitInterrupted

@@ -42,13 +42,14 @@ func TestMain(m *testing.M) {
 type cli struct {
 	t         *testing.T
 	workspace string
+	config    string // XDG_CONFIG_HOME: the trust store lives here
 	tag       string
 	env       []string
 }
 
 func newCLI(t *testing.T) *cli {
 	t.Helper()
-	c := &cli{t: t, workspace: t.TempDir(), tag: uuid.NewString()}
+	c := &cli{t: t, workspace: t.TempDir(), config: t.TempDir(), tag: uuid.NewString()}
 	t.Cleanup(func() {
 		// No server process may outlive mcpflow.
 		if pids := c.leftovers(2 * time.Second); len(pids) > 0 {
@@ -67,7 +68,7 @@ func (c *cli) command(args ...string) *exec.Cmd {
 		c.t.Fatal(err)
 	}
 	cmd := exec.Command(exe, append([]string{"--workspace", c.workspace}, args...)...)
-	cmd.Env = append(os.Environ(), asMainEnv+"=1", tagEnv+"="+c.tag, "NO_COLOR=1")
+	cmd.Env = append(os.Environ(), asMainEnv+"=1", tagEnv+"="+c.tag, "NO_COLOR=1", "XDG_CONFIG_HOME="+c.config)
 	cmd.Env = append(cmd.Env, c.env...)
 	return cmd
 }

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// inProcess runs the CLI in this process, as a user would run mcpflow in
+// workspace ws. The builtin demo server is this test binary, which acts as
+// mcpflow when asMainEnv is set.
+func inProcess(t *testing.T, ws string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(append([]string{"--workspace", ws}, args...), strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+var normalizers = []struct {
+	re   *regexp.Regexp
+	with string
+}{
+	{regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`), "<ID>"},
+	{regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}(-[0-9a-f]{4})?\b`), "<ID>"},
+	{regexp.MustCompile(`sha256:[0-9a-f]{64}`), "<DIGEST>"},
+	{regexp.MustCompile(`\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?`), "<TIME>"},
+	{regexp.MustCompile(`\b\d+s ago\b`), "<AGO>"},
+	{regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|ms|s)\b`), "<DUR>"},
+	{regexp.MustCompile(` {2,}`), " "},
+}
+
+func normalize(s, ws, cfg string) string {
+	s = strings.ReplaceAll(s, cfg, "<CONFIG>")
+	s = strings.ReplaceAll(s, ws, "<WS>")
+	for _, n := range normalizers {
+		s = n.re.ReplaceAllString(s, n.with)
+	}
+	return s
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name+".txt")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from %s:\n--- got\n%s\n--- want\n%s", name, path, got, want)
+	}
+}
+
+// TestGolden runs each command in process against one workspace and
+// compares its output, normalized for ids, times and paths, with
+// testdata/golden.
+func TestGolden(t *testing.T) {
+	ws, cfg := t.TempDir(), t.TempDir()
+	t.Setenv(asMainEnv, "1")
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("NO_COLOR", "1")
+	t.Setenv("MCPFLOW_JOURNAL", "")
+	hello := abs(t, repoFile("examples", "workflows", "hello.yaml"))
+	bad := filepath.Join(ws, "bad.yaml")
+	os.WriteFile(bad, []byte("name: bad\nservers: {demo: {builtin: demo}}\nsteps:\n  - {id: a, server: demo, tool: greet, wiht: {}}\n"), 0o600)
+	cp := func(src string) string {
+		b, _ := os.ReadFile(src)
+		dst := filepath.Join(ws, filepath.Base(src))
+		os.WriteFile(dst, b, 0o600)
+		return dst
+	}
+	hello = cp(hello)
+
+	var runID, invID string
+	steps := []struct {
+		name string
+		args func() []string
+	}{
+		{"version", func() []string { return []string{"version"} }},
+		{"unknown-command", func() []string { return []string{"frobnicate"} }},
+		{"journal-list-empty", func() []string { return []string{"journal", "list"} }},
+		{"validate", func() []string { return []string{"validate", hello} }},
+		{"validate-error", func() []string { return []string{"validate", bad} }},
+		{"servers-list", func() []string { return []string{"servers", "list", "--workflow", hello} }},
+		{"servers-tools", func() []string { return []string{"servers", "tools", "demo", "--workflow", hello} }},
+		{"servers-tools-json", func() []string { return []string{"servers", "tools", "demo", "--workflow", hello, "-o", "json", "--trust-workspace"} }},
+		{"trust-list-empty", func() []string { return []string{"trust", "list"} }},
+		{"trust-add", func() []string { return []string{"trust", "add"} }},
+		{"trust-list", func() []string { return []string{"trust", "list", "-o", "json"} }},
+		{"run", func() []string { return []string{"run", hello, "--input", "name=Ada"} }},
+		{"run-json", func() []string { return []string{"run", hello, "-o", "json"} }},
+		{"run-bad-input", func() []string { return []string{"run", hello, "--input", "nmae=x"} }},
+		{"runs-list", func() []string { return []string{"runs", "list"} }},
+		{"journal-list", func() []string { return []string{"journal", "list", "--limit", "3"} }},
+		{"journal-list-json", func() []string { return []string{"journal", "list", "--limit", "1", "-o", "json"} }},
+		{"runs-show", func() []string { return []string{"runs", "show", runID} }},
+		{"journal-show", func() []string { return []string{"journal", "show", invID, "--payload"} }},
+		{"journal-resolve-completed-invocation", func() []string { return []string{"journal", "resolve", invID, "--as", "failed", "--reason", "x"} }},
+		{"resume-succeeded", func() []string { return []string{"resume", runID} }},
+		{"journal-check", func() []string { return []string{"journal", "check"} }},
+		{"trust-remove", func() []string { return []string{"trust", "remove"} }},
+	}
+	for _, s := range steps {
+		code, out, errs := inProcess(t, ws, s.args()...)
+		if s.name == "run" {
+			var runs []map[string]any
+			_, js, _ := inProcess(t, ws, "runs", "list", "-o", "json")
+			json.Unmarshal([]byte(js), &runs)
+			runID = runs[0]["id"].(string)
+			invID = runs[0]["steps"].([]any)[0].(map[string]any)["invocation"].(string)
+		}
+		got := fmt.Sprintf("$ mcpflow %s\nexit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(s.args(), " "), code, out, errs)
+		checkGolden(t, s.name, normalize(got, ws, cfg))
+	}
+}
