@@ -96,7 +96,9 @@ func TestGolden(t *testing.T) {
 		{"validate-error", func() []string { return []string{"validate", bad} }},
 		{"servers-list", func() []string { return []string{"servers", "list", "--workflow", hello} }},
 		{"servers-tools", func() []string { return []string{"servers", "tools", "demo", "--workflow", hello} }},
-		{"servers-tools-json", func() []string { return []string{"servers", "tools", "demo", "--workflow", hello, "-o", "json", "--trust-workspace"} }},
+		{"servers-tools-json", func() []string {
+			return []string{"servers", "tools", "demo", "--workflow", hello, "-o", "json", "--trust-workspace"}
+		}},
 		{"trust-list-empty", func() []string { return []string{"trust", "list"} }},
 		{"trust-add", func() []string { return []string{"trust", "add"} }},
 		{"trust-list", func() []string { return []string{"trust", "list", "-o", "json"} }},
