@@ -48,6 +48,7 @@ server and the workspace are trusted — otherwise the call is marked outcome un
 		newRunCommand(g),
 		newResumeCommand(g),
 		newValidateCommand(g),
+		newCallCommand(g),
 		newServersCommand(g),
 		newTrustCommand(g),
 		newRunsCommand(g),

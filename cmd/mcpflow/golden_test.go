@@ -128,3 +128,26 @@ func TestGolden(t *testing.T) {
 		checkGolden(t, s.name, normalize(got, ws, cfg))
 	}
 }
+
+func TestGoldenCall(t *testing.T) {
+	ws, cfg := t.TempDir(), t.TempDir()
+	t.Setenv(asMainEnv, "1")
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("NO_COLOR", "1")
+	os.WriteFile(filepath.Join(ws, "mcpflow.yaml"), []byte("servers:\n  demo: {builtin: demo}\n"), 0o600)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"call", []string{"call", "demo", "greet", "--arg", "name=Ada"}},
+		{"call-typed", []string{"call", "demo", "count_slowly", "--arg", "n=3", "--arg", "delay_ms=1", "-o", "json"}},
+		{"call-missing-argument", []string{"call", "demo", "greet"}},
+		{"call-unknown-tool", []string{"call", "demo", "gret"}},
+		{"call-unknown-server", []string{"call", "dmeo", "greet"}},
+		{"call-tool-error", []string{"call", "demo", "fail", "--arg", "message=disk full"}},
+	} {
+		code, out, errs := inProcess(t, ws, tc.args...)
+		got := fmt.Sprintf("$ mcpflow %s\nexit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(tc.args, " "), code, out, errs)
+		checkGolden(t, tc.name, normalize(got, ws, cfg))
+	}
+}
