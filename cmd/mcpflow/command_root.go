@@ -56,6 +56,7 @@ server and the workspace are trusted — otherwise the call is marked outcome un
 		newDemoServerCommand(),
 		newVersionCommand(g),
 	)
+	addCompletions(root, g)
 	return root
 }
 

@@ -114,6 +114,8 @@ func TestGolden(t *testing.T) {
 		{"resume-succeeded", func() []string { return []string{"resume", runID} }},
 		{"journal-check", func() []string { return []string{"journal", "check"} }},
 		{"trust-remove", func() []string { return []string{"trust", "remove"} }},
+		{"complete-resume", func() []string { return []string{"__complete", "resume", ""} }},
+		{"complete-servers", func() []string { return []string{"__complete", "servers", "tools", "--workflow", hello, ""} }},
 	}
 	for _, s := range steps {
 		code, out, errs := inProcess(t, ws, s.args()...)

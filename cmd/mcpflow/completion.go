@@ -1,0 +1,103 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpflow/mcpflow/journal"
+)
+
+// Shell completion (cobra's `mcpflow completion bash|zsh|fish|powershell`)
+// offers run ids, invocation ids, server names and state names.
+
+func completeRunIDs(g *globals) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 || g.resolve(cmd) != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		j, err := journal.Open(g.journalPath, &journal.Options{ReadOnly: true})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer j.Close()
+		runs, _ := j.Runs(journal.RunFilter{Limit: 100})
+		var out []cobra.Completion
+		for _, r := range runs {
+			if id := r.ID.String(); strings.HasPrefix(id, toComplete) {
+				out = append(out, cobra.CompletionWithDesc(id, r.Workflow+" "+r.Status.String()))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func completeInvocationIDs(g *globals) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 || g.resolve(cmd) != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		j, err := journal.Open(g.journalPath, &journal.Options{ReadOnly: true})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer j.Close()
+		f := journal.Filter{Limit: 100}
+		if cmd.Name() == "resolve" {
+			f.State = journal.StateOutcomeUnknown
+		}
+		invs, _ := j.Invocations(f)
+		var out []cobra.Completion
+		for _, inv := range invs {
+			if id := inv.ID.String(); strings.HasPrefix(id, toComplete) {
+				out = append(out, cobra.CompletionWithDesc(id, stepName(&inv)+" "+inv.Server+"/"+inv.Tool+" "+inv.State.String()))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func completeServerNames(g *globals) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 || g.resolve(cmd) != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		workflow, _ := cmd.Flags().GetString("workflow")
+		set, err := g.serverSet(workflow)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []cobra.Completion
+		for _, n := range set.Names() {
+			if strings.HasPrefix(n, toComplete) {
+				out = append(out, cobra.CompletionWithDesc(n, set[n].Transport()))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func fixedCompletions(values ...string) cobra.CompletionFunc {
+	return cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)
+}
+
+// addCompletions wires completion functions into the command tree.
+func addCompletions(root *cobra.Command, g *globals) {
+	find := func(path ...string) *cobra.Command {
+		c, _, err := root.Find(path)
+		if err != nil {
+			panic("completion for missing command " + strings.Join(path, " "))
+		}
+		return c
+	}
+	find("resume").ValidArgsFunction = completeRunIDs(g)
+	find("runs", "show").ValidArgsFunction = completeRunIDs(g)
+	find("journal", "show").ValidArgsFunction = completeInvocationIDs(g)
+	find("journal", "resolve").ValidArgsFunction = completeInvocationIDs(g)
+	find("servers", "tools").ValidArgsFunction = completeServerNames(g)
+	find("call").ValidArgsFunction = completeServerNames(g)
+	_ = find("journal", "resolve").RegisterFlagCompletionFunc("as", fixedCompletions("completed", "failed", "retry"))
+	_ = find("journal", "list").RegisterFlagCompletionFunc("state", fixedCompletions("intent", "completed", "failed", "outcome_unknown", "aborted", "timed_out", "skipped", "retry_approved"))
+	_ = find("runs", "list").RegisterFlagCompletionFunc("status", fixedCompletions("running", "succeeded", "failed", "blocked", "cancelled"))
+	_ = root.RegisterFlagCompletionFunc("output", fixedCompletions("table", "json", "jsonl"))
+}
