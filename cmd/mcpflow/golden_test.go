@@ -20,7 +20,12 @@ var update = flag.Bool("update", false, "rewrite golden files")
 func inProcess(t *testing.T, ws string, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(append([]string{"--workspace", ws}, args...), strings.NewReader(""), &out, &errb)
+	full := append([]string{"--workspace", ws}, args...)
+	if len(args) > 0 && args[0] == "__complete" {
+		// The shell passes the words typed after the command name.
+		full = append([]string{"__complete", "--workspace", ws}, args[1:]...)
+	}
+	code := run(full, strings.NewReader(""), &out, &errb)
 	return code, out.String(), errb.String()
 }
 
