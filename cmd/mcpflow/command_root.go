@@ -12,9 +12,12 @@ import (
 
 // globals are the flags every command shares.
 type globals struct {
+	journalFlag   string
+	workspaceFlag string
+	serversFile   string
+	// journalPath and workspace are resolved from the flags (resolve).
 	journalPath string
 	workspace   string
-	serversFile string
 	output      string
 	noColor     bool
 	// started is set once cobra accepted the command line and a command's
@@ -39,8 +42,8 @@ server and the workspace are trusted — otherwise the call is marked outcome un
 			return g.resolve(cmd)
 		},
 	}
-	root.PersistentFlags().StringVar(&g.journalPath, "journal", "", "journal file (env MCPFLOW_JOURNAL; default WORKSPACE/.mcpflow/journal.db)")
-	root.PersistentFlags().StringVar(&g.workspace, "workspace", "", "workspace directory (default: the current directory)")
+	root.PersistentFlags().StringVar(&g.journalFlag, "journal", "", "journal file (env MCPFLOW_JOURNAL; default WORKSPACE/.mcpflow/journal.db)")
+	root.PersistentFlags().StringVar(&g.workspaceFlag, "workspace", "", "workspace directory (default: the current directory)")
 	root.PersistentFlags().StringVar(&g.serversFile, "servers", "", "also use the MCP servers in this file (Claude Desktop, Cursor, .mcp.json, VS Code, Gemini CLI or mcpflow.yaml format)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table, json or jsonl")
 	root.PersistentFlags().BoolVar(&g.noColor, "no-color", false, "disable colour (also NO_COLOR)")
@@ -66,18 +69,20 @@ func (g *globals) resolve(cmd *cobra.Command) error {
 	default:
 		return usageError("--output %q: want table, json or jsonl", g.output)
 	}
-	if g.workspace == "" {
+	ws := g.workspaceFlag
+	if ws == "" {
 		wd, err := os.Getwd()
 		if err != nil {
 			return err
 		}
-		g.workspace = wd
+		ws = wd
 	}
-	abs, err := filepath.Abs(g.workspace)
+	abs, err := filepath.Abs(ws)
 	if err != nil {
 		return err
 	}
 	g.workspace = abs
+	g.journalPath = g.journalFlag
 	if g.journalPath == "" {
 		g.journalPath = os.Getenv("MCPFLOW_JOURNAL")
 	}
