@@ -44,7 +44,9 @@ func (s memSession) Call(ctx context.Context, tool string, args json.RawMessage,
 	return s.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args, Meta: meta})
 }
 
-func connectMem(t *testing.T, srv *mcp.Server) memSession {
+func connectMem(t *testing.T, srv *mcp.Server) memSession { return connectMemTB(t, srv) }
+
+func connectMemTB(t testing.TB, srv *mcp.Server) memSession {
 	t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
 	ss, err := srv.Connect(context.Background(), st, nil)
@@ -69,7 +71,9 @@ func newEngine(j *journal.Journal, sess engine.Session) *engine.Engine {
 	}
 }
 
-func load(t *testing.T, src string) *engine.Workflow {
+func load(t *testing.T, src string) *engine.Workflow { return loadB(t, src) }
+
+func loadB(t testing.TB, src string) *engine.Workflow {
 	t.Helper()
 	wf, err := engine.Load("test.yaml", []byte(src), nil)
 	if err != nil {
