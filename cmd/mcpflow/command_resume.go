@@ -107,14 +107,16 @@ func resumeOne(ctx context.Context, g *globals, o *resumeOptions, j *journal.Jou
 	}
 	pool := servers.NewPool(wf.Servers, &servers.Options{Workspace: g.workspace})
 	defer pool.Close()
-	printer := &linePrinter{w: stdout, quiet: g.output != "table"}
-	eng := newEngine(j, pool, g.trustFunc(wf, o.trustWorkspace), printer.event)
+	progress := progressFor(g, stdout)
+	defer progress.close()
+	eng := newEngine(j, pool, g.trustFunc(wf, o.trustWorkspace), progress.event)
 	before := stored.Status
 	run, err := eng.Resume(ctx, id, secrets, external)
+	progress.close()
 	if err != nil {
 		return 0, err
 	}
-	if run.Status == before && run.Status.Finished() && !printer.quiet {
+	if run.Status == before && run.Status.Finished() && g.output == "table" {
 		fmt.Fprintf(stdout, "run %s already %s: nothing to resume\n", run.ID, run.Status)
 	}
 	if g.output != "table" {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
@@ -63,9 +62,11 @@ func runWorkflow(ctx context.Context, g *globals, o *runOptions, file string, st
 
 	pool := servers.NewPool(wf.Servers, &servers.Options{Workspace: g.workspace})
 	defer pool.Close()
-	printer := &linePrinter{w: stdout, quiet: g.output != "table"}
-	eng := newEngine(j, pool, g.trustFunc(wf, o.trustWorkspace), printer.event)
+	progress := progressFor(g, stdout)
+	defer progress.close()
+	eng := newEngine(j, pool, g.trustFunc(wf, o.trustWorkspace), progress.event)
 	run, err := eng.Run(ctx, wf, inputs, g.workspace)
+	progress.close()
 	if err != nil {
 		return err
 	}
@@ -102,44 +103,6 @@ func newEngine(j *journal.Journal, pool *servers.Pool, trust func(string) journa
 		},
 		Trust:  trust,
 		Events: events,
-	}
-}
-
-// linePrinter prints one line per finished step and per run boundary:
-// readable in a terminal and in CI logs alike.
-type linePrinter struct {
-	w     io.Writer
-	quiet bool
-}
-
-func (p *linePrinter) event(ev engine.Event) {
-	if p.quiet {
-		return
-	}
-	switch ev.Kind {
-	case engine.RunStarted:
-		fmt.Fprintf(p.w, "run %s started: %s\n", ev.Run, ev.Workflow)
-	case engine.StepFinished:
-		name := ev.Step
-		if ev.Item >= 0 {
-			name = fmt.Sprintf("%s[%d]", ev.Step, ev.Item)
-		}
-		line := fmt.Sprintf("step %-12s %-10s %-22s %8s", name, ev.State, ev.Server+"/"+ev.Tool, round(ev.Elapsed))
-		if ev.Attempt > 1 {
-			line += fmt.Sprintf("  attempt %d", ev.Attempt)
-		}
-		if ev.Text != "" {
-			line += "  → " + ev.Text
-		}
-		if ev.Err != nil {
-			line += "\n    " + ev.Err.Error()
-		}
-		fmt.Fprintln(p.w, line)
-	case engine.RunFinished:
-		fmt.Fprintf(p.w, "run %s %s in %s\n", ev.Run, ev.Status, round(ev.Elapsed))
-		if ev.Err != nil && ev.Status != journal.RunBlocked {
-			fmt.Fprintf(p.w, "    %s\n", ev.Err.Error())
-		}
 	}
 }
 
