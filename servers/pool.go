@@ -88,8 +88,17 @@ func (p *Pool) forget(name string, e *poolEntry) {
 // Tools call — a fresh tools/list. Nothing of the old session carries over.
 func (p *Pool) Reconnect(ctx context.Context, name string, old *Session) (*Session, error) {
 	p.mu.Lock()
-	if e, ok := p.sessions[name]; ok && (old == nil || e.sess == old) {
-		delete(p.sessions, name)
+	if e, ok := p.sessions[name]; ok {
+		select {
+		case <-e.ready:
+			// e.sess is safe to read once ready is closed.
+			if old == nil || e.sess == old {
+				delete(p.sessions, name)
+			}
+		default:
+			// A connect is in progress: another caller is already
+			// reconnecting, and its new session is not old. Share it.
+		}
 	}
 	p.mu.Unlock()
 	if old != nil {
