@@ -1,29 +1,47 @@
 package journal
 
 import (
+	"errors"
+	"fmt"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // groupCommit shares one bbolt commit (and so one fsync) among the writers
 // that arrive while a commit is in progress, without ever waiting on a
-// timer: the first writer to find no commit running commits at once,
-// together with whatever queued up during the previous commit. bbolt's own
-// Batch waits up to MaxBatchDelay for company, which would add ~10 ms to
-// every write of a lone sequential run.
+// timer. Writers queue their write, then either find it committed by
+// someone else or take the committer's token and commit everything queued,
+// their own write included. A lone writer takes the free token at once;
+// under load each commit carries every write that queued during the
+// previous one. bbolt's own Batch waits up to MaxBatchDelay for company,
+// which would add ~10 ms to every write of a lone sequential run.
+//
+// The committer is always a writer whose own write is in the batch, so it
+// returns as soon as that commit is durable: no goroutine is stuck leading
+// while others keep arriving.
 type groupCommit struct {
-	db *bolt.DB
+	db    *bolt.DB
+	path  string
+	token chan struct{} // capacity 1: held by the goroutine that commits
 
 	mu      sync.Mutex
 	pending []*pendingWrite
-	leading bool
 	closed  bool
+
+	writes, commits atomic.Int64
 }
 
 type pendingWrite struct {
 	fn   func(*bolt.Tx) error
 	done chan error
+}
+
+func (g *groupCommit) init(db *bolt.DB, path string) {
+	g.db, g.path, g.token = db, path, make(chan struct{}, 1)
 }
 
 // do runs fn in a read-write transaction and returns after that transaction
@@ -38,20 +56,26 @@ func (g *groupCommit) do(fn func(*bolt.Tx) error) error {
 		return ErrClosed
 	}
 	g.pending = append(g.pending, w)
-	if g.leading {
-		g.mu.Unlock()
-		return <-w.done
-	}
-	g.leading = true
-	for len(g.pending) > 0 {
-		batch := g.pending
-		g.pending = nil
-		g.mu.Unlock()
-		g.commit(batch)
-		g.mu.Lock()
-	}
-	g.leading = false
 	g.mu.Unlock()
+	select {
+	case err := <-w.done:
+		return err
+	case g.token <- struct{}{}:
+	}
+	// The previous committer sent all its results before it gave the token
+	// back: w is either done or still queued.
+	select {
+	case err := <-w.done:
+		<-g.token
+		return err
+	default:
+	}
+	g.mu.Lock()
+	batch := g.pending
+	g.pending = nil
+	g.mu.Unlock()
+	g.commit(batch)
+	<-g.token
 	return <-w.done
 }
 
@@ -60,17 +84,12 @@ func (g *groupCommit) do(fn func(*bolt.Tx) error) error {
 // and the others are committed without it.
 func (g *groupCommit) commit(batch []*pendingWrite) {
 	for len(batch) > 0 {
-		failed := -1
-		err := g.db.Update(func(tx *bolt.Tx) error {
-			for i, w := range batch {
-				if err := w.fn(tx); err != nil {
-					failed = i
-					return err
-				}
-			}
-			return nil
-		})
+		failed, err := g.update(batch)
 		if failed < 0 {
+			if err == nil {
+				g.commits.Add(1)
+				g.writes.Add(int64(len(batch)))
+			}
 			for _, w := range batch {
 				w.done <- err
 			}
@@ -79,6 +98,36 @@ func (g *groupCommit) commit(batch []*pendingWrite) {
 		batch[failed].done <- err
 		batch = append(batch[:failed:failed], batch[failed+1:]...)
 	}
+}
+
+// update runs batch in one transaction. It returns the index of the write
+// that failed (or -1 when the commit itself failed or succeeded). A panic
+// inside bbolt (a damaged page) is that write's error, not the process's end.
+func (g *groupCommit) update(batch []*pendingWrite) (failed int, err error) {
+	cur := -1
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			failed, err = cur, fmt.Errorf("journal %s: %w: %v", g.path, ErrDamaged, r)
+		}
+	}()
+	err = g.db.Update(func(tx *bolt.Tx) error {
+		for i, w := range batch {
+			cur = i
+			if err := w.fn(tx); err != nil {
+				return err
+			}
+		}
+		cur = -1
+		return nil
+	})
+	switch {
+	case errors.Is(err, berrors.ErrDatabaseNotOpen):
+		return -1, ErrClosed
+	case errors.Is(err, berrors.ErrDatabaseReadOnly):
+		return -1, fmt.Errorf("journal %s was opened read-only: %w", g.path, err)
+	}
+	return cur, err
 }
 
 func (g *groupCommit) close() {

@@ -2,45 +2,75 @@
 // every MCP tools/call: the product's memory after a crash and its audit trail.
 //
 // The core types are [Journal] (one bbolt file), [Run] (one execution of a
-// workflow), [Invocation] (one logical tools/call, with its [Attempt]s and
-// operator [Resolution]s), the typed states [State] and [RunStatus], and
-// [Intent], the proof that an invocation's intent is durable.
+// workflow), [Invocation] (one logical tools/call, with its [Attempt]s,
+// replay [Decision]s and operator [Resolution]s), the typed states [State]
+// and [RunStatus] with their checked transitions (state.go is the only place
+// that defines them), and [Intent], the proof that an invocation's intent is
+// durable.
 //
 // # Durability
 //
-// Every write method returns only after its bbolt transaction has been
-// committed and fsynced (bbolt syncs the data pages, then the meta page).
-// When a write method returns nil, the fact it wrote survives a crash of this
-// process or of the machine; when it returns an error, nothing of that write
-// is visible. Concurrent writers share commits (group commit, see
-// [Journal.Begin]); a lone writer never waits on a timer.
+// Every write method (CreateRun, SetRunStatus, Begin, Skip, Again, Finish,
+// Interrupted, Decide, Resolve, Prune) returns only after its bbolt
+// transaction has been committed and fsynced (bbolt writes and syncs the
+// data pages, then the meta page). When a write method returns nil, the fact
+// it wrote survives a crash of this process or of the machine; when it
+// returns an error, nothing of that write is visible. An illegal transition
+// is such an error ([ErrTransition]). Concurrent writers share commits
+// (group commit): a write that arrives while a commit is in progress joins
+// the next one, and a lone writer never waits on a timer.
 //
-// [Journal.Begin] returns an [Intent]. Callers that send a tools/call need the
-// Intent (its idempotency key and attempt number), and an Intent can only be
-// obtained from a committed, fsynced intent record: a call cannot be sent
-// before its intent is durable.
+// [Journal.Begin] returns an [Intent]. Callers that send a tools/call need
+// the Intent (its idempotency key and attempt number), and Begin and
+// [Journal.Again] return one only after the intent record is durable: a call
+// cannot be sent before its intent is on disk. [Journal.Finish] accepts only
+// Intents the journal issued.
 //
-// What survives a crash: every run and invocation record whose write
-// returned. What a crash can leave behind: invocations in state
-// [StateIntent] with no outcome (the call may or may not have reached the
-// server). Resume treats those exactly like a lost connection.
+// What survives a crash: every record whose write returned, exactly as it
+// was written, and a new journal file only once complete (Open builds it in a
+// temporary file and links it into place). What a crash can leave behind:
+// invocations in [StateIntent] whose last attempt has no outcome (the call
+// may or may not have reached the server; resume treats them exactly like a
+// lost connection), runs still marked running, a write that was committed
+// but whose caller never learned it returned, and at worst a stray temporary
+// file beside the journal. Nothing half-written: each write is one
+// transaction.
 //
 // # Layout
 //
 // Records are JSON values keyed by 16-byte UUIDv7 ids, so key order is time
-// order. Index buckets (by run, by state, by server and tool) hold only keys.
-// The layout is private to this package; [Journal.Check] verifies that
-// records and indexes agree and that every invariant holds.
+// order and an id's time is never before its record's creation time (ids
+// the journal assigns come from its clock). Index buckets (by run, by state,
+// by server and tool, runs by status) hold only keys ending in the id. The
+// layout is private to this package; [Journal.Check] verifies that records
+// and indexes agree and that every invariant holds. The schema version is
+// stored in the file; migrations from older versions run on Open.
 //
 // # Caveats
 //
-//   - One process at a time: the file is locked while open. A second process
-//     gets [ErrLocked] after [Options.LockTimeout].
-//   - Files that are not journals, damaged files and journals of a newer
-//     schema are refused ([ErrNotJournal], [ErrDamaged], [ErrNewerSchema])
-//     and never modified: they are validated read-only before being opened
-//     for writing.
+//   - One process at a time: the file is locked while open (readers share
+//     it). A second process gets [ErrLocked] after [Options.LockTimeout].
+//   - Files that are not journals, damaged or truncated files and journals
+//     of a newer schema are refused ([ErrNotJournal], [ErrDamaged],
+//     [ErrNewerSchema]) and never modified: Open validates them read-only,
+//     and opening a valid journal writes nothing. Open reads the header of
+//     every page (about 0.2 s per GiB when the file is cached), so that no
+//     read can loop on a damaged tree; damage inside record pages is
+//     reported by [Journal.Check], and a read that meets it returns
+//     [ErrDamaged] rather than crashing.
 //   - The journal stores what it is given: redacting secrets is the caller's
 //     job; large arguments and results are capped by the caller's limits
 //     (see [CapJSON]).
+//   - Filter.Since and Export's since stop at the first id older than the
+//     bound. Ids left to the journal (or made by [NewID] with the real
+//     clock) make that exact; an id a caller invents with an earlier time
+//     than its record can hide that record from those two queries.
+//   - [Journal.Prune] removes finished runs in batches, each durable on its
+//     own: a crash mid-prune leaves whole runs, some removed. It never
+//     removes a running run or one with an unsettled invocation
+//     ([State.Unsettled]). The file keeps its size until [Compact], which
+//     needs the journal closed everywhere and rewrites it into a new file
+//     (temporary file, fsync, rename, directory fsync).
+//   - [Journal.Export] streams in short read transactions: each record is
+//     written as it was when read, not as of one instant for the whole file.
 package journal

@@ -2,18 +2,21 @@ package journal
 
 import "errors"
 
-// Sentinel errors. Wrapped errors name the record they concern.
+// Sentinel errors. Wrapped errors name the record or file they concern.
 var (
 	// ErrLocked: another process holds the journal open.
 	ErrLocked = errors.New("journal is in use by another mcpflow process")
 	// ErrNotJournal: the file exists but is not an mcpflow journal.
 	ErrNotJournal = errors.New("file is not an mcpflow journal")
-	// ErrDamaged: the file is an unreadable or truncated database.
+	// ErrDamaged: the file is an unreadable or truncated database, or a
+	// record in it cannot be decoded.
 	ErrDamaged = errors.New("journal file is damaged")
 	// ErrNewerSchema: the journal was written by a newer mcpflow.
 	ErrNewerSchema = errors.New("journal was written by a newer version of mcpflow")
 	// ErrNotFound: no record with that id (or id prefix).
 	ErrNotFound = errors.New("not found")
+	// ErrExists: a record with that id exists already.
+	ErrExists = errors.New("exists already")
 	// ErrAmbiguous: an id prefix matches more than one record.
 	ErrAmbiguous = errors.New("ambiguous id prefix")
 	// ErrTransition: an illegal state transition; nothing was written.

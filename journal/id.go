@@ -1,9 +1,13 @@
 package journal
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -13,13 +17,33 @@ import (
 type ID uuid.UUID
 
 // NewID returns a fresh time-ordered id.
-func NewID() ID {
-	u, err := uuid.NewV7()
-	if err != nil {
-		// NewV7 fails only when the system's random source fails.
-		u = uuid.New()
+func NewID() ID { return defaultIDs.next(time.Now()) }
+
+var defaultIDs idGen
+
+// idGen makes UUIDv7s that strictly increase: the first 64 bits are the
+// millisecond timestamp, the version and a 12-bit sub-millisecond sequence
+// (RFC 9562, method 3), bumped when the clock stands still or goes back.
+// Each Journal has its own, driven by its clock.
+type idGen struct {
+	mu   sync.Mutex
+	last int64 // ms<<12 | seq
+}
+
+func (g *idGen) next(now time.Time) ID {
+	ms := max(now.UnixMilli(), 0)
+	t := ms<<12 | (now.UnixNano()-ms*1e6)>>8&0xfff
+	g.mu.Lock()
+	if t <= g.last {
+		t = g.last + 1
 	}
-	return ID(u)
+	g.last = t
+	g.mu.Unlock()
+	var id ID
+	_, _ = rand.Read(id[8:]) // never fails (crypto/rand)
+	binary.BigEndian.PutUint64(id[:8], uint64(t>>12)<<16|0x7000|uint64(t&0xfff))
+	id[8] = id[8]&0x3f | 0x80 // variant 10
+	return id
 }
 
 // ParseID parses a full id.
@@ -33,10 +57,15 @@ func ParseID(s string) (ID, error) {
 
 func (id ID) String() string { return uuid.UUID(id).String() }
 
-// Short is the first 13 characters (the millisecond timestamp and a few
-// more digits): enough to tell ids apart in a listing and accepted wherever
-// an id is typed, as long as it is unique.
-func (id ID) Short() string { return id.String()[:13] }
+// Short is the first 18 characters: the millisecond timestamp and the
+// sub-millisecond sequence, which are unique among the ids one process
+// makes. It is accepted wherever an id is typed, as long as it is unique.
+func (id ID) Short() string { return id.String()[:18] }
+
+// Time is the creation time written in the id (millisecond precision).
+func (id ID) Time() time.Time { return time.UnixMilli(id.millis()) }
+
+func (id ID) millis() int64 { return int64(binary.BigEndian.Uint64(id[:8]) >> 16) }
 
 // IsZero reports whether the id is unset.
 func (id ID) IsZero() bool { return id == ID{} }
@@ -49,6 +78,11 @@ func (id *ID) UnmarshalText(b []byte) error {
 	v, err := ParseID(string(b))
 	*id = v
 	return err
+}
+
+// millisKey is the smallest key of an id made at or after ms.
+func millisKey(ms int64) []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(max(ms, 0))<<16)[:6]
 }
 
 // prefixBytes turns a typed id prefix into the bytes it fixes and whether a

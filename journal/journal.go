@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -43,25 +44,41 @@ type Options struct {
 	// ReadOnly opens the journal for reading only; it shares the file with
 	// other readers.
 	ReadOnly bool
-	// Now is the clock used for timestamps. Default time.Now.
+	// Now is the clock used for timestamps and for the ids the journal
+	// assigns. Default time.Now.
 	Now func() time.Time
 }
 
 // Journal is an open journal file. It is safe for concurrent use.
 type Journal struct {
-	db   *bolt.DB
-	path string
-	now  func() time.Time
-	gc   groupCommit
+	db       *bolt.DB
+	path     string
+	now      func() time.Time
+	readOnly bool
+	gc       groupCommit
+	ids      idGen
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// Open opens the journal at path, creating it (mode 0600, its directory 0700)
-// when it does not exist. An existing file is first validated read-only: a
-// file that is not a journal, is damaged, or has a newer schema is refused
-// and left untouched.
+// Open opens the journal at path. When the file does not exist it is
+// created atomically (mode 0600, its directory 0700 when Open creates it):
+// a complete empty journal is built in a temporary file beside it, fsynced,
+// then linked into place, so a crash never leaves a half-made journal.
+//
+// An existing file is first validated read-only: its meta pages, its size,
+// its free list, the header of every page (every tree must be a tree), and
+// the schema marker. A file that is not a journal ([ErrNotJournal]), is
+// damaged or truncated ([ErrDamaged]), or has a newer schema
+// ([ErrNewerSchema]) is refused and left byte-for-byte untouched. Damage
+// inside record pages is found by [Journal.Check]. Opening a valid journal
+// of the current schema writes nothing; an older schema is migrated in one
+// transaction (a read-only Open refuses it).
+//
+// A journal held open by another process (or by another Journal of this
+// process) makes Open wait up to Options.LockTimeout, then fail with
+// [ErrLocked].
 func Open(path string, opts *Options) (*Journal, error) {
 	var o Options
 	if opts != nil {
@@ -74,50 +91,133 @@ func Open(path string, opts *Options) (*Journal, error) {
 		o.Now = time.Now
 	}
 	st, err := os.Stat(path)
-	exists := err == nil
 	switch {
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, fs.ErrNotExist) && o.ReadOnly:
+		return nil, fmt.Errorf("open journal %s: %w (no run has been journaled here yet)", path, fs.ErrNotExist)
+	case errors.Is(err, fs.ErrNotExist):
+		if err := create(path); err != nil {
+			return nil, fmt.Errorf("create journal %s: %w", path, err)
+		}
+	case err != nil:
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
-	case exists && st.IsDir():
+	case st.IsDir():
 		return nil, fmt.Errorf("open journal %s: is a directory: %w", path, ErrNotJournal)
-	case exists && st.Size() > 0:
-		if err := validate(path, o.LockTimeout); err != nil {
+	case st.Size() == 0:
+		return nil, fmt.Errorf("open journal %s: empty file: %w", path, ErrNotJournal)
+	}
+	var db *bolt.DB
+	var version uint64
+	for range 3 { // again when Compact replaced the file meanwhile
+		if version, err = validate(path, o.LockTimeout); err != nil {
 			return nil, err
 		}
-	case !exists && o.ReadOnly:
-		return nil, fmt.Errorf("open journal %s: %w (no run has been journaled here yet)", path, fs.ErrNotExist)
-	case !exists:
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, fmt.Errorf("create journal directory: %w", err)
+		if db, err = openBolt(path, o.LockTimeout, o.ReadOnly); !errors.Is(err, errReplaced) {
+			break
 		}
 	}
-	db, err := openBolt(path, o.LockTimeout, o.ReadOnly)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
+	case version < SchemaVersion && o.ReadOnly:
+		db.Close()
+		return nil, fmt.Errorf("open journal %s: schema %d must be migrated to %d first: open it read-write once", path, version, SchemaVersion)
 	}
-	j := &Journal{db: db, path: path, now: o.Now}
-	j.gc.db = db
-	if !o.ReadOnly {
-		if err := db.Update(initialize); err != nil {
+	j := &Journal{db: db, path: path, now: o.Now, readOnly: o.ReadOnly}
+	j.gc.init(db, path)
+	if version < SchemaVersion {
+		if err := j.gc.do(func(tx *bolt.Tx) error { return migrate(tx, version) }); err != nil {
 			db.Close()
-			return nil, fmt.Errorf("open journal %s: %w", path, err)
+			return nil, fmt.Errorf("open journal %s: migrate schema %d: %w", path, version, err)
 		}
 	}
 	return j, nil
 }
 
-func openBolt(path string, timeout time.Duration, readOnly bool) (db *bolt.DB, err error) {
+// create builds an empty journal in a temporary file in path's directory
+// and links it to path. When another process created path meanwhile, its
+// file wins and is validated like any existing one.
+func create(path string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".new-*") // mode 0600
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if err := f.Close(); err != nil {
+		return err
+	}
+	db, err := bolt.Open(tmp, 0o600, nil)
+	if err != nil {
+		return err
+	}
+	err = db.Update(initialize) // committed and fsynced
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// errReplaced: the file at the path is no longer the one that was opened.
+var errReplaced = errors.New("journal file was replaced")
+
+// openBolt opens path with bbolt and makes sure the file it locked is still
+// the one at path (Compact replaces the file while holding the old one's
+// lock: a process that was waiting for that lock must not use the old file).
+func openBolt(path string, timeout time.Duration, readOnly bool) (*bolt.DB, error) {
+	var f *os.File
+	db, err := boltOpen(path, &bolt.Options{Timeout: timeout, ReadOnly: readOnly,
+		OpenFile: func(name string, flag int, mode os.FileMode) (*os.File, error) {
+			var err error
+			f, err = os.OpenFile(name, flag, mode)
+			return f, err
+		}})
+	if err != nil {
+		return nil, err
+	}
+	fst, ferr := f.Stat()
+	pst, perr := os.Stat(path)
+	if ferr != nil || perr != nil || !os.SameFile(fst, pst) {
+		db.Close()
+		return nil, fmt.Errorf("open journal %s: %w", path, errReplaced)
+	}
+	return db, nil
+}
+
+func boltOpen(path string, o *bolt.Options) (db *bolt.DB, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			db, err = nil, fmt.Errorf("open journal %s: %w: %v", path, ErrDamaged, r)
 		}
 	}()
-	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: readOnly})
+	db, err = bolt.Open(path, 0o600, o)
 	switch {
 	case err == nil:
 		return db, nil
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("open journal %s: %w (waited %s; is another mcpflow still running?)", path, ErrLocked, timeout)
+		return nil, fmt.Errorf("open journal %s: %w (waited %s; is another mcpflow still running?)", path, ErrLocked, o.Timeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, fmt.Errorf("open journal %s: %w", path, ErrNotJournal)
 	default:
@@ -125,45 +225,49 @@ func openBolt(path string, timeout time.Duration, readOnly bool) (db *bolt.DB, e
 	}
 }
 
-// validate opens an existing file read-only and checks that it is an
-// intact journal of a schema this code understands.
-func validate(path string, timeout time.Duration) (err error) {
-	db, err := openBolt(path, timeout, true)
+// validate opens an existing file read-only and checks that it is an intact
+// journal of a schema this code understands. It returns the schema version.
+// It reads the file's structure with plain reads before bbolt touches any
+// page beyond the meta pages, so a damaged file gives an error, not a crash.
+func validate(path string, timeout time.Duration) (version uint64, err error) {
+	db, err := boltOpen(path, &bolt.Options{Timeout: timeout, ReadOnly: true})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer db.Close()
+	if err := walkFile(path, db.Info().PageSize, false); err != nil {
+		return 0, fmt.Errorf("open journal %s: %w: %v", path, ErrDamaged, err)
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("open journal %s: %w: %v", path, ErrDamaged, r)
 		}
 	}()
-	return db.View(func(tx *bolt.Tx) error {
+	err = db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
-		if meta == nil {
-			empty := true
-			_ = tx.ForEach(func([]byte, *bolt.Bucket) error { empty = false; return nil })
-			if empty {
-				return nil // a fresh bbolt file with nothing in it yet
-			}
-			return fmt.Errorf("open journal %s: %w", path, ErrNotJournal)
-		}
-		if string(meta.Get(keyMagic)) != magic {
+		if meta == nil || string(meta.Get(keyMagic)) != magic {
 			return fmt.Errorf("open journal %s: %w", path, ErrNotJournal)
 		}
 		v := meta.Get(keyVersion)
 		if len(v) != 8 {
 			return fmt.Errorf("open journal %s: %w: schema version unreadable", path, ErrDamaged)
 		}
-		if n := binary.BigEndian.Uint64(v); n > SchemaVersion {
-			return fmt.Errorf("open journal %s: schema %d, this mcpflow reads up to %d: %w", path, n, SchemaVersion, ErrNewerSchema)
+		version = binary.BigEndian.Uint64(v)
+		if version > SchemaVersion {
+			return fmt.Errorf("open journal %s: schema %d, this mcpflow reads up to %d: %w", path, version, SchemaVersion, ErrNewerSchema)
+		}
+		for _, name := range allBuckets {
+			if tx.Bucket(name) == nil {
+				return fmt.Errorf("open journal %s: %w: bucket %s missing", path, ErrDamaged, name)
+			}
 		}
 		return nil
 	})
+	return version, err
 }
 
-// initialize creates the buckets and the schema marker, and migrates older
-// schemas.
+// initialize creates the buckets and the schema marker of a new journal.
 func initialize(tx *bolt.Tx) error {
 	for _, name := range allBuckets {
 		if _, err := tx.CreateBucketIfNotExists(name); err != nil {
@@ -171,17 +275,15 @@ func initialize(tx *bolt.Tx) error {
 		}
 	}
 	meta := tx.Bucket(bucketMeta)
-	if meta.Get(keyMagic) == nil {
-		if err := meta.Put(keyMagic, []byte(magic)); err != nil {
-			return err
-		}
-		return meta.Put(keyVersion, binary.BigEndian.AppendUint64(nil, SchemaVersion))
+	if err := meta.Put(keyMagic, []byte(magic)); err != nil {
+		return err
 	}
-	return migrate(tx, binary.BigEndian.Uint64(meta.Get(keyVersion)))
+	return meta.Put(keyVersion, binary.BigEndian.AppendUint64(nil, SchemaVersion))
 }
 
 // migrate upgrades a journal written with schema version from. Each future
-// schema change adds a step here and bumps SchemaVersion.
+// schema change adds a step here (from n to n+1, in the same transaction)
+// and bumps SchemaVersion.
 func migrate(tx *bolt.Tx, from uint64) error {
 	if from == SchemaVersion {
 		return nil
@@ -189,10 +291,27 @@ func migrate(tx *bolt.Tx, from uint64) error {
 	return fmt.Errorf("no migration from schema %d to %d", from, SchemaVersion)
 }
 
+// view runs fn in a read transaction. A damaged page that makes bbolt
+// panic or fault gives ErrDamaged instead.
+func (j *Journal) view(fn func(*bolt.Tx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("journal %s: %w: %v", j.path, ErrDamaged, r)
+		}
+	}()
+	err = j.db.View(fn)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		err = ErrClosed
+	}
+	return err
+}
+
 // Path returns the file's path.
 func (j *Journal) Path() string { return j.path }
 
-// Close releases the file. It is idempotent; writes after Close return ErrClosed.
+// Close releases the file. It waits for a commit in progress; writes after
+// Close return ErrClosed. It is idempotent.
 func (j *Journal) Close() error {
 	j.closeOnce.Do(func() {
 		j.gc.close()

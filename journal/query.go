@@ -3,7 +3,6 @@ package journal
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -14,7 +13,7 @@ import (
 // Run returns the run with the given id.
 func (j *Journal) Run(id ID) (*Run, error) {
 	var r *Run
-	err := j.db.View(func(tx *bolt.Tx) (err error) {
+	err := j.view(func(tx *bolt.Tx) (err error) {
 		r, err = getRun(tx, id)
 		return err
 	})
@@ -24,17 +23,19 @@ func (j *Journal) Run(id ID) (*Run, error) {
 // Invocation returns the invocation with the given id.
 func (j *Journal) Invocation(id ID) (*Invocation, error) {
 	var inv *Invocation
-	err := j.db.View(func(tx *bolt.Tx) (err error) {
+	err := j.view(func(tx *bolt.Tx) (err error) {
 		inv, err = getInv(tx, id)
 		return err
 	})
 	return inv, err
 }
 
-// FindRun resolves a full id or a unique prefix of one to a run id.
+// FindRun resolves a full id or a unique prefix of one to a run id. Dashes
+// are ignored; an odd number of hex digits is fine.
 func (j *Journal) FindRun(prefix string) (ID, error) { return j.find(bucketRuns, "run", prefix) }
 
-// FindInvocation resolves a full id or a unique prefix of one to an invocation id.
+// FindInvocation resolves a full id or a unique prefix of one to an
+// invocation id, like FindRun.
 func (j *Journal) FindInvocation(prefix string) (ID, error) {
 	return j.find(bucketInvs, "invocation", prefix)
 }
@@ -44,17 +45,18 @@ func (j *Journal) find(bucket []byte, what, prefix string) (ID, error) {
 	if err != nil {
 		return ID{}, err
 	}
+	start := whole
+	if hasHalf {
+		start = append(bytes.Clone(whole), half)
+	}
 	var found []ID
-	err = j.db.View(func(tx *bolt.Tx) error {
+	err = j.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucket).Cursor()
-		for k, _ := c.Seek(whole); k != nil && bytes.HasPrefix(k, whole); k, _ = c.Next() {
+		for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, whole) && len(found) < 2; k, _ = c.Next() {
 			if hasHalf && (len(k) <= len(whole) || k[len(whole)]&0xf0 != half) {
-				continue
+				break
 			}
 			found = append(found, ID(k))
-			if len(found) > 1 {
-				return nil
-			}
 		}
 		return nil
 	})
@@ -69,7 +71,8 @@ func (j *Journal) find(bucket []byte, what, prefix string) (ID, error) {
 	return found[0], nil
 }
 
-// Filter selects invocations. Zero fields match everything.
+// Filter selects invocations. Zero fields match everything; set fields
+// must all match.
 type Filter struct {
 	Run    ID
 	State  State
@@ -94,41 +97,35 @@ func (f *Filter) match(inv *Invocation) bool {
 }
 
 // Invocations lists invocations matching f, newest first. It walks the most
-// selective index for f, so listing by run, state or server/tool does not
-// scan the whole journal.
+// selective index for f (run, then state, then server and tool), starting
+// at the cursor, so a page costs what it returns plus the records the other
+// filters reject; Since stops the walk at the first older id.
 func (j *Journal) Invocations(f Filter) ([]Invocation, error) {
 	var out []Invocation
-	err := j.db.View(func(tx *bolt.Tx) error {
+	err := j.view(func(tx *bolt.Tx) error {
 		invs := tx.Bucket(bucketInvs)
-		var prefix []byte
-		var b *bolt.Bucket
+		b, prefix := invs, []byte(nil)
 		switch {
 		case !f.Run.IsZero():
 			b, prefix = tx.Bucket(bucketByRun), f.Run.key()
 		case f.State != stateInvalid:
 			b, prefix = tx.Bucket(bucketByState), []byte{byte(f.State)}
 		case f.Server != "" && f.Tool != "":
-			b, prefix = tx.Bucket(bucketByTool), cat([]byte(f.Server), []byte{0}, []byte(f.Tool), []byte{0})
-		default:
-			b = invs
+			b, prefix = tx.Bucket(bucketByTool), toolPrefix(f.Server, f.Tool)
 		}
 		c := b.Cursor()
-		k := lastWithPrefix(c, prefix, f.Before)
-		for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
-			id := k[len(k)-16:]
-			if !f.Before.IsZero() && bytes.Compare(id, f.Before.key()) >= 0 {
-				continue
+		for k := seekLast(c, prefix, f.Before); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+			id := ID(k[len(k)-16:])
+			if !f.Since.IsZero() && id.millis() < f.Since.UnixMilli() {
+				break // an id's time is never before its record's CreatedAt
 			}
-			v := invs.Get(id)
+			v := invs.Get(id.key())
 			if v == nil {
-				return fmt.Errorf("index entry for %x without a record: %w", id, ErrDamaged)
+				return fmt.Errorf("index entry %x without a record: %w", k, ErrDamaged)
 			}
-			inv, err := decodeInv(v)
+			inv, err := DecodeInvocation(v)
 			if err != nil {
 				return err
-			}
-			if !f.Since.IsZero() && inv.CreatedAt.Before(f.Since) && b == invs {
-				break // ids are time-ordered: nothing older can match
 			}
 			if f.match(inv) {
 				out = append(out, *inv)
@@ -142,25 +139,12 @@ func (j *Journal) Invocations(f Filter) ([]Invocation, error) {
 	return out, err
 }
 
-// lastWithPrefix positions c on the last key with prefix (and, for the main
-// bucket, before the cursor id).
-func lastWithPrefix(c *bolt.Cursor, prefix []byte, before ID) []byte {
-	if len(prefix) == 0 {
-		if before.IsZero() {
-			k, _ := c.Last()
-			return k
-		}
-		k, _ := c.Seek(before.key())
-		if k == nil {
-			k, _ = c.Last()
-			return k
-		}
-		k, _ = c.Prev()
-		return k
-	}
-	end := append(bytes.Clone(prefix), 0xff)
-	for i := 0; i < 16; i++ {
-		end = append(end, 0xff)
+// seekLast positions c on the last key that has prefix and, when before is
+// set, ends in an id older than before.
+func seekLast(c *bolt.Cursor, prefix []byte, before ID) []byte {
+	end := append(bytes.Clone(prefix), before.key()...)
+	if before.IsZero() {
+		end = append(bytes.Clone(prefix), bytes.Repeat([]byte{0xff}, 17)...)
 	}
 	k, _ := c.Seek(end)
 	if k == nil {
@@ -174,12 +158,11 @@ func lastWithPrefix(c *bolt.Cursor, prefix []byte, before ID) []byte {
 // RunInvocations returns a run's invocations in the order they were created.
 func (j *Journal) RunInvocations(run ID) ([]Invocation, error) {
 	var out []Invocation
-	err := j.db.View(func(tx *bolt.Tx) error {
-		invs := tx.Bucket(bucketInvs)
+	err := j.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketByRun).Cursor()
 		p := run.key()
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
-			inv, err := decodeInv(invs.Get(k[16:]))
+			inv, err := getInv(tx, ID(k[16:]))
 			if err != nil {
 				return err
 			}
@@ -193,22 +176,20 @@ func (j *Journal) RunInvocations(run ID) ([]Invocation, error) {
 // RunFilter selects runs. Zero fields match everything.
 type RunFilter struct {
 	Status RunStatus
+	// Before is a cursor: only runs older than this id are returned.
+	Before ID
 	Limit  int
 }
 
 // Runs lists runs matching f, newest first.
 func (j *Journal) Runs(f RunFilter) ([]Run, error) {
 	var out []Run
-	err := j.db.View(func(tx *bolt.Tx) error {
-		runs := tx.Bucket(bucketRuns)
-		var c *bolt.Cursor
-		var prefix []byte
+	err := j.view(func(tx *bolt.Tx) error {
+		c, prefix := tx.Bucket(bucketRuns).Cursor(), []byte(nil)
 		if f.Status != runInvalid {
 			c, prefix = tx.Bucket(bucketRunStatus).Cursor(), []byte{byte(f.Status)}
-		} else {
-			c = runs.Cursor()
 		}
-		for k := lastWithPrefix(c, prefix, ID{}); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+		for k := seekLast(c, prefix, f.Before); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
 			r, err := getRun(tx, ID(k[len(k)-16:]))
 			if err != nil {
 				return err
@@ -223,142 +204,78 @@ func (j *Journal) Runs(f RunFilter) ([]Run, error) {
 	return out, err
 }
 
-// Export writes every invocation created at or after since as JSON Lines,
-// oldest first, one record at a time (memory stays bounded by one record).
+// exportChunk is how many records Export copies per read transaction.
+const exportChunk = 256
+
+// Export writes every invocation created at or after since (all when since
+// is zero) as JSON Lines, oldest first, each line one record exactly as
+// stored ([DecodeInvocation] reads it back). It streams: it copies at most
+// exportChunk records per short read transaction and writes them before
+// reading on, so memory stays bounded and a slow writer never holds a
+// transaction open (which would keep bbolt from growing the file for the
+// writers). Each record is exported once, as it is when its chunk is read;
+// records created during the export are included when newer than the
+// chunk read last.
 func (j *Journal) Export(w io.Writer, since time.Time) error {
-	return j.db.View(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketInvs).Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			if !since.IsZero() {
-				inv, err := decodeInv(v)
-				if err != nil {
-					return err
+	next := []byte{}
+	if !since.IsZero() {
+		next = millisKey(since.UnixMilli())
+	}
+	buf := make([][]byte, 0, exportChunk)
+	for next != nil {
+		buf = buf[:0]
+		err := j.view(func(tx *bolt.Tx) error {
+			c := tx.Bucket(bucketInvs).Cursor()
+			k, v := c.Seek(next)
+			for ; k != nil && len(buf) < exportChunk; k, v = c.Next() {
+				if !json.Valid(v) {
+					return fmt.Errorf("invocation %x: %w: not JSON", k, ErrDamaged)
 				}
-				if inv.CreatedAt.Before(since) {
-					continue
+				if !since.IsZero() {
+					var t struct {
+						CreatedAt time.Time `json:"created_at"`
+					}
+					if err := json.Unmarshal(v, &t); err != nil {
+						return fmt.Errorf("invocation %x: %w: %v", k, ErrDamaged, err)
+					}
+					if t.CreatedAt.Before(since) {
+						continue
+					}
 				}
+				buf = append(buf, append(bytes.Clone(v), '\n'))
 			}
-			if !json.Valid(v) {
-				return fmt.Errorf("invocation %x: %w", k, ErrDamaged)
+			next = nil
+			if k != nil {
+				next = bytes.Clone(k)
 			}
-			if _, err := w.Write(append(bytes.Clone(v), '\n')); err != nil {
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, line := range buf {
+			if _, err := w.Write(line); err != nil {
 				return err
 			}
 		}
-		return nil
-	})
+	}
+	return nil
 }
 
-// Problem is one finding of Check.
-type Problem struct {
-	Record  string
-	Message string
-}
-
-func (p Problem) String() string { return p.Record + ": " + p.Message }
-
-// Check verifies that the file is intact, that records and indexes agree and
-// that every invariant holds. It returns nil, nil for a healthy journal.
-func (j *Journal) Check() ([]Problem, error) {
-	var probs []Problem
-	add := func(rec, format string, args ...any) {
-		probs = append(probs, Problem{rec, fmt.Sprintf(format, args...)})
+// DecodeInvocation decodes one stored invocation record (one line of
+// Export). A record that is not valid gives an error wrapping ErrDamaged.
+func DecodeInvocation(b []byte) (*Invocation, error) {
+	var inv Invocation
+	if err := json.Unmarshal(b, &inv); err != nil {
+		return nil, fmt.Errorf("invocation record: %w: %v", ErrDamaged, err)
 	}
-	err := j.db.View(func(tx *bolt.Tx) error {
-		for err := range tx.Check() {
-			add("file", "%v", err)
-		}
-		runs := map[ID]*Run{}
-		if err := tx.Bucket(bucketRuns).ForEach(func(k, v []byte) error {
-			var r Run
-			if err := json.Unmarshal(v, &r); err != nil {
-				add("run "+fmt.Sprintf("%x", k), "undecodable: %v", err)
-				return nil
-			}
-			if !bytes.Equal(k, r.ID.key()) {
-				add("run "+r.ID.String(), "stored under key %x", k)
-			}
-			if tx.Bucket(bucketRunStatus).Get(runStatusKey(r.Status, r.ID)) == nil {
-				add("run "+r.ID.String(), "missing from the status index")
-			}
-			runs[r.ID] = &r
-			return nil
-		}); err != nil {
-			return err
-		}
-		count := 0
-		unknown := map[ID]bool{}
-		if err := tx.Bucket(bucketInvs).ForEach(func(k, v []byte) error {
-			count++
-			inv, err := decodeInv(v)
-			if err != nil {
-				add(fmt.Sprintf("invocation %x", k), "undecodable: %v", err)
-				return nil
-			}
-			name := "invocation " + inv.ID.String()
-			if !bytes.Equal(k, inv.ID.key()) {
-				add(name, "stored under key %x", k)
-			}
-			if runs[inv.RunID] == nil {
-				add(name, "belongs to missing run %s", inv.RunID)
-			}
-			if tx.Bucket(bucketByRun).Get(cat(inv.RunID.key(), inv.ID.key())) == nil {
-				add(name, "missing from the run index")
-			}
-			if tx.Bucket(bucketByState).Get(stateKey(inv.State, inv.ID)) == nil {
-				add(name, "missing from the state index")
-			}
-			if tx.Bucket(bucketByTool).Get(toolKey(inv.Server, inv.Tool, inv.ID)) == nil {
-				add(name, "missing from the server/tool index")
-			}
-			if inv.State != StateSkipped && len(inv.Attempts) == 0 {
-				add(name, "state %s without an intent (no attempts)", inv.State)
-			}
-			for i, a := range inv.Attempts {
-				if a.N != i+1 {
-					add(name, "attempt %d numbered %d", i+1, a.N)
-				}
-				if i < len(inv.Attempts)-1 && a.EndedAt == nil {
-					add(name, "attempt %d has no outcome but a later attempt exists", a.N)
-				}
-			}
-			if inv.State != StateIntent && inv.State != StateSkipped {
-				if last := inv.LastAttempt(); last != nil && last.EndedAt == nil && len(inv.Resolutions) == 0 {
-					add(name, "state %s but the last attempt has no outcome", inv.State)
-				}
-			}
-			if inv.State == StateOutcomeUnknown {
-				unknown[inv.RunID] = true
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		for _, idx := range [][]byte{bucketByRun, bucketByState, bucketByTool} {
-			n := 0
-			_ = tx.Bucket(idx).ForEach(func(k, _ []byte) error {
-				n++
-				if len(k) < 16 || tx.Bucket(bucketInvs).Get(k[len(k)-16:]) == nil {
-					add(string(idx), "entry %x points to no invocation", k)
-				}
-				return nil
-			})
-			if n != count {
-				add(string(idx), "%d entries for %d invocations", n, count)
-			}
-		}
-		for id, r := range runs {
-			if r.Status == RunSucceeded && unknown[id] {
-				add("run "+id.String(), "succeeded with an invocation whose outcome is unknown")
-			}
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, ErrDamaged) {
-		return probs, err
+	if inv.ID.IsZero() || inv.RunID.IsZero() || inv.State == stateInvalid {
+		return nil, fmt.Errorf("invocation record: %w: id, run id or state missing", ErrDamaged)
 	}
-	if err != nil {
-		add("file", "%v", err)
+	for _, r := range inv.Resolutions {
+		if r.As == stateInvalid || r.From == stateInvalid {
+			return nil, fmt.Errorf("invocation record %s: %w: resolution without states", inv.ID, ErrDamaged)
+		}
 	}
-	return probs, nil
+	return &inv, nil
 }

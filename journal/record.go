@@ -81,6 +81,10 @@ type Attempt struct {
 	Failure string `json:"failure,omitempty"`
 	// Detail is the upstream error text, kept for the operator only.
 	Detail string `json:"detail,omitempty"`
+	// Trust and Annotations are the snapshot this attempt was sent with (the
+	// invocation's own fields hold the newest attempt's).
+	Trust       *Trust          `json:"trust,omitempty"`
+	Annotations json.RawMessage `json:"annotations,omitempty"`
 }
 
 // Decision is a replay policy verdict on a failed attempt, journaled before

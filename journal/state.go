@@ -77,6 +77,25 @@ func (s State) Terminal() bool {
 	return s == StateCompleted || s == StateFailed || s == StateSkipped
 }
 
+// Unsettled reports whether an invocation in state s may still have an
+// effect nobody has accounted for: in flight or interrupted (intent), may
+// have run (outcome_unknown), or approved for a re-send (retry_approved). A
+// run cannot succeed, and Prune keeps a run, while one of its invocations
+// is unsettled.
+func (s State) Unsettled() bool {
+	return s == StateIntent || s == StateOutcomeUnknown || s == StateRetryApproved
+}
+
+// waitsForResolution reports whether an operator may resolve an invocation in s.
+func (s State) waitsForResolution() bool {
+	return s == StateOutcomeUnknown || s == StateAborted || s == StateTimedOut
+}
+
+// isResolution reports whether an operator may resolve an invocation as s.
+func (s State) isResolution() bool {
+	return s == StateCompleted || s == StateFailed || s == StateRetryApproved
+}
+
 // NeedsOperator reports whether s waits for an operator's resolution before
 // the run can continue.
 func (s State) NeedsOperator() bool { return s == StateOutcomeUnknown }

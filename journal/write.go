@@ -1,8 +1,11 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -25,10 +28,10 @@ func (in Intent) Valid() bool { return in.durable }
 // CreateRun writes a new run in status running. It assigns r.ID when unset
 // and sets the timestamps. Durable when it returns nil.
 func (j *Journal) CreateRun(r *Run) error {
-	if r.ID.IsZero() {
-		r.ID = NewID()
-	}
 	now := j.now().UTC()
+	if r.ID.IsZero() {
+		r.ID = j.ids.next(now)
+	}
 	r.Status, r.StartedAt, r.UpdatedAt, r.FinishedAt = RunRunning, now, now, nil
 	if len(r.Definition) > 0 && r.Digest == "" {
 		r.Digest = Digest(r.Definition)
@@ -36,7 +39,7 @@ func (j *Journal) CreateRun(r *Run) error {
 	rec := *r
 	return j.gc.do(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketRuns).Get(rec.ID.key()) != nil {
-			return fmt.Errorf("run %s exists already", rec.ID)
+			return fmt.Errorf("run %s: %w", rec.ID, ErrExists)
 		}
 		return putRun(tx, nil, &rec)
 	})
@@ -44,7 +47,8 @@ func (j *Journal) CreateRun(r *Run) error {
 
 // SetRunStatus moves a run to status with an optional error; finished
 // statuses set FinishedAt. An illegal transition returns ErrTransition and
-// writes nothing. Durable when it returns nil.
+// writes nothing, and so does succeeded while an invocation of the run is
+// unsettled (see [State.Unsettled]). Durable when it returns nil.
 func (j *Journal) SetRunStatus(id ID, status RunStatus, runErr *Error) error {
 	now := j.now().UTC()
 	return j.gc.do(func(tx *bolt.Tx) error {
@@ -54,6 +58,14 @@ func (j *Journal) SetRunStatus(id ID, status RunStatus, runErr *Error) error {
 		}
 		if !CanTransitionRun(old.Status, status) {
 			return fmt.Errorf("run %s: %s → %s: %w", id.Short(), old.Status, status, ErrTransition)
+		}
+		if status == RunSucceeded {
+			if inv, err := firstUnsettled(tx, id); err != nil || inv != nil {
+				if err != nil {
+					return err
+				}
+				return fmt.Errorf("run %s: succeeded while invocation %s is %s: %w", id.Short(), inv.ID.Short(), inv.State, ErrTransition)
+			}
 		}
 		r := *old
 		r.Status, r.Error, r.UpdatedAt = status, runErr, now
@@ -66,29 +78,18 @@ func (j *Journal) SetRunStatus(id ID, status RunStatus, runErr *Error) error {
 }
 
 // Begin writes the intent of a new invocation (state intent, attempt 1) and
-// returns its Intent once the record is committed and fsynced. It assigns
-// inv.ID; the idempotency key is the invocation id. Fields of inv that the
-// journal owns (state, attempts, timestamps) are overwritten.
+// returns its Intent once the record is committed and fsynced: the only way
+// to get an Intent for a new call. It assigns inv.ID when unset; the
+// idempotency key is the invocation id. Fields of inv that the journal owns
+// (state, attempts, result, error, decisions, resolutions, timestamps) are
+// overwritten. The run must exist.
 func (j *Journal) Begin(inv *Invocation) (Intent, error) {
-	if inv.ID.IsZero() {
-		inv.ID = NewID()
-	}
 	now := j.now().UTC()
-	inv.IdempotencyKey = inv.ID.String()
-	inv.State = StateIntent
-	inv.Attempts = []Attempt{{N: 1, SentAt: now}}
-	inv.CreatedAt, inv.UpdatedAt = now, now
-	inv.Result, inv.Error, inv.Resolutions = nil, nil, nil
+	j.newInv(inv, now, StateIntent)
+	trust := inv.Trust
+	inv.Attempts = []Attempt{{N: 1, SentAt: now, Trust: &trust, Annotations: inv.Annotations}}
 	rec := *inv
-	err := j.gc.do(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketRuns).Get(rec.RunID.key()) == nil {
-			return fmt.Errorf("begin invocation: run %s: %w", rec.RunID.Short(), ErrNotFound)
-		}
-		if tx.Bucket(bucketInvs).Get(rec.ID.key()) != nil {
-			return fmt.Errorf("invocation %s exists already", rec.ID)
-		}
-		return putInv(tx, nil, &rec)
-	})
+	err := j.gc.do(func(tx *bolt.Tx) error { return insertInv(tx, &rec) })
 	if err != nil {
 		return Intent{}, err
 	}
@@ -96,23 +97,38 @@ func (j *Journal) Begin(inv *Invocation) (Intent, error) {
 }
 
 // Skip records a step whose condition was false: an invocation in state
-// skipped that was never sent. Durable when it returns nil.
+// skipped that was never sent (no attempt). Like Begin it assigns inv.ID
+// and overwrites the fields the journal owns. Durable when it returns nil.
 func (j *Journal) Skip(inv *Invocation) error {
-	if inv.ID.IsZero() {
-		inv.ID = NewID()
-	}
 	now := j.now().UTC()
+	j.newInv(inv, now, StateSkipped)
+	rec := *inv
+	return j.gc.do(func(tx *bolt.Tx) error { return insertInv(tx, &rec) })
+}
+
+func (j *Journal) newInv(inv *Invocation, now time.Time, s State) {
+	if inv.ID.IsZero() {
+		inv.ID = j.ids.next(now)
+	}
 	inv.IdempotencyKey = inv.ID.String()
-	inv.State = StateSkipped
+	inv.State = s
 	inv.Attempts = nil
 	inv.CreatedAt, inv.UpdatedAt = now, now
-	rec := *inv
-	return j.gc.do(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketRuns).Get(rec.RunID.key()) == nil {
-			return fmt.Errorf("skip: run %s: %w", rec.RunID.Short(), ErrNotFound)
-		}
-		return putInv(tx, nil, &rec)
-	})
+	inv.Result, inv.Error, inv.Decisions, inv.Resolutions = nil, nil, nil, nil
+}
+
+// insertInv writes a new invocation of an existing run.
+func insertInv(tx *bolt.Tx, inv *Invocation) error {
+	if tx.Bucket(bucketRuns).Get(inv.RunID.key()) == nil {
+		return fmt.Errorf("invocation %s: run %s: %w", inv.ID.Short(), inv.RunID, ErrNotFound)
+	}
+	if tx.Bucket(bucketInvs).Get(inv.ID.key()) != nil {
+		return fmt.Errorf("invocation %s: %w", inv.ID, ErrExists)
+	}
+	if strings.IndexByte(inv.Server, 0) >= 0 || strings.IndexByte(inv.Tool, 0) >= 0 {
+		return fmt.Errorf("invocation %s: server or tool name contains a NUL byte", inv.ID.Short())
+	}
+	return putInv(tx, nil, inv)
 }
 
 // NextAttempt describes a new attempt of an existing invocation.
@@ -129,7 +145,9 @@ type NextAttempt struct {
 
 // Again writes a new attempt of an invocation (a replay, a retry, or a
 // first delivery of a call that was provably never sent) and returns its
-// Intent once durable. The invocation goes to (or stays in) state intent.
+// Intent once the record is committed and fsynced. The invocation goes to
+// (or stays in) state intent; the previous attempt must have ended. An
+// illegal transition returns ErrTransition and writes nothing.
 func (j *Journal) Again(id ID, next NextAttempt) (Intent, error) {
 	now := j.now().UTC()
 	var out Intent
@@ -156,7 +174,7 @@ func (j *Journal) Again(id ID, next NextAttempt) (Intent, error) {
 			inv.Decisions = append(inv.Decisions, d)
 		}
 		n := len(inv.Attempts) + 1
-		inv.Attempts = append(inv.Attempts, Attempt{N: n, SentAt: now, Replay: next.Replay})
+		inv.Attempts = append(inv.Attempts, Attempt{N: n, SentAt: now, Replay: next.Replay, Trust: &next.Trust, Annotations: next.Annotations})
 		out = Intent{ID: inv.ID, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: n, Replay: next.Replay, durable: true}
 		return putInv(tx, old, inv)
 	})
@@ -221,7 +239,8 @@ func (j *Journal) Finish(in Intent, o Outcome) error {
 
 // Interrupted records the failure of an attempt whose outcome was never
 // recorded because the process died while it was in flight (a crash is a
-// lost connection). It is Finish for an attempt found open on resume.
+// lost connection). It is Finish for an attempt found open on resume, with
+// the same checks. Durable when it returns nil.
 func (j *Journal) Interrupted(id ID, o Outcome) error {
 	inv, err := j.Invocation(id)
 	if err != nil {
@@ -267,23 +286,24 @@ func (j *Journal) Decide(id ID, d Decision, state State, e *Error) error {
 
 // Resolve records an operator's resolution of an invocation that waits for
 // one (outcome_unknown, aborted or timed_out): as completed, failed or
-// retry_approved. Durable when it returns nil.
+// retry_approved, with who (r.By) and why (r.Why); the journal sets when
+// and from which state. Anything else returns ErrTransition and writes
+// nothing. Durable when it returns nil.
 func (j *Journal) Resolve(id ID, r Resolution, result *Result) error {
+	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Why) == "" {
+		return fmt.Errorf("resolve invocation %s: who (By) and why (Why) are required", id.Short())
+	}
 	now := j.now().UTC()
 	return j.gc.do(func(tx *bolt.Tx) error {
 		old, err := getInv(tx, id)
 		if err != nil {
 			return err
 		}
-		switch old.State {
-		case StateOutcomeUnknown, StateAborted, StateTimedOut:
-		default:
+		if !old.State.waitsForResolution() {
 			return fmt.Errorf("invocation %s is %s; only outcome_unknown, aborted or timed_out invocations are resolved: %w", id.Short(), old.State, ErrTransition)
 		}
-		switch r.As {
-		case StateCompleted, StateFailed, StateRetryApproved:
-		default:
-			return fmt.Errorf("resolve as %s: want completed, failed or retry: %w", r.As, ErrTransition)
+		if !r.As.isResolution() {
+			return fmt.Errorf("resolve as %s: want completed, failed or retry_approved: %w", r.As, ErrTransition)
 		}
 		if err := checkTransition(id, old.State, r.As); err != nil {
 			return err
@@ -300,6 +320,18 @@ func (j *Journal) Resolve(id ID, r Resolution, result *Result) error {
 		}
 		return putInv(tx, old, inv)
 	})
+}
+
+// firstUnsettled returns the run's first invocation in an unsettled state, or nil.
+func firstUnsettled(tx *bolt.Tx, run ID) (*Invocation, error) {
+	c := tx.Bucket(bucketByRun).Cursor()
+	for k, _ := c.Seek(run.key()); k != nil && bytes.HasPrefix(k, run.key()); k, _ = c.Next() {
+		inv, err := getInv(tx, ID(k[16:]))
+		if err != nil || inv.State.Unsettled() {
+			return inv, err
+		}
+	}
+	return nil, nil
 }
 
 func cloneInv(inv *Invocation) *Invocation {
@@ -356,9 +388,16 @@ func getRun(tx *bolt.Tx, id ID) (*Run, error) {
 	if v == nil {
 		return nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
 	}
+	return decodeRun(v)
+}
+
+func decodeRun(v []byte) (*Run, error) {
 	var r Run
 	if err := json.Unmarshal(v, &r); err != nil {
-		return nil, fmt.Errorf("run %s: %w: %v", id, ErrDamaged, err)
+		return nil, fmt.Errorf("run record: %w: %v", ErrDamaged, err)
+	}
+	if r.ID.IsZero() || r.Status == runInvalid {
+		return nil, fmt.Errorf("run record: %w: id or status missing", ErrDamaged)
 	}
 	return &r, nil
 }
@@ -368,15 +407,7 @@ func getInv(tx *bolt.Tx, id ID) (*Invocation, error) {
 	if v == nil {
 		return nil, fmt.Errorf("invocation %s: %w", id, ErrNotFound)
 	}
-	return decodeInv(v)
-}
-
-func decodeInv(v []byte) (*Invocation, error) {
-	var inv Invocation
-	if err := json.Unmarshal(v, &inv); err != nil {
-		return nil, fmt.Errorf("invocation record: %w: %v", ErrDamaged, err)
-	}
-	return &inv, nil
+	return DecodeInvocation(v)
 }
 
 func cat(parts ...[]byte) []byte {
@@ -387,8 +418,9 @@ func cat(parts ...[]byte) []byte {
 	return out
 }
 
-func stateKey(s State, id ID) []byte         { return cat([]byte{byte(s)}, id.key()) }
-func runStatusKey(s RunStatus, id ID) []byte { return cat([]byte{byte(s)}, id.key()) }
-func toolKey(server, tool string, id ID) []byte {
-	return cat([]byte(server), []byte{0}, []byte(tool), []byte{0}, id.key())
+func stateKey(s State, id ID) []byte            { return cat([]byte{byte(s)}, id.key()) }
+func runStatusKey(s RunStatus, id ID) []byte    { return cat([]byte{byte(s)}, id.key()) }
+func toolKey(server, tool string, id ID) []byte { return cat(toolPrefix(server, tool), id.key()) }
+func toolPrefix(server, tool string) []byte {
+	return cat([]byte(server), []byte{0}, []byte(tool), []byte{0})
 }

@@ -31,6 +31,8 @@ func newJournalCommand(g *globals) *cobra.Command {
 		newJournalResolveCommand(g),
 		newJournalExportCommand(g),
 		newJournalCheckCommand(g),
+		newJournalPruneCommand(g),
+		newJournalCompactCommand(g),
 	)
 	return cmd
 }

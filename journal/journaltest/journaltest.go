@@ -3,22 +3,35 @@
 package journaltest
 
 import (
+	"errors"
 	"path/filepath"
 	"testing"
 
 	"github.com/mcpflow/mcpflow/journal"
 )
 
-// Open opens a fresh journal in t.TempDir(). On cleanup it closes the
-// journal and fails the test if Check finds any problem.
+// Open opens a fresh journal in t.TempDir(). On cleanup it runs Check,
+// fails the test on any problem, and closes the journal.
 func Open(t testing.TB, opts *journal.Options) *journal.Journal {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "journal.db")
+	return OpenPath(t, filepath.Join(t.TempDir(), "journal.db"), opts)
+}
+
+// OpenPath opens (or creates) the journal at path, with the same cleanup as
+// Open. A journal the test closed itself (after CheckAndClose, say) is left
+// alone on cleanup.
+func OpenPath(t testing.TB, path string, opts *journal.Options) *journal.Journal {
+	t.Helper()
 	j, err := journal.Open(path, opts)
 	if err != nil {
 		t.Fatalf("open journal: %v", err)
 	}
-	t.Cleanup(func() { CheckAndClose(t, j) })
+	t.Cleanup(func() {
+		if _, err := j.Invocations(journal.Filter{Limit: 1}); errors.Is(err, journal.ErrClosed) {
+			return
+		}
+		CheckAndClose(t, j)
+	})
 	return j
 }
 

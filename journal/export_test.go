@@ -1,0 +1,96 @@
+package journal
+
+// Hooks for the tests in package journal_test, which cannot be in package
+// journal because they use journaltest (which imports journal).
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Commits is how many transactions the group committer has committed.
+func (j *Journal) Commits() int64 { return j.gc.commits.Load() }
+
+// RawInvocation and RawRun return a record's stored bytes.
+func (j *Journal) RawInvocation(id ID) []byte { return j.raw(bucketInvs, id) }
+func (j *Journal) RawRun(id ID) []byte        { return j.raw(bucketRuns, id) }
+
+func (j *Journal) raw(bucket []byte, id ID) (out []byte) {
+	_ = j.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucket).Get(id.key()); v != nil {
+			out = append([]byte{}, v...)
+		}
+		return nil
+	})
+	return out
+}
+
+// PutStrayStateKey writes (or, with remove, deletes) a state index entry
+// for id that no record backs.
+func (j *Journal) PutStrayStateKey(s State, id ID, remove bool) error {
+	return j.db.Update(func(tx *bolt.Tx) error {
+		if remove {
+			return tx.Bucket(bucketByState).Delete(stateKey(s, id))
+		}
+		return tx.Bucket(bucketByState).Put(stateKey(s, id), nil)
+	})
+}
+
+// BuildFixture fills the journal file at path (which must not exist) with
+// runs×perRun completed invocations, with raw bbolt puts in key order and
+// large transactions, without fsync: a benchmark fixture, not a journal
+// write path. It returns the newest invocation id.
+func BuildFixture(path string, runs, perRun int) (ID, error) {
+	if err := create(path); err != nil {
+		return ID{}, err
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		return ID{}, err
+	}
+	defer db.Close()
+	var g idGen
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	servers := []string{"fs", "git", "http", "db"}
+	var last ID
+	for r := 0; r < runs; {
+		err := db.Update(func(tx *bolt.Tx) error {
+			for _, name := range allBuckets {
+				tx.Bucket(name).FillPercent = 1.0 // keys arrive in order
+			}
+			for end := min(r+20000/max(perRun, 1)+1, runs); r < end; r++ {
+				now := t0.Add(time.Duration(r) * time.Second)
+				fin := now.Add(time.Second)
+				run := &Run{ID: g.next(now), Workflow: "bench", Status: RunSucceeded, StartedAt: now, UpdatedAt: fin, FinishedAt: &fin}
+				if err := putRun(tx, nil, run); err != nil {
+					return err
+				}
+				for i := 0; i < perRun; i++ {
+					at := now.Add(time.Duration(i) * time.Millisecond)
+					end := at.Add(time.Millisecond)
+					inv := &Invocation{
+						ID: g.next(at), RunID: run.ID, Step: fmt.Sprintf("step%d", i), Item: -1,
+						Server: servers[i%len(servers)], Tool: "tool", Arguments: json.RawMessage(`{"path":"/tmp/x","n":1}`),
+						Trust: Trust{Server: true, Workspace: true, WorkspaceSource: "store"}, State: StateCompleted,
+						Attempts:  []Attempt{{N: 1, SentAt: at, EndedAt: &end}},
+						Result:    &Result{Content: json.RawMessage(`[{"type":"text","text":"ok"}]`)},
+						CreatedAt: at, UpdatedAt: end,
+					}
+					inv.IdempotencyKey = inv.ID.String()
+					if err := putInv(tx, nil, inv); err != nil {
+						return err
+					}
+					last = inv.ID
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return ID{}, err
+		}
+	}
+	return last, db.Sync()
+}

@@ -1,0 +1,250 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// PruneReport says what Prune removed (or, in a dry run, would remove).
+type PruneReport struct {
+	Runs, Invocations int
+	// Kept lists the runs old enough to go that were kept, with the reason.
+	Kept []KeptRun
+}
+
+// KeptRun is a run Prune did not remove.
+type KeptRun struct {
+	ID     ID
+	Reason string
+}
+
+// pruneBatch is how many runs Prune removes per transaction.
+const pruneBatch = 200
+
+// Prune removes the runs that finished (succeeded, failed, blocked or
+// cancelled) before before, with their invocations and all their index
+// entries. It never removes a running run, nor a run with an unsettled
+// invocation (intent, outcome_unknown or retry_approved: a call that may
+// have had an effect nobody has accounted for yet); those that are old
+// enough are listed in Kept with the reason. With dryRun it only reports.
+//
+// Runs are removed in batches of up to pruneBatch, each batch in one
+// transaction, committed and fsynced before the next: a crash in the middle
+// leaves some runs removed and the others whole, never a run in part. The
+// file does not shrink; see [Compact].
+func (j *Journal) Prune(before time.Time, dryRun bool) (PruneReport, error) {
+	var rep PruneReport
+	after := []byte{} // runs are scanned in id order from after
+	for after != nil {
+		var chunk PruneReport
+		var next []byte
+		fn := func(tx *bolt.Tx) error {
+			chunk, next = PruneReport{}, nil
+			var err error
+			next, err = pruneChunk(tx, after, before, dryRun, &chunk)
+			return err
+		}
+		var err error
+		if dryRun {
+			err = j.view(fn)
+		} else {
+			err = j.gc.do(fn)
+		}
+		if err != nil {
+			return rep, err
+		}
+		rep.Runs += chunk.Runs
+		rep.Invocations += chunk.Invocations
+		rep.Kept = append(rep.Kept, chunk.Kept...)
+		after = next
+	}
+	return rep, nil
+}
+
+// pruneChunk removes up to pruneBatch runs, scanning from the run key after
+// on, and returns the key to go on from (nil at the end).
+func pruneChunk(tx *bolt.Tx, after []byte, before time.Time, dryRun bool, rep *PruneReport) ([]byte, error) {
+	var gone []ID
+	var next []byte
+	c := tx.Bucket(bucketRuns).Cursor()
+	for k, v := c.Seek(after); k != nil; k, v = c.Next() {
+		if len(gone) == pruneBatch {
+			next = bytes.Clone(k)
+			break
+		}
+		id := ID(k)
+		var r struct {
+			Status     RunStatus  `json:"status"`
+			StartedAt  time.Time  `json:"started_at"`
+			FinishedAt *time.Time `json:"finished_at"`
+		}
+		if err := json.Unmarshal(v, &r); err != nil {
+			return nil, fmt.Errorf("run %s: %w: %v", id, ErrDamaged, err)
+		}
+		switch {
+		case r.Status == RunRunning:
+			if r.StartedAt.Before(before) {
+				rep.Kept = append(rep.Kept, KeptRun{id, "running"})
+			}
+			continue
+		case r.FinishedAt == nil || !r.FinishedAt.Before(before):
+			continue
+		}
+		inv, err := firstUnsettled(tx, id)
+		if err != nil {
+			return nil, err
+		}
+		if inv != nil {
+			rep.Kept = append(rep.Kept, KeptRun{id, fmt.Sprintf("invocation %s is %s", inv.ID, inv.State)})
+			continue
+		}
+		gone = append(gone, id)
+	}
+	for _, id := range gone {
+		n, err := deleteRun(tx, id, dryRun)
+		if err != nil {
+			return nil, err
+		}
+		rep.Runs++
+		rep.Invocations += n
+	}
+	return next, nil
+}
+
+// deleteRun removes a run, its invocations and their index entries, and
+// returns how many invocations it had (and, with dryRun, only counts them).
+func deleteRun(tx *bolt.Tx, id ID, dryRun bool) (int, error) {
+	r, err := getRun(tx, id)
+	if err != nil {
+		return 0, err
+	}
+	var invs []*Invocation
+	c := tx.Bucket(bucketByRun).Cursor()
+	for k, _ := c.Seek(id.key()); k != nil && bytes.HasPrefix(k, id.key()); k, _ = c.Next() {
+		inv, err := getInv(tx, ID(k[16:]))
+		if err != nil {
+			return 0, err
+		}
+		invs = append(invs, inv)
+	}
+	if dryRun {
+		return len(invs), nil
+	}
+	for _, inv := range invs {
+		for _, idx := range invIndexes {
+			if err := tx.Bucket(idx.bucket).Delete(idx.key(inv)); err != nil {
+				return 0, err
+			}
+		}
+		if err := tx.Bucket(bucketInvs).Delete(inv.ID.key()); err != nil {
+			return 0, err
+		}
+	}
+	if err := tx.Bucket(bucketRunStatus).Delete(runStatusKey(r.Status, id)); err != nil {
+		return 0, err
+	}
+	return len(invs), tx.Bucket(bucketRuns).Delete(id.key())
+}
+
+// Compact rewrites the journal at path into a fresh file without the space
+// that pruned or rewritten records left free, and returns the file's size
+// before and after. The journal must not be open anywhere: Compact holds
+// its lock throughout and fails with ErrLocked when another process (or
+// another Journal of this process) has it open. A journal that fails
+// validation or Check is refused, untouched.
+//
+// The copy is made with bbolt's Compact into a temporary file in the same
+// directory, its key counts are compared with the original's, it is
+// fsynced, renamed over path, and the directory is fsynced: a crash at any
+// point leaves either the old file or the new one at path, never a mix. A
+// process that waited for the lock notices the replacement and opens the
+// new file.
+func Compact(path string) (before, after int64, err error) {
+	if _, err := os.Stat(path); err != nil {
+		return 0, 0, fmt.Errorf("compact: %w", err)
+	}
+	j, err := Open(path, &Options{LockTimeout: 500 * time.Millisecond})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer j.Close()
+	probs, err := j.Check()
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(probs) > 0 {
+		return 0, 0, fmt.Errorf("compact %s: %w: %s (and %d more problems)", path, ErrDamaged, probs[0], len(probs)-1)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".compact-*") // mode 0600
+	if err != nil {
+		return 0, 0, err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // after a successful rename, there is nothing to remove
+	if err := f.Close(); err != nil {
+		return 0, 0, err
+	}
+	if err := compactInto(j.db, tmp); err != nil {
+		return 0, 0, fmt.Errorf("compact %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return 0, 0, err
+	}
+	if err := syncDir(dir); err != nil {
+		return 0, 0, err
+	}
+	nst, err := os.Stat(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	return st.Size(), nst.Size(), nil
+}
+
+// compactInto copies src into the new file tmp, checks that every bucket
+// has as many keys as in src, and fsyncs tmp.
+func compactInto(src *bolt.DB, tmp string) error {
+	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{NoSync: true}) // fsynced once, below
+	if err != nil {
+		return err
+	}
+	err = bolt.Compact(dst, src, 64<<20)
+	if err == nil {
+		err = src.View(func(stx *bolt.Tx) error {
+			return dst.View(func(dtx *bolt.Tx) error {
+				for _, name := range allBuckets {
+					s, d := stx.Bucket(name).Stats().KeyN, dtx.Bucket(name)
+					if d == nil || d.Stats().KeyN != s {
+						return fmt.Errorf("copy of bucket %s is incomplete", name)
+					}
+				}
+				return nil
+			})
+		})
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(tmp, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

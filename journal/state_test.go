@@ -1,0 +1,310 @@
+package journal_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/journaltest"
+)
+
+const (
+	intent   = journal.StateIntent
+	done     = journal.StateCompleted
+	failed   = journal.StateFailed
+	unknown  = journal.StateOutcomeUnknown
+	aborted  = journal.StateAborted
+	timedOut = journal.StateTimedOut
+	skipped  = journal.StateSkipped
+	retry    = journal.StateRetryApproved
+)
+
+var allStates = []journal.State{intent, done, failed, unknown, aborted, timedOut, skipped, retry}
+
+// legalInv is the expected transition table, written out independently of
+// state.go. State(0) is "no record yet".
+var legalInv = map[journal.State][]journal.State{
+	0:        {intent, skipped},
+	intent:   {intent, done, failed, unknown, aborted, timedOut},
+	done:     {},
+	failed:   {intent},
+	unknown:  {done, failed, retry},
+	aborted:  {intent, done, failed, retry},
+	timedOut: {intent, done, failed, retry},
+	skipped:  {},
+	retry:    {intent},
+}
+
+func contains(set []journal.State, s journal.State) bool {
+	for _, x := range set {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func TestCanTransitionMatchesTable(t *testing.T) {
+	for from, tos := range legalInv {
+		for _, to := range append([]journal.State{0}, allStates...) {
+			if got, want := journal.CanTransition(from, to), contains(tos, to); got != want {
+				t.Errorf("CanTransition(%s, %s) = %v, want %v", from, to, got, want)
+			}
+		}
+	}
+}
+
+// reach puts a new invocation into state from ("intent/ended": in flight,
+// its attempt ended without an outcome) and returns it with its intent.
+func reach(t *testing.T, j *journal.Journal, from journal.State, ended bool) (journal.ID, journal.Intent) {
+	t.Helper()
+	run := newRun(t, j)
+	if from == skipped {
+		inv := &journal.Invocation{RunID: run, Step: "s", Server: "srv", Tool: "t"}
+		if err := j.Skip(inv); err != nil {
+			t.Fatal(err)
+		}
+		return inv.ID, journal.Intent{}
+	}
+	in := begin(t, j, run, "srv", "t")
+	switch from {
+	case intent:
+		if ended {
+			finish(t, j, in, intent)
+		}
+	case retry:
+		finish(t, j, in, unknown)
+		if err := j.Resolve(in.ID, journal.Resolution{By: "op", Why: "checked", As: retry}, nil); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		finish(t, j, in, from)
+	}
+	if got := state(t, j, in.ID); got != from {
+		t.Fatalf("reach %s: got %s", from, got)
+	}
+	return in.ID, in
+}
+
+// transition tries every write method that can move an invocation to to,
+// and returns nil at the first that succeeds, or the errors of all.
+func transition(j *journal.Journal, id journal.ID, in journal.Intent, to journal.State) []error {
+	tries := []func() error{
+		func() error { return j.Finish(in, journal.Outcome{State: to, Failure: "connection_lost"}) },
+		func() error { return j.Interrupted(id, journal.Outcome{State: to, Failure: "connection_lost"}) },
+		func() error {
+			return j.Decide(id, journal.Decision{Verdict: "outcome_unknown", Reason: "r", View: "send_time"}, to, nil)
+		},
+		func() error { return j.Resolve(id, journal.Resolution{By: "op", Why: "checked", As: to}, nil) },
+	}
+	if to == intent {
+		tries = append(tries, func() error { _, err := j.Again(id, journal.NextAttempt{Replay: true}); return err })
+	}
+	var errs []error
+	for _, try := range tries {
+		err := try()
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+func TestInvocationTransitions(t *testing.T) {
+	t.Parallel()
+	j := journaltest.Open(t, nil)
+	type from struct {
+		s     journal.State
+		ended bool
+	}
+	froms := []from{{intent, true}}
+	for _, s := range allStates {
+		froms = append(froms, from{s, false})
+	}
+	for _, f := range froms {
+		for _, to := range allStates {
+			name := fmt.Sprintf("%s→%s", f.s, to)
+			if f.ended {
+				name = "ended_" + name
+			}
+			t.Run(name, func(t *testing.T) {
+				id, in := reach(t, j, f.s, f.ended)
+				before := j.RawInvocation(id)
+				errs := transition(j, id, in, to)
+				if want := contains(legalInv[f.s], to); want {
+					if errs != nil {
+						t.Fatalf("legal transition refused: %v", errs)
+					}
+					if got := state(t, j, id); got != to {
+						t.Fatalf("state after = %s, want %s", got, to)
+					}
+					return
+				}
+				if errs == nil {
+					t.Fatalf("illegal transition accepted; state now %s", state(t, j, id))
+				}
+				for _, err := range errs {
+					if !errors.Is(err, journal.ErrTransition) {
+						t.Errorf("error %v, want ErrTransition", err)
+					}
+				}
+				if after := j.RawInvocation(id); !bytes.Equal(before, after) {
+					t.Errorf("record changed by refused writes:\n%s\n%s", before, after)
+				}
+			})
+		}
+	}
+}
+
+var legalRun = map[journal.RunStatus][]journal.RunStatus{
+	0:                    {journal.RunRunning},
+	journal.RunRunning:   {journal.RunRunning, journal.RunSucceeded, journal.RunFailed, journal.RunBlocked, journal.RunCancelled},
+	journal.RunSucceeded: {},
+	journal.RunFailed:    {journal.RunRunning},
+	journal.RunBlocked:   {journal.RunRunning},
+	journal.RunCancelled: {journal.RunRunning},
+}
+
+func TestRunTransitions(t *testing.T) {
+	t.Parallel()
+	j := journaltest.Open(t, nil)
+	statuses := []journal.RunStatus{journal.RunRunning, journal.RunSucceeded, journal.RunFailed, journal.RunBlocked, journal.RunCancelled}
+	for from, tos := range legalRun {
+		for _, to := range append([]journal.RunStatus{0}, statuses...) {
+			want := false
+			for _, s := range tos {
+				want = want || s == to
+			}
+			if got := journal.CanTransitionRun(from, to); got != want {
+				t.Errorf("CanTransitionRun(%s, %s) = %v, want %v", from, to, got, want)
+			}
+		}
+	}
+	for _, from := range statuses {
+		for _, to := range statuses {
+			t.Run(fmt.Sprintf("%s→%s", from, to), func(t *testing.T) {
+				id := newRun(t, j)
+				if from != journal.RunRunning {
+					if err := j.SetRunStatus(id, from, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+				before := j.RawRun(id)
+				err := j.SetRunStatus(id, to, &journal.Error{Code: "C", Message: "m"})
+				if journal.CanTransitionRun(from, to) {
+					r, rerr := j.Run(id)
+					if err != nil || rerr != nil || r.Status != to || (r.FinishedAt != nil) != to.Finished() {
+						t.Fatalf("legal: err %v, run %+v", err, r)
+					}
+					return
+				}
+				if !errors.Is(err, journal.ErrTransition) {
+					t.Fatalf("illegal: err %v, want ErrTransition", err)
+				}
+				if after := j.RawRun(id); !bytes.Equal(before, after) {
+					t.Errorf("run record changed:\n%s\n%s", before, after)
+				}
+			})
+		}
+	}
+}
+
+func TestRunCannotSucceedWithUnsettledInvocation(t *testing.T) {
+	j := journaltest.Open(t, nil)
+	for _, s := range []journal.State{intent, unknown, retry} {
+		run := newRun(t, j)
+		id, _ := func() (journal.ID, journal.Intent) {
+			in := begin(t, j, run, "srv", "t")
+			switch s {
+			case unknown:
+				finish(t, j, in, unknown)
+			case retry:
+				finish(t, j, in, unknown)
+				if err := j.Resolve(in.ID, journal.Resolution{By: "op", Why: "w", As: retry}, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return in.ID, in
+		}()
+		before := j.RawRun(run)
+		if err := j.SetRunStatus(run, journal.RunSucceeded, nil); !errors.Is(err, journal.ErrTransition) {
+			t.Errorf("%s: SetRunStatus(succeeded) = %v, want ErrTransition", s, err)
+		}
+		if !bytes.Equal(before, j.RawRun(run)) {
+			t.Errorf("%s: run record changed", s)
+		}
+		if err := j.SetRunStatus(run, journal.RunBlocked, nil); err != nil {
+			t.Errorf("%s: blocked: %v", s, err)
+		}
+		_ = id
+	}
+}
+
+func TestFinishRefusesForeignOrStaleIntent(t *testing.T) {
+	j := journaltest.Open(t, nil)
+	run := newRun(t, j)
+	in := begin(t, j, run, "srv", "t")
+	forged := journal.Intent{ID: in.ID, RunID: run, IdempotencyKey: in.IdempotencyKey, Attempt: 1}
+	if forged.Valid() || !in.Valid() {
+		t.Fatalf("Valid: forged %v, issued %v", forged.Valid(), in.Valid())
+	}
+	if err := j.Finish(forged, journal.Outcome{State: done}); !errors.Is(err, journal.ErrTransition) {
+		t.Errorf("forged intent: %v", err)
+	}
+	finish(t, j, in, intent)
+	in2, err := j.Again(in.ID, journal.NextAttempt{Replay: true, Decision: &journal.Decision{Verdict: "replay", Reason: "safe", View: "rediscovered"}})
+	if err != nil || in2.Attempt != 2 || !in2.Replay || in2.IdempotencyKey != in.IdempotencyKey {
+		t.Fatalf("again: %+v %v", in2, err)
+	}
+	if err := j.Finish(in, journal.Outcome{State: done}); !errors.Is(err, journal.ErrTransition) {
+		t.Errorf("stale attempt 1: %v", err)
+	}
+	finish(t, j, in2, done)
+	inv, err := j.Invocation(in.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inv.Attempts) != 2 || inv.Attempts[0].N != 1 || inv.Attempts[1].N != 2 || !inv.Attempts[1].Replay ||
+		inv.Attempts[0].Failure != "connection_lost" || inv.Replays() != 1 || len(inv.Decisions) != 1 || inv.Decisions[0].Attempt != 1 {
+		t.Errorf("record: %+v", inv)
+	}
+}
+
+func TestResolveRecordsWhoWhenWhy(t *testing.T) {
+	j := journaltest.Open(t, nil)
+	in := begin(t, j, newRun(t, j), "srv", "t")
+	finish(t, j, in, unknown)
+	if err := j.Resolve(in.ID, journal.Resolution{As: done}, nil); err == nil {
+		t.Fatal("resolution without who and why accepted")
+	}
+	err := j.Resolve(in.ID, journal.Resolution{By: "alice", Why: "ticket exists", As: done}, &journal.Result{Content: []byte(`[]`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, _ := j.Invocation(in.ID)
+	r := inv.Resolutions
+	if inv.State != done || len(r) != 1 || r[0].By != "alice" || r[0].Why != "ticket exists" || r[0].From != unknown || r[0].As != done || r[0].At.IsZero() || inv.Result == nil {
+		t.Errorf("record: %+v", inv)
+	}
+}
+
+func TestStateNames(t *testing.T) {
+	for _, s := range allStates {
+		got, err := journal.ParseState(s.String())
+		if err != nil || got != s {
+			t.Errorf("ParseState(%q) = %v, %v", s, got, err)
+		}
+	}
+	if _, err := journal.ParseState("done"); err == nil {
+		t.Error("ParseState(done) accepted")
+	}
+	for _, s := range []journal.RunStatus{journal.RunRunning, journal.RunSucceeded, journal.RunFailed, journal.RunBlocked, journal.RunCancelled} {
+		got, err := journal.ParseRunStatus(s.String())
+		if err != nil || got != s {
+			t.Errorf("ParseRunStatus(%q) = %v, %v", s, got, err)
+		}
+	}
+}

@@ -1,0 +1,237 @@
+package journal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"os"
+)
+
+// walkFile checks the structure of the bbolt file at path with plain reads:
+// meta pages, size against the high-water mark, the free list, and every
+// B+tree page. Every page reference is bounds-checked and may be reached
+// only once, and trees may be at most maxDepth deep, so a damaged file
+// yields an error where bbolt, which trusts its mmap, could fault, loop or
+// recurse without end. With full unset, the leaf pages of the buckets
+// below the root (except meta) are only checked by their header: enough
+// to make every tree a tree (no reads can loop), at one small read per
+// page; damage inside those leaves makes reads fail with ErrDamaged (see
+// Journal.view) and is found by Check.
+//
+// Page layout (bbolt's own, native byte order): a 16-byte header (id u64,
+// flags u16, count u16, overflow u32), then count 16-byte elements whose
+// keys and values sit at offsets relative to the element.
+func walkFile(path string, pageSize int, full bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	w := &fileWalker{f: f, size: st.Size(), pageSize: int64(pageSize), seen: map[uint64]bool{}, full: full}
+	return w.walk()
+}
+
+const (
+	pageHeaderSize = 16
+	elemSize       = 16
+	flagBranch     = 0x01
+	flagLeaf       = 0x02
+	flagFreelist   = 0x10
+	boltMagic      = 0xED0CDAED
+	maxDepth       = 64
+)
+
+var ne = binary.NativeEndian
+
+type fileWalker struct {
+	f        *os.File
+	size     int64
+	pageSize int64
+	hwm      uint64 // pages below this id are in use or free
+	seen     map[uint64]bool
+	full     bool
+}
+
+type metaPage struct {
+	pageSize         uint32
+	root, free, hwm  uint64
+	txid             uint64
+	magicOK, checkOK bool
+}
+
+func (w *fileWalker) meta(i int64) metaPage {
+	var b [pageHeaderSize + 64]byte
+	if _, err := w.f.ReadAt(b[:], i*w.pageSize); err != nil {
+		return metaPage{}
+	}
+	m := b[pageHeaderSize:]
+	h := fnv.New64a()
+	h.Write(m[:56])
+	return metaPage{
+		pageSize: ne.Uint32(m[8:]),
+		root:     ne.Uint64(m[16:]), free: ne.Uint64(m[32:]), hwm: ne.Uint64(m[40:]), txid: ne.Uint64(m[48:]),
+		magicOK: ne.Uint32(m[0:]) == boltMagic && ne.Uint32(m[4:]) == 2,
+		checkOK: ne.Uint64(m[56:]) == h.Sum64(),
+	}
+}
+
+func (w *fileWalker) walk() error {
+	// bbolt uses the valid meta page with the higher transaction id.
+	m0, m1 := w.meta(0), w.meta(1)
+	if m1.txid > m0.txid {
+		m0, m1 = m1, m0
+	}
+	m := m0
+	if !m.magicOK || !m.checkOK {
+		m = m1
+	}
+	switch {
+	case !m.magicOK || !m.checkOK:
+		return fmt.Errorf("no valid meta page")
+	case int64(m.pageSize) != w.pageSize:
+		return fmt.Errorf("meta page size %d, file opened with %d", m.pageSize, w.pageSize)
+	case m.hwm < 3 || m.hwm > uint64(w.size/w.pageSize):
+		return fmt.Errorf("truncated: %d pages in use, %d bytes in the file", m.hwm, w.size)
+	}
+	w.hwm = m.hwm
+	if err := w.freelist(m.free); err != nil {
+		return err
+	}
+	return w.tree(m.root, 0, false, func(name []byte) bool { return w.full || string(name) == string(bucketMeta) })
+}
+
+// page reads page id and its overflow pages (only the header of a leaf
+// when leafHeader is set).
+func (w *fileWalker) page(id uint64, leafHeader bool, flags ...uint16) ([]byte, error) {
+	if id < 2 || id >= w.hwm {
+		return nil, fmt.Errorf("page %d: out of range [2, %d)", id, w.hwm)
+	}
+	hdr := make([]byte, pageHeaderSize)
+	if _, err := w.f.ReadAt(hdr, int64(id)*w.pageSize); err != nil {
+		return nil, fmt.Errorf("page %d: %v", id, err)
+	}
+	got, flag, overflow := ne.Uint64(hdr), ne.Uint16(hdr[8:]), uint64(ne.Uint32(hdr[12:]))
+	switch {
+	case got != id:
+		return nil, fmt.Errorf("page %d: header says page %d", id, got)
+	case !oneOf(flag, flags):
+		return nil, fmt.Errorf("page %d: unexpected type %#x", id, flag)
+	case id+overflow >= w.hwm:
+		return nil, fmt.Errorf("page %d: %d overflow pages run past the end", id, overflow)
+	}
+	for i := id; i <= id+overflow; i++ {
+		if w.seen[i] {
+			return nil, fmt.Errorf("page %d: referenced twice", i)
+		}
+		w.seen[i] = true
+	}
+	if leafHeader && flag == flagLeaf {
+		return hdr, nil
+	}
+	p := make([]byte, int64(overflow+1)*w.pageSize)
+	if _, err := w.f.ReadAt(p, int64(id)*w.pageSize); err != nil {
+		return nil, fmt.Errorf("page %d: %v", id, err)
+	}
+	return p, nil
+}
+
+func oneOf(f uint16, set []uint16) bool {
+	for _, s := range set {
+		if f == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *fileWalker) freelist(id uint64) error {
+	if id == 1<<64-1 {
+		return fmt.Errorf("free list not stored in the file")
+	}
+	p, err := w.page(id, false, flagFreelist)
+	if err != nil {
+		return fmt.Errorf("free list: %w", err)
+	}
+	start, n := uint64(pageHeaderSize), uint64(ne.Uint16(p[10:]))
+	if n == 0xffff {
+		n, start = ne.Uint64(p[pageHeaderSize:]), pageHeaderSize+8
+	}
+	if n > w.hwm || start+n*8 > uint64(len(p)) {
+		return fmt.Errorf("free list: %d entries do not fit", n)
+	}
+	for i := range n {
+		if f := ne.Uint64(p[start+i*8:]); f < 2 || f >= w.hwm {
+			return fmt.Errorf("free list: page %d out of range", f)
+		}
+	}
+	return nil
+}
+
+// tree walks the B+tree rooted at page id; with leafHeaders it reads only
+// the headers of leaf pages. descend says which buckets found in leaves to
+// read in full.
+func (w *fileWalker) tree(id uint64, depth int, leafHeaders bool, descend func([]byte) bool) error {
+	if depth > maxDepth {
+		return fmt.Errorf("page %d: tree deeper than %d", id, maxDepth)
+	}
+	p, err := w.page(id, leafHeaders, flagBranch, flagLeaf)
+	if err != nil || len(p) == pageHeaderSize {
+		return err
+	}
+	return w.node(p, id, depth, leafHeaders, descend)
+}
+
+// node checks the elements of one branch or leaf page (or inline bucket).
+func (w *fileWalker) node(p []byte, id uint64, depth int, leafHeaders bool, descend func([]byte) bool) error {
+	branch, n := ne.Uint16(p[8:]) == flagBranch, uint64(ne.Uint16(p[10:]))
+	if pageHeaderSize+n*elemSize > uint64(len(p)) {
+		return fmt.Errorf("page %d: %d elements do not fit", id, n)
+	}
+	for i := range n {
+		e := p[pageHeaderSize+i*elemSize:]
+		at := pageHeaderSize + i*elemSize
+		if branch {
+			pos, ksize, child := uint64(ne.Uint32(e)), uint64(ne.Uint32(e[4:])), ne.Uint64(e[8:])
+			if at+pos+ksize > uint64(len(p)) {
+				return fmt.Errorf("page %d: branch element %d out of bounds", id, i)
+			}
+			if err := w.tree(child, depth+1, leafHeaders, descend); err != nil {
+				return err
+			}
+			continue
+		}
+		flags, pos, ksize, vsize := ne.Uint32(e), uint64(ne.Uint32(e[4:])), uint64(ne.Uint32(e[8:])), uint64(ne.Uint32(e[12:]))
+		if at+pos+ksize+vsize > uint64(len(p)) {
+			return fmt.Errorf("page %d: leaf element %d out of bounds", id, i)
+		}
+		if flags&1 == 0 {
+			continue
+		}
+		key, v := p[at+pos:at+pos+ksize], p[at+pos+ksize:at+pos+ksize+vsize]
+		if err := w.bucket(key, v, depth, descend); err != nil {
+			return fmt.Errorf("bucket %q: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// bucket checks a bucket value: a 16-byte header (root page, sequence),
+// then, for an inline bucket (root 0), a leaf page holding its keys.
+func (w *fileWalker) bucket(key, v []byte, depth int, descend func([]byte) bool) error {
+	if len(v) < pageHeaderSize {
+		return fmt.Errorf("bucket header of %d bytes", len(v))
+	}
+	all := func([]byte) bool { return true }
+	if root := ne.Uint64(v); root != 0 {
+		return w.tree(root, depth+1, !descend(key), all)
+	}
+	inline := v[pageHeaderSize:]
+	if len(inline) < pageHeaderSize || ne.Uint16(inline[8:]) != flagLeaf {
+		return fmt.Errorf("inline bucket is not a leaf page")
+	}
+	return w.node(inline, 0, depth+1, false, all)
+}
