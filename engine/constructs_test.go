@@ -276,3 +276,29 @@ steps:
 		t.Fatalf("run %s: %v", run.Status, run.Error)
 	}
 }
+
+func TestOutputsJournaledOnSuccess(t *testing.T) {
+	s := newScripted()
+	s.tool("t", nil, func(_ context.Context, n int, args map[string]any) (*mcp.CallToolResult, error) {
+		return ok(map[string]any{"n": n, "echo": args["v"]})
+	})
+	j, run, _ := runWith(t, s, `
+name: w
+inputs: {token: {type: string, secret: true}}
+servers: {s: {builtin: demo}}
+steps:
+  - {id: a, server: s, tool: t, with: {v: "key ${{ inputs.token }}"}}
+  - {id: b, server: s, tool: t}
+outputs:
+  total: ${{ steps.a.structuredContent.n + steps.b.structuredContent.n }}
+  label: "a said ${{ steps.a.structuredContent.echo }}"
+`, []string{"token=SEKRIT"}, journal.Trust{})
+	stored, err := j.Run(run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(stored.Outputs)
+	if string(got) != `{"label":"a said key [redacted]","total":3}` {
+		t.Errorf("outputs %s", got)
+	}
+}

@@ -20,6 +20,7 @@ import (
 type Journal interface {
 	CreateRun(*journal.Run) error
 	SetRunStatus(journal.ID, journal.RunStatus, *journal.Error) error
+	EndRun(journal.ID, journal.RunStatus, *journal.Error, map[string]any) error
 	Begin(*journal.Invocation) (journal.Intent, error)
 	Again(journal.ID, journal.NextAttempt) (journal.Intent, error)
 	Finish(journal.Intent, journal.Outcome) error
@@ -224,7 +225,35 @@ func (r *runner) execute(ctx context.Context) (*journal.Run, error) {
 		r.steps[st.ID] = value
 		r.mu.Unlock()
 	}
+	if status == journal.RunSucceeded && len(r.wf.Outputs) > 0 {
+		outputs, err := r.outputs(ctx)
+		if err != nil {
+			return r.finish(journal.RunFailed, &journal.Error{Code: CodeExpression, Message: err.Error()}, nil)
+		}
+		r.run.Outputs = outputs
+	}
 	return r.finish(status, runErr, nil)
+}
+
+// outputs evaluates the workflow's outputs; secret input values are redacted.
+func (r *runner) outputs(ctx context.Context) (map[string]any, error) {
+	out := make(map[string]any, len(r.wf.Outputs))
+	for _, o := range r.wf.Outputs {
+		v, err := o.Value.eval(ctx, r.vars(unit{item: -1}))
+		if err != nil {
+			return nil, fmt.Errorf("output %s: %v", o.Name, err)
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("output %s: %v", o.Name, err)
+		}
+		var redacted any
+		if err := json.Unmarshal(r.redact(b), &redacted); err != nil {
+			return nil, fmt.Errorf("output %s: %v", o.Name, err)
+		}
+		out[o.Name] = redacted
+	}
+	return out, nil
 }
 
 func failedValue(e *journal.Error) map[string]any {
@@ -379,7 +408,10 @@ func rank(s journal.RunStatus) int {
 }
 
 func (r *runner) finish(status journal.RunStatus, runErr *journal.Error, cause error) (*journal.Run, error) {
-	if err := r.e.Journal.SetRunStatus(r.run.ID, status, runErr); err != nil {
+	if status != journal.RunSucceeded {
+		r.run.Outputs = nil
+	}
+	if err := r.e.Journal.EndRun(r.run.ID, status, runErr, r.run.Outputs); err != nil {
 		return nil, errors.Join(cause, err)
 	}
 	r.run.Status, r.run.Error = status, runErr

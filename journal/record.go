@@ -26,6 +26,9 @@ type Run struct {
 	StartedAt  time.Time      `json:"started_at"`
 	UpdatedAt  time.Time      `json:"updated_at"`
 	FinishedAt *time.Time     `json:"finished_at,omitempty"`
+	// Outputs are the workflow's outputs, set when the run succeeds
+	// (secrets redacted by the caller).
+	Outputs map[string]any `json:"outputs,omitempty"`
 }
 
 // Invocation is one logical tools/call: one step (or one fan-out item) of a

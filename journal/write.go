@@ -50,6 +50,12 @@ func (j *Journal) CreateRun(r *Run) error {
 // writes nothing, and so does succeeded while an invocation of the run is
 // unsettled (see [State.Unsettled]). Durable when it returns nil.
 func (j *Journal) SetRunStatus(id ID, status RunStatus, runErr *Error) error {
+	return j.EndRun(id, status, runErr, nil)
+}
+
+// EndRun is SetRunStatus that also records the run's outputs (kept only
+// with RunSucceeded), in the same commit. Durable when it returns nil.
+func (j *Journal) EndRun(id ID, status RunStatus, runErr *Error, outputs map[string]any) error {
 	now := j.now().UTC()
 	return j.gc.do(func(tx *bolt.Tx) error {
 		old, err := getRun(tx, id)
@@ -69,6 +75,10 @@ func (j *Journal) SetRunStatus(id ID, status RunStatus, runErr *Error) error {
 		}
 		r := *old
 		r.Status, r.Error, r.UpdatedAt = status, runErr, now
+		r.Outputs = nil
+		if status == RunSucceeded {
+			r.Outputs = outputs
+		}
 		r.FinishedAt = nil
 		if status.Finished() {
 			r.FinishedAt = &now

@@ -116,6 +116,9 @@ func resumeOne(ctx context.Context, g *globals, o *resumeOptions, j *journal.Jou
 	if err != nil {
 		return 0, err
 	}
+	if g.output == "table" && run.Status != before {
+		printOutputs(stdout, run.Outputs)
+	}
 	if run.Status == before && run.Status.Finished() && g.output == "table" {
 		fmt.Fprintf(stdout, "run %s already %s: nothing to resume\n", run.ID, run.Status)
 	}

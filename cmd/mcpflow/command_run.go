@@ -70,6 +70,9 @@ func runWorkflow(ctx context.Context, g *globals, o *runOptions, file string, st
 	if err != nil {
 		return err
 	}
+	if g.output == "table" {
+		printOutputs(stdout, run.Outputs)
+	}
 	if g.output != "table" {
 		invs, err := j.RunInvocations(run.ID)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -58,6 +59,7 @@ type runObject struct {
 	Error      *journal.Error `json:"error"`
 	Workspace  string         `json:"workspace"`
 	Digest     string         `json:"digest"`
+	Outputs    map[string]any `json:"outputs"`
 	Steps      []stepView     `json:"steps"`
 }
 
@@ -75,7 +77,7 @@ func runView(r *journal.Run, invs []journal.Invocation) runObject {
 	v := runObject{
 		ID: r.ID.String(), Workflow: r.Workflow, Status: r.Status.String(),
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Error: r.Error,
-		Workspace: r.Workspace, Digest: r.Digest, Steps: []stepView{},
+		Workspace: r.Workspace, Digest: r.Digest, Outputs: r.Outputs, Steps: []stepView{},
 	}
 	for _, inv := range invs {
 		v.Steps = append(v.Steps, stepView{
@@ -130,4 +132,26 @@ func ago(now, t time.Time) string {
 		return fmt.Sprintf("%dh ago", int(d.Hours()))
 	}
 	return t.Local().Format("2006-01-02 15:04")
+}
+
+// printOutputs prints a succeeded run's outputs, one per line, sorted.
+func printOutputs(w io.Writer, outputs map[string]any) {
+	if len(outputs) == 0 {
+		return
+	}
+	names := make([]string, 0, len(outputs))
+	for k := range outputs {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	fmt.Fprintln(w, "outputs:")
+	for _, k := range names {
+		v := outputs[k]
+		text, ok := v.(string)
+		if !ok {
+			b, _ := json.Marshal(v)
+			text = string(b)
+		}
+		fmt.Fprintf(w, "  %s: %s\n", k, text)
+	}
 }
