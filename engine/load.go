@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mcpflow/mcpflow/internal/didyoumean"
 
 	"github.com/mcpflow/mcpflow/servers"
 )
@@ -79,9 +82,9 @@ func (l *loader) fields(n *yaml.Node, what string, allowed ...string) (map[strin
 	out := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if !contains(allowed, k.Value) {
+		if !slices.Contains(allowed, k.Value) {
 			msg := fmt.Sprintf("%s: unknown key %q", what, k.Value)
-			if s := suggest(k.Value, allowed); s != "" {
+			if s := didyoumean.Closest(k.Value, allowed); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			} else {
 				msg += fmt.Sprintf(" (expected one of: %s)", strings.Join(allowed, ", "))
@@ -269,14 +272,14 @@ func checkRefs(e *expression, wf *Workflow, earlier map[string]bool, loop bool) 
 			for i, in := range wf.Inputs {
 				names[i] = in.Name
 			}
-			if s := suggest(name, names); s != "" {
+			if s := didyoumean.Closest(name, names); s != "" {
 				return fmt.Errorf("expression %q: unknown input %q (did you mean %q?)", e.src, name, s)
 			}
 			return fmt.Errorf("expression %q: unknown input %q (declared: %s)", e.src, name, inputNames(wf))
 		}
 	}
 	for _, name := range e.refs.env {
-		if !contains(wf.Env, name) {
+		if !slices.Contains(wf.Env, name) {
 			return fmt.Errorf("expression %q: env.%s is not listed in the workflow's env: (add it there to read it)", e.src, name)
 		}
 	}
@@ -292,7 +295,7 @@ func checkRefs(e *expression, wf *Workflow, earlier map[string]bool, loop bool) 
 			ids = append(ids, id)
 		}
 		sort.Strings(ids)
-		if s := suggest(name, ids); s != "" {
+		if s := didyoumean.Closest(name, ids); s != "" {
 			return fmt.Errorf("expression %q: unknown step %q (did you mean %q?)", e.src, name, s)
 		}
 		return fmt.Errorf("expression %q: unknown step %q", e.src, name)
@@ -451,7 +454,7 @@ func (l *loader) step(sn *yaml.Node, i int, wf *Workflow, seen map[string]bool, 
 		return nil, err
 	}
 	if _, ok := wf.Servers[st.Server]; !ok {
-		if s := suggest(st.Server, wf.Servers.Names()); s != "" {
+		if s := didyoumean.Closest(st.Server, wf.Servers.Names()); s != "" {
 			return nil, l.errAt(f["server"], "%s: unknown server %q (did you mean %q? %s)", what, st.Server, s, serverNames(wf.Servers))
 		}
 		return nil, l.errAt(f["server"], "%s: unknown server %q (%s)", what, st.Server, serverNames(wf.Servers))
@@ -564,51 +567,6 @@ func kindName(n *yaml.Node) string {
 		return "nothing"
 	}
 	return fmt.Sprintf("%q", n.Value)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// suggest returns the allowed word closest to s, if it is close enough to be
-// a likely typo.
-func suggest(s string, allowed []string) string {
-	best, bestD := "", 3
-	for _, a := range allowed {
-		if d := distance(strings.ToLower(s), a); d < bestD || (d == bestD && a < best) {
-			best, bestD = a, d
-		}
-	}
-	if bestD > len(s)/2 {
-		return ""
-	}
-	return best
-}
-
-// distance is the Levenshtein edit distance.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // ParseInputs turns --input key=value pairs into typed values, applies

@@ -3,6 +3,7 @@ package servers
 import (
 	"encoding/json"
 	"errors"
+	"github.com/mcpflow/mcpflow/internal/didyoumean"
 	"reflect"
 	"strings"
 	"testing"
@@ -259,8 +260,8 @@ func TestLineCol(t *testing.T) {
 
 func TestSuggest(t *testing.T) {
 	for in, want := range map[string]string{"comand": "command", "URL": "url", "heders": "headers", "zzzzzz": "", "x": ""} {
-		if got := suggest(in, entryKeys); got != want {
-			t.Errorf("suggest(%q) = %q, want %q", in, got, want)
+		if got := didyoumean.Closest(in, entryKeys); got != want {
+			t.Errorf("Closest(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -2,10 +2,13 @@ package servers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mcpflow/mcpflow/internal/didyoumean"
 )
 
 // entryKeys are the keys of a server entry in mcpflow's own YAML.
@@ -138,7 +141,7 @@ func (p *yamlParser) fields(n *yaml.Node, allowed []string) (map[string]*yaml.No
 		if k.Kind != yaml.ScalarNode {
 			return nil, nil, p.errAt(k, "expected a key, found %s", kindName(k))
 		}
-		if !contains(allowed, k.Value) {
+		if !slices.Contains(allowed, k.Value) {
 			return nil, nil, p.errAt(k, "%s", unknownKey(k.Value, allowed))
 		}
 		if _, dup := out[k.Value]; dup {
@@ -152,14 +155,14 @@ func (p *yamlParser) fields(n *yaml.Node, allowed []string) (map[string]*yaml.No
 
 // unknownKey words the error for a key that is not allowed.
 func unknownKey(k string, allowed []string) string {
-	if isWorkspaceTrustKey(k) || strings.HasPrefix(strings.ToLower(k), "trust") && !contains(allowed, "trust") {
+	if isWorkspaceTrustKey(k) || strings.HasPrefix(strings.ToLower(k), "trust") && !slices.Contains(allowed, "trust") {
 		return fmt.Sprintf("unknown key %q: workspace trust cannot be granted by a file (expected `mcpflow trust add DIR` or --trust-workspace; a server entry's trust: is server trust)", k)
 	}
 	msg := fmt.Sprintf("unknown key %q", k)
-	if s, ok := synonyms[strings.ToLower(k)]; ok && contains(allowed, s) {
+	if s, ok := synonyms[strings.ToLower(k)]; ok && slices.Contains(allowed, s) {
 		return msg + fmt.Sprintf(" (did you mean %q?)", s)
 	}
-	if s := suggest(k, allowed); s != "" {
+	if s := didyoumean.Closest(k, allowed); s != "" {
 		return msg + fmt.Sprintf(" (did you mean %q?)", s)
 	}
 	return msg + fmt.Sprintf(" (expected one of: %s)", strings.Join(allowed, ", "))
@@ -261,49 +264,4 @@ func kindName(n *yaml.Node) string {
 		return "nothing"
 	}
 	return fmt.Sprintf("%q", n.Value)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// suggest returns the allowed word closest to s, if it is close enough to be
-// a likely typo.
-func suggest(s string, allowed []string) string {
-	best, bestD := "", 3
-	for _, a := range allowed {
-		if d := distance(strings.ToLower(s), a); d < bestD || (d == bestD && best != "" && a < best) {
-			best, bestD = a, d
-		}
-	}
-	if best == "" || bestD > len(s)/2 {
-		return ""
-	}
-	return best
-}
-
-// distance is the Levenshtein edit distance, in bytes.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
