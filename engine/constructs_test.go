@@ -302,3 +302,36 @@ outputs:
 		t.Errorf("outputs %s", got)
 	}
 }
+
+// TestRetryRereadsTrust: a call that timed out may have run; a retry is a
+// replay, so trust is read again and the snapshot journaled for the next
+// attempt is the current one. Trust revoked after the first send: no retry.
+func TestRetryRereadsTrust(t *testing.T) {
+	s := newScripted()
+	s.tool("slow", &mcp.ToolAnnotations{IdempotentHint: true}, func(ctx context.Context, n int, _ map[string]any) (*mcp.CallToolResult, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	j := journaltest.Open(t, nil)
+	wf := load(t, "name: w\nservers: {s: {builtin: demo}}\nsteps:\n  - {id: a, server: s, tool: slow, timeout: 50ms, retry: {attempts: 3, backoff: 1ms}}\n")
+	eng := newEngine(j, connectMem(t, s.srv))
+	var reads atomic.Int32
+	eng.Trust = func(string) journal.Trust {
+		if reads.Add(1) == 1 {
+			return journal.Trust{Server: true, Workspace: true, WorkspaceSource: "flag"}
+		}
+		return journal.Trust{Workspace: true, WorkspaceSource: "flag"} // trust: true removed from the configuration
+	}
+	run, err := eng.Run(context.Background(), wf, map[string]any{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	invs, _ := j.RunInvocations(run.ID)
+	if run.Status != journal.RunFailed || s.count("slow") != 1 || invs[0].State != journal.StateTimedOut {
+		t.Fatalf("run %s after %d calls, state %s", run.Status, s.count("slow"), invs[0].State)
+	}
+	d := invs[0].LastDecision()
+	if d == nil || d.Verdict != "not_retried" || d.Reason != "server_not_trusted" || d.View != "current" {
+		t.Errorf("decision %+v", d)
+	}
+}

@@ -176,6 +176,14 @@ type unit struct {
 	itemValue any
 }
 
+// name is the unit as people see it: the step id, with [i] for an item.
+func (u unit) name() string {
+	if u.item >= 0 {
+		return fmt.Sprintf("%s[%d]", u.ID, u.item)
+	}
+	return u.ID
+}
+
 type unitKey struct {
 	step string
 	item int

@@ -37,16 +37,16 @@ func (r *runner) step(ctx context.Context, st unit) (stepResult, error) {
 		if ctx.Err() != nil {
 			return stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: "interrupted while connecting to server " + st.Server}}, nil
 		}
-		return failed(CodeServerUnavailable, "step %s: server %q unavailable: %v", st.ID, st.Server, err), nil
+		return failed(CodeServerUnavailable, "step %s: server %q unavailable: %v", st.name(), st.Server, err), nil
 	}
 	tool, err := sess.Tool(ctx, st.Tool)
 	if err != nil {
-		return failed(CodeUnknownTool, "step %s: %v", st.ID, err), nil
+		return failed(CodeUnknownTool, "step %s: %v", st.name(), err), nil
 	}
 	// A call whose arguments violate the tool's input schema is a
 	// validation error: no intent is written, nothing is sent.
 	if err := tool.Validate(args); err != nil {
-		return failed(CodeInvalidArguments, "step %s: %v", st.ID, err), nil
+		return failed(CodeInvalidArguments, "step %s: %v", st.name(), err), nil
 	}
 	inv := &journal.Invocation{
 		RunID:           r.run.ID,
@@ -72,14 +72,14 @@ func (r *runner) evalArgs(ctx context.Context, st unit) (json.RawMessage, *stepR
 	if st.With != nil {
 		v, err := st.With.eval(ctx, r.vars(st))
 		if err != nil {
-			out := failed(CodeExpression, "step %s (%s:%d:%d): %v", st.ID, r.wf.Path, st.pos.line, st.pos.col, err)
+			out := failed(CodeExpression, "step %s (%s:%d:%d): %v", st.name(), r.wf.Path, st.pos.line, st.pos.col, err)
 			return nil, &out
 		}
 		argv = v
 	}
 	args, err := json.Marshal(argv)
 	if err != nil {
-		out := failed(CodeExpression, "step %s: arguments are not JSON: %v", st.ID, err)
+		out := failed(CodeExpression, "step %s: arguments are not JSON: %v", st.name(), err)
 		return nil, &out
 	}
 	return args, nil
@@ -106,11 +106,13 @@ func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal
 		if callErr == nil && res.IsError {
 			class = replay.ClassToolError
 		}
+		var declined *journal.Decision // why a failure the step asked to retry was not
 		if class == replay.ClassToolError || (class != replay.ClassNone && class != replay.ClassLost && class != replay.ClassNotDelivered) {
-			next, stop, err := r.retry(ctx, st, intent, class, res, callErr)
+			next, d, stop, err := r.retry(ctx, st, sess, intent, class, res, callErr)
 			if err != nil {
 				return stepResult{}, err
 			}
+			declined = d
 			if stop != nil {
 				r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt, Err: stop.err})
 				return *stop, nil
@@ -128,7 +130,7 @@ func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal
 			r.e.emit(ev)
 		}
 		if class.Executed() {
-			if err := r.e.Journal.Finish(intent, journal.Outcome{State: journal.StateCompleted, Result: r.result(res)}); err != nil {
+			if err := r.e.Journal.Finish(intent, journal.Outcome{State: journal.StateCompleted, Result: r.result(res), Decision: declined}); err != nil {
 				return stepResult{}, err
 			}
 			out := completed(st, stepValue(res))
@@ -137,7 +139,7 @@ func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal
 		}
 		if class != replay.ClassLost && class != replay.ClassNotDelivered {
 			state, out := r.failure(st, class, callErr)
-			o := journal.Outcome{State: state, Error: out.err, Failure: class.String(), Detail: callErr.Error()}
+			o := journal.Outcome{State: state, Error: out.err, Failure: class.String(), Detail: callErr.Error(), Decision: declined}
 			if err := r.e.Journal.Finish(intent, o); err != nil {
 				return stepResult{}, err
 			}
@@ -183,13 +185,13 @@ func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal
 // It returns the next attempt's intent (invalid when there is no retry), or
 // a result that ends the step when the run is interrupted during the
 // backoff (the journaled decision to retry is then carried out by resume).
-func (r *runner) retry(ctx context.Context, st unit, intent journal.Intent, class replay.Class, res *mcp.CallToolResult, callErr error) (journal.Intent, *stepResult, error) {
+func (r *runner) retry(ctx context.Context, st unit, sess Session, intent journal.Intent, class replay.Class, res *mcp.CallToolResult, callErr error) (journal.Intent, *journal.Decision, *stepResult, error) {
 	if st.Retry.Attempts <= 1 || class == replay.ClassAborted {
-		return journal.Intent{}, nil, nil
+		return journal.Intent{}, nil, nil, nil
 	}
 	inv, err := r.e.Journal.Invocation(intent.ID)
 	if err != nil {
-		return journal.Intent{}, nil, err
+		return journal.Intent{}, nil, nil, err
 	}
 	retries := 0
 	for _, d := range inv.Decisions {
@@ -198,25 +200,36 @@ func (r *runner) retry(ctx context.Context, st unit, intent journal.Intent, clas
 		}
 	}
 	if retries >= st.Retry.Attempts-1 {
-		return journal.Intent{}, nil, nil
+		return journal.Intent{}, &journal.Decision{Verdict: "not_retried", Reason: "retry_attempts_spent", View: "current"}, nil, nil
 	}
+	// Trust and annotations as they are now: the journal records what each
+	// attempt was sent under, and a call that may have run is repeated only
+	// if the send-time snapshot and the current view are both safe.
+	trust := r.e.Trust(st.Server)
+	tool, toolErr := sess.Tool(ctx, st.Tool)
 	reason, replayed := "retry_requested", false
 	if class.MayHaveExecuted() {
-		d := replay.Decide(r.policyInput(replay.ClassLost, inv.Trust, inv.Annotations, inv.Replays()))
-		if d.Verdict != replay.Replay {
-			return journal.Intent{}, nil, nil // the call may have run and the tool is not safe to repeat
+		sendTime := replay.Decide(r.policyInput(replay.ClassLost, inv.Trust, inv.Annotations, inv.Replays()))
+		now := replay.Decision{Verdict: replay.OutcomeUnknown, Reason: replay.ReasonToolMissing}
+		if toolErr == nil {
+			now = replay.Decide(r.policyInput(replay.ClassLost, trust, tool.Annotations, inv.Replays()))
 		}
-		reason, replayed = string(d.Reason), true
+		both := replay.Both(sendTime, now)
+		if both.Verdict != replay.Replay {
+			// The call may have run and the tool is not safe to repeat.
+			return journal.Intent{}, &journal.Decision{Verdict: "not_retried", Reason: string(both.Reason), View: "current"}, nil, nil
+		}
+		reason, replayed = string(both.Reason), true
 	}
 	o := journal.Outcome{State: journal.StateIntent, Failure: class.String(),
-		Decision: &journal.Decision{Verdict: "retry", Reason: reason, View: "send_time"}}
+		Decision: &journal.Decision{Verdict: "retry", Reason: reason, View: "current"}}
 	if callErr != nil {
 		o.Detail = callErr.Error()
 	} else if res != nil {
 		o.Detail = oneLine(resultText(res))
 	}
 	if err := r.e.Journal.Finish(intent, o); err != nil {
-		return journal.Intent{}, nil, err
+		return journal.Intent{}, nil, nil, err
 	}
 	delay := st.Retry.Backoff << retries
 	r.e.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: st.ID, Item: st.item, Invocation: intent.ID, Attempt: intent.Attempt,
@@ -225,10 +238,14 @@ func (r *runner) retry(ctx context.Context, st unit, intent journal.Intent, clas
 	case <-time.After(delay):
 	case <-ctx.Done():
 		// The decision to retry is journaled; resume carries it out.
-		return journal.Intent{}, &stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before retrying; `mcpflow resume` will retry", st.ID)}}, nil
+		return journal.Intent{}, nil, &stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before retrying; `mcpflow resume` will retry", st.name())}}, nil
 	}
-	next, err := r.e.Journal.Again(intent.ID, journal.NextAttempt{Replay: replayed, Trust: inv.Trust, Annotations: inv.Annotations})
-	return next, nil, err
+	next := journal.NextAttempt{Replay: replayed, Trust: trust, Annotations: inv.Annotations}
+	if toolErr == nil {
+		next.Annotations = tool.Annotations
+	}
+	intent, err = r.e.Journal.Again(intent.ID, next)
+	return intent, nil, nil, err
 }
 
 // completed is the step result of a call whose result arrived: a tool error
@@ -237,7 +254,7 @@ func completed(st unit, value map[string]any) stepResult {
 	if isErr, _ := value["isError"].(bool); isErr {
 		// The tool's own error result stays visible to later steps (with
 		// continue_on_error) as steps.ID.text, .structuredContent, …
-		e := &journal.Error{Code: CodeToolError, Message: fmt.Sprintf("step %s: tool %s returned an error: %s", st.ID, st.Tool, oneLine(text(value["text"])))}
+		e := &journal.Error{Code: CodeToolError, Message: fmt.Sprintf("step %s: tool %s returned an error: %s", st.name(), st.Tool, oneLine(text(value["text"])))}
 		value["error"] = map[string]any{"code": e.Code, "message": e.Message}
 		return stepResult{value: value, status: journal.RunFailed, err: e}
 	}
@@ -249,13 +266,13 @@ func completed(st unit, value map[string]any) stepResult {
 func (r *runner) failure(st unit, class replay.Class, callErr error) (journal.State, stepResult) {
 	switch class {
 	case replay.ClassAborted:
-		return journal.StateAborted, stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted while the call was in flight; it may have run", st.ID)}}
+		return journal.StateAborted, stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted while the call was in flight; it may have run", st.name())}}
 	case replay.ClassTimedOut:
-		return journal.StateTimedOut, failed(CodeTimedOut, "step %s: timed out while the call was in flight; it may have run", st.ID)
+		return journal.StateTimedOut, failed(CodeTimedOut, "step %s: timed out while the call was in flight; it may have run", st.name())
 	case replay.ClassRejected:
-		return journal.StateFailed, failed(CodeRejected, "step %s: server rejected the call before running it: %v", st.ID, callErr)
+		return journal.StateFailed, failed(CodeRejected, "step %s: server rejected the call before running it: %v", st.name(), callErr)
 	}
-	return journal.StateFailed, failed(CodeServerError, "step %s: server returned an error; the tool may have run: %v", st.ID, callErr)
+	return journal.StateFailed, failed(CodeServerError, "step %s: server returned an error; the tool may have run: %v", st.name(), callErr)
 }
 
 // decideLoss applies the replay policy to the send-time snapshot of an
@@ -288,7 +305,7 @@ func (r *runner) again(ctx context.Context, st unit, old Session, id journal.ID,
 		if ctx.Err() != nil {
 			return nil, journal.Intent{}, &stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: "interrupted while reconnecting to server " + st.Server}}, nil
 		}
-		out := failed(CodeServerUnavailable, "step %s: server %q unavailable after the connection was lost; the decision to send again is journaled and `mcpflow resume` will try again", st.ID, st.Server)
+		out := failed(CodeServerUnavailable, "step %s: server %q unavailable after the connection was lost; the decision to send again is journaled and `mcpflow resume` will try again", st.name(), st.Server)
 		out.state = journal.StateIntent
 		return nil, journal.Intent{}, &out, nil
 	}
@@ -301,7 +318,7 @@ func (r *runner) again(ctx context.Context, st unit, old Session, id journal.ID,
 	next := journal.NextAttempt{Trust: trust, Annotations: tool.Annotations}
 	if class == replay.ClassNotDelivered {
 		if toolErr != nil {
-			out := failed(CodeUnknownTool, "step %s: %v", st.ID, toolErr)
+			out := failed(CodeUnknownTool, "step %s: %v", st.name(), toolErr)
 			out.state = journal.StateIntent
 			return nil, journal.Intent{}, &out, nil
 		}

@@ -116,7 +116,7 @@ func (r *runner) resumeStep(ctx context.Context, st unit, inv *journal.Invocatio
 		}
 		return r.follow(ctx, st, inv, class)
 	}
-	return stepResult{}, fmt.Errorf("step %s: invocation %s in state %s cannot be resumed", st.ID, inv.ID.Short(), inv.State)
+	return stepResult{}, fmt.Errorf("step %s: invocation %s in state %s cannot be resumed", st.name(), inv.ID.Short(), inv.State)
 }
 
 // continueLoss decides on an invocation whose call may have run and whose
@@ -127,7 +127,7 @@ func (r *runner) continueLoss(ctx context.Context, st unit, inv *journal.Invocat
 		// An aborted or timed-out invocation keeps its state unless the
 		// policy clears a re-send; an operator resolves it otherwise.
 		if blocked {
-			e := &journal.Error{Code: replay.Code, Message: fmt.Sprintf("step %s: invocation %s was %s and may have run; resolve it with `mcpflow journal resolve %s`", st.ID, inv.ID.Short(), inv.State, inv.ID.Short())}
+			e := &journal.Error{Code: replay.Code, Message: fmt.Sprintf("step %s: invocation %s was %s and may have run; resolve it with `mcpflow journal resolve %s`", st.name(), inv.ID.Short(), inv.State, inv.ID.Short())}
 			r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: inv.State, Err: e})
 			return stepResult{status: journal.RunBlocked, err: e}, nil
 		}
@@ -170,7 +170,7 @@ func (r *runner) resendAfterCheck(ctx context.Context, st unit, inv *journal.Inv
 	}
 	sess, err := r.reconnect(ctx, st.Server, nil)
 	if err != nil {
-		return failed(CodeServerUnavailable, "step %s: server %q unavailable: %v", st.ID, st.Server, err), nil
+		return failed(CodeServerUnavailable, "step %s: server %q unavailable: %v", st.name(), st.Server, err), nil
 	}
 	trust := r.e.Trust(st.Server)
 	tool, toolErr := sess.Tool(ctx, st.Tool)
@@ -179,7 +179,7 @@ func (r *runner) resendAfterCheck(ctx context.Context, st unit, inv *journal.Inv
 		freshView = replay.Decide(r.policyInput(class, trust, tool.Annotations, inv.Replays()))
 	}
 	if freshView.Verdict != replay.Replay {
-		e := &journal.Error{Code: replay.Code, Message: fmt.Sprintf("step %s: the re-discovered tool is not safe to replay (%s); resolve invocation %s", st.ID, freshView.Reason, inv.ID.Short())}
+		e := &journal.Error{Code: replay.Code, Message: fmt.Sprintf("step %s: the re-discovered tool is not safe to replay (%s); resolve invocation %s", st.name(), freshView.Reason, inv.ID.Short())}
 		return stepResult{status: journal.RunBlocked, err: e}, nil
 	}
 	d := journal.Decision{Verdict: "replay", Reason: string(freshView.Reason), View: "rediscovered"}
@@ -199,7 +199,7 @@ func (r *runner) resend(ctx context.Context, st unit, inv *journal.Invocation, n
 	}
 	sess, err := r.e.Connect(ctx, st.Server)
 	if err != nil {
-		return failed(CodeServerUnavailable, "step %s: server %q unavailable: %v", st.ID, st.Server, err), nil
+		return failed(CodeServerUnavailable, "step %s: server %q unavailable: %v", st.name(), st.Server, err), nil
 	}
 	if tool, err := sess.Tool(ctx, st.Tool); err == nil {
 		next.Annotations = tool.Annotations
@@ -220,7 +220,7 @@ func (r *runner) arguments(st unit, inv *journal.Invocation) (json.RawMessage, *
 		return nil, out
 	}
 	if got := journal.Digest(args); inv.ArgumentsDigest != "" && got != inv.ArgumentsDigest {
-		res := failed(CodeExpression, "step %s: its arguments evaluate differently than when invocation %s was first sent (the results they depend on were capped, or a secret input changed); resolve the invocation instead", st.ID, inv.ID.Short())
+		res := failed(CodeExpression, "step %s: its arguments evaluate differently than when invocation %s was first sent (the results they depend on were capped, or a secret input changed); resolve the invocation instead", st.name(), inv.ID.Short())
 		return nil, &res
 	}
 	return args, nil

@@ -97,11 +97,15 @@ type Decision struct {
 	Attempt int       `json:"attempt"`
 	At      time.Time `json:"at"`
 	// Verdict is "replay", "outcome_unknown", "not_applicable" or
-	// "first_delivery"; Reason is the policy's machine-readable reason.
+	// "first_delivery" (after a lost connection), or "retry" / "not_retried"
+	// (after a failure the step's retry asked to retry); Reason is the
+	// machine-readable reason.
 	Verdict string `json:"verdict"`
 	Reason  string `json:"reason"`
 	// View says which view of the tool was judged: "send_time" (the snapshot
-	// journaled with the attempt) or "rediscovered" (after reconnecting).
+	// journaled with the attempt), "rediscovered" (after reconnecting),
+	// "current" (trust and the tool listing read again, same connection) or
+	// "operator" (an operator's approval).
 	View string `json:"view"`
 }
 
