@@ -121,7 +121,7 @@ func call(ctx context.Context, g *globals, o *callOptions, server, tool string, 
 	}
 	switch {
 	case run.Status == journal.RunBlocked:
-		reportBlocked(stderr, run)
+		reportBlocked(stderr, j, run)
 	case run.Error != nil && g.output == "table":
 		fmt.Fprintf(stderr, "mcpflow: %s\n", run.Error.Error())
 	}

@@ -136,16 +136,29 @@ func resumeOne(ctx context.Context, g *globals, o *resumeOptions, j *journal.Jou
 		}
 	}
 	if run.Status == journal.RunBlocked {
-		reportBlocked(stderr, run)
+		reportBlocked(stderr, j, run)
 	}
 	return statusCode(run.Status), nil
 }
 
-func reportBlocked(w io.Writer, run *journal.Run) {
+// reportBlocked says why a run is blocked and what to do: each invocation
+// waiting for an operator, and the commands that resolve it and continue.
+func reportBlocked(w io.Writer, j *journal.Journal, run *journal.Run) {
 	msg := "an invocation's outcome is unknown"
 	if run.Error != nil {
 		msg = run.Error.Error()
 	}
-	fmt.Fprintf(w, "mcpflow: run %s is blocked: %s\n  inspect: mcpflow journal list --run %s --state outcome_unknown\n  then:    mcpflow journal resolve ID --as completed|failed|retry --reason TEXT, and mcpflow resume %s\n",
-		run.ID.Short(), msg, run.ID.Short(), run.ID.Short())
+	fmt.Fprintf(w, "mcpflow: run %s is blocked: %s\n", run.ID.Short(), msg)
+	invs, _ := j.RunInvocations(run.ID)
+	example := "ID"
+	for _, inv := range invs {
+		switch inv.State {
+		case journal.StateOutcomeUnknown, journal.StateAborted, journal.StateTimedOut:
+			fmt.Fprintf(w, "  waiting for you: invocation %s, step %s, %s/%s (%s)\n", inv.ID.Short(), stepName(&inv), inv.Server, inv.Tool, inv.State)
+			example = inv.ID.Short()
+		}
+	}
+	fmt.Fprintf(w, "  inspect:  mcpflow runs show %s\n", run.ID.Short())
+	fmt.Fprintf(w, "  resolve:  mcpflow journal resolve %s --as completed --result FILE | --as failed --reason TEXT | --as retry --reason TEXT\n", example)
+	fmt.Fprintf(w, "  continue: mcpflow resume %s\n", run.ID.Short())
 }

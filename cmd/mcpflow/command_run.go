@@ -87,7 +87,7 @@ func runWorkflow(ctx context.Context, g *globals, o *runOptions, file string, st
 		}
 	}
 	if run.Status == journal.RunBlocked {
-		reportBlocked(stderr, run)
+		reportBlocked(stderr, j, run)
 	}
 	return &exitError{code: statusCode(run.Status)}
 }

@@ -60,6 +60,15 @@
 //	                        the process keeps running (exits as above on stdio)
 //	drop-after-commit-once  drop-after-commit guarded by the marker file, like exit-after-commit-once
 //	hang-after-commit       append, then never reply until the call is cancelled or Serve stops
+//	rpc-error-after-commit  append, then answer with a JSON-RPC error response, code -32603
+//	                        "internal error" (the tool may have run)
+//	reject-before-commit    answer with a JSON-RPC error response, code -32602 "invalid params",
+//	                        without appending (the tool provably did not run)
+//
+// The two rpc-error modes answer with a real JSON-RPC error (the response's
+// "error" member), not a result with isError: true. go-sdk's typed tool
+// handlers turn any error into an isError result except a *jsonrpc.Error
+// returned as is, which it passes through to the wire.
 //
 // Over streamable HTTP the dropped connection is the one of the POST carrying
 // the tools/call; over SSE it is the session's GET stream, which carries all

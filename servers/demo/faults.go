@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -28,10 +29,11 @@ const exitCode = 17
 type faultKind int
 
 const (
-	faultNone faultKind = iota
-	faultExit           // end the process before replying
-	faultDrop           // close the HTTP connection that would carry the reply
-	faultHang           // never reply; wait until cancelled
+	faultNone     faultKind = iota
+	faultExit               // end the process before replying
+	faultDrop               // close the HTTP connection that would carry the reply
+	faultHang               // never reply; wait until cancelled
+	faultRPCError           // answer with a JSON-RPC error response (not an isError result)
 )
 
 // fault is a parsed Config.Fault mode.
@@ -39,6 +41,8 @@ type fault struct {
 	kind   faultKind
 	before bool // fire before the ledger append instead of after it
 	once   bool // fire only if the marker file does not exist yet
+	// rpc is the JSON-RPC error a faultRPCError answers with.
+	rpc *jsonrpc.Error
 }
 
 var faultModes = map[string]fault{
@@ -49,6 +53,11 @@ var faultModes = map[string]fault{
 	"drop-after-commit":      {kind: faultDrop},
 	"drop-after-commit-once": {kind: faultDrop, once: true},
 	"hang-after-commit":      {kind: faultHang},
+	// The tool may have run: -32603 is not one of the codes that prove a
+	// request was not processed.
+	"rpc-error-after-commit": {kind: faultRPCError, rpc: &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}},
+	// The tool provably did not run: invalid params, and no ledger line.
+	"reject-before-commit": {kind: faultRPCError, before: true, rpc: &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params"}},
 }
 
 func parseFault(mode string) (fault, error) {
@@ -133,9 +142,14 @@ func (d *demo) execute(ctx context.Context, req *mcp.CallToolRequest, drop dropF
 	if d.cfg.FaultTool != "" && d.cfg.FaultTool != name {
 		f = fault{}
 	}
-	if f.kind == faultExit && f.before {
-		exit(exitCode)
-		return 0, errExitIntercepted
+	if f.before {
+		switch f.kind {
+		case faultExit:
+			exit(exitCode)
+			return 0, errExitIntercepted
+		case faultRPCError:
+			return 0, f.rpcError()
+		}
 	}
 	key, _ := req.Params.Meta[idempotencyKeyMeta].(string)
 	seq, err := d.ledger.append(name, req.Params.Arguments, key)
@@ -155,6 +169,8 @@ func (d *demo) execute(ctx context.Context, req *mcp.CallToolRequest, drop dropF
 		}
 		exit(exitCode) // nothing to drop: stdio
 		return 0, errExitIntercepted
+	case faultRPCError:
+		return 0, f.rpcError()
 	case faultHang:
 		select {
 		case <-ctx.Done():
@@ -165,6 +181,15 @@ func (d *demo) execute(ctx context.Context, req *mcp.CallToolRequest, drop dropF
 		exit(exitCode)
 		return 0, errExitIntercepted
 	}
+}
+
+// rpcError returns a fresh copy of the fault's JSON-RPC error. It is
+// returned unwrapped: go-sdk's typed tool handler passes an error through as
+// a JSON-RPC error response only if it is a *jsonrpc.Error itself (a type
+// assertion, not errors.As); any other error becomes an isError result.
+func (f fault) rpcError() *jsonrpc.Error {
+	e := *f.rpc
+	return &e
 }
 
 // fireOnce creates the marker file and reports whether this call created

@@ -63,7 +63,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.HTTPAddr, "http", "", "serve streamable HTTP at http://`ADDR`/mcp (port 0 picks a free port)")
 	fs.StringVar(&c.SSEAddr, "sse", "", "serve the older SSE transport at http://`ADDR`/sse")
 	fs.StringVar(&c.Ledger, "ledger", ledger, "execution ledger `file` (env MCPFLOW_DEMO_LEDGER)")
-	fs.StringVar(&c.Fault, "fault", os.Getenv("MCPFLOW_DEMO_FAULT"), "inject a fault `mode`: exit-after-commit[-once], exit-before-commit, drop-after-commit[-once], hang-after-commit (env MCPFLOW_DEMO_FAULT)")
+	fs.StringVar(&c.Fault, "fault", os.Getenv("MCPFLOW_DEMO_FAULT"), "inject a fault `mode`: exit-after-commit[-once], exit-before-commit, drop-after-commit[-once], hang-after-commit, rpc-error-after-commit, reject-before-commit (env MCPFLOW_DEMO_FAULT)")
 	fs.StringVar(&c.AfterFault, "after-fault", os.Getenv("MCPFLOW_DEMO_AFTER_FAULT"), "once a -once fault has fired, a new server process `behaves`: strip-annotations, remove-tool or refuse (env MCPFLOW_DEMO_AFTER_FAULT)")
 	fs.StringVar(&c.FaultTool, "fault-tool", os.Getenv("MCPFLOW_DEMO_FAULT_TOOL"), "apply the fault only to calls of `tool` (default every tool; env MCPFLOW_DEMO_FAULT_TOOL)")
 	fs.DurationVar(&c.Delay, "delay", delay, "sleep before executing each call (env MCPFLOW_DEMO_DELAY)")
