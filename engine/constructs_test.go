@@ -335,3 +335,44 @@ func TestRetryRereadsTrust(t *testing.T) {
 		t.Errorf("decision %+v", d)
 	}
 }
+
+// TestSecretsNeverReachTextOrEvents: a tool that echoes a secret in its
+// result or in its error text does not get it into the journal or events.
+func TestSecretsNeverReachTextOrEvents(t *testing.T) {
+	s := newScripted()
+	s.tool("echo", nil, func(_ context.Context, _ int, args map[string]any) (*mcp.CallToolResult, error) {
+		return ok(map[string]any{"said": args["v"]})
+	})
+	s.tool("bad", nil, func(_ context.Context, _ int, args map[string]any) (*mcp.CallToolResult, error) {
+		return toolError(fmt.Sprintf("bad token %v", args["v"]))
+	})
+	j := journaltest.Open(t, nil)
+	wf := load(t, `
+name: w
+inputs: {token: {type: string, secret: true}}
+servers: {s: {builtin: demo}}
+steps:
+  - {id: a, server: s, tool: echo, with: {v: "${{ inputs.token }}"}}
+  - {id: b, server: s, tool: bad, with: {v: "${{ inputs.token }}"}}
+`)
+	in, _ := wf.ParseInputs([]string{"token=SEKRIT-42"})
+	eng := newEngine(j, connectMem(t, s.srv))
+	var events strings.Builder
+	eng.Events = func(ev engine.Event) { fmt.Fprintf(&events, "%+v\n", ev) }
+	run, err := eng.Run(context.Background(), wf, in, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var exported strings.Builder
+	j.Export(&exported, time.Time{})
+	stored, _ := j.Run(run.ID)
+	rec, _ := json.Marshal(stored)
+	for where, text := range map[string]string{"events": events.String(), "invocations": exported.String(), "run": string(rec)} {
+		if strings.Contains(text, "SEKRIT-42") {
+			t.Errorf("the secret reached the %s:\n%s", where, text)
+		}
+	}
+	if !strings.Contains(string(rec), "bad token [redacted]") {
+		t.Errorf("run error not kept (redacted): %s", rec)
+	}
+}

@@ -154,12 +154,14 @@ func (e *Engine) Run(ctx context.Context, wf *Workflow, inputs map[string]any, w
 
 // runner is the state of one run in progress.
 type runner struct {
-	e      *Engine
-	wf     *Workflow
-	run    *journal.Run
-	start  time.Time
-	inputs map[string]any
-	env    map[string]string
+	e       *Engine
+	j       Journal  // the engine's journal, scrubbing secrets (see scrubbing)
+	secrets []string // values of secret inputs: never journaled or shown
+	wf      *Workflow
+	run     *journal.Run
+	start   time.Time
+	inputs  map[string]any
+	env     map[string]string
 	// prior holds the newest journaled invocation of each step and item
 	// (resume).
 	prior map[unitKey]*journal.Invocation
@@ -196,7 +198,14 @@ func newRunner(e *Engine, wf *Workflow, run *journal.Run, inputs map[string]any,
 			env[name] = v
 		}
 	}
-	return &runner{e: e, wf: wf, run: run, inputs: inputs, env: env, prior: prior, steps: map[string]any{}}
+	r := &runner{e: e, wf: wf, run: run, inputs: inputs, env: env, prior: prior, steps: map[string]any{}}
+	for _, in := range wf.Inputs {
+		if v := text(inputs[in.Name]); in.Secret && v != "" {
+			r.secrets = append(r.secrets, v)
+		}
+	}
+	r.j = scrubbing{Journal: e.Journal, r: r}
+	return r
 }
 
 func (r *runner) vars(u unit) vars {
@@ -320,10 +329,10 @@ func (r *runner) skip(u unit) (stepResult, error) {
 		return stepResult{value: value, status: journal.RunSucceeded}, nil
 	}
 	inv := &journal.Invocation{RunID: r.run.ID, Step: u.ID, Item: -1, Server: u.Server, Tool: u.Tool}
-	if err := r.e.Journal.Skip(inv); err != nil {
+	if err := r.j.Skip(inv); err != nil {
 		return stepResult{}, err
 	}
-	r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: u.ID, Item: -1, Server: u.Server, Tool: u.Tool, Invocation: inv.ID, State: journal.StateSkipped})
+	r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: u.ID, Item: -1, Server: u.Server, Tool: u.Tool, Invocation: inv.ID, State: journal.StateSkipped})
 	return stepResult{value: value, status: journal.RunSucceeded}, nil
 }
 
@@ -419,11 +428,11 @@ func (r *runner) finish(status journal.RunStatus, runErr *journal.Error, cause e
 	if status != journal.RunSucceeded {
 		r.run.Outputs = nil
 	}
-	if err := r.e.Journal.EndRun(r.run.ID, status, runErr, r.run.Outputs); err != nil {
+	if err := r.j.EndRun(r.run.ID, status, runErr, r.run.Outputs); err != nil {
 		return nil, errors.Join(cause, err)
 	}
 	r.run.Status, r.run.Error = status, runErr
-	r.e.emit(Event{Kind: RunFinished, Run: r.run.ID, Workflow: r.wf.Name, Status: status, Err: runErr, Elapsed: r.e.now().Sub(r.start)})
+	r.emit(Event{Kind: RunFinished, Run: r.run.ID, Workflow: r.wf.Name, Status: status, Err: runErr, Elapsed: r.e.now().Sub(r.start)})
 	return r.run, cause
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -12,11 +13,15 @@ import (
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
+	"github.com/mcpflow/mcpflow/servers"
 )
 
 // MetaIdempotencyKey is the _meta key carrying the invocation id on every
 // tools/call, unchanged across replays, so servers that de-duplicate can.
 const MetaIdempotencyKey = "io.mcpflow/idempotency-key"
+
+// maxBackoff caps the delay between retries.
+const maxBackoff = 5 * time.Minute
 
 // reconnectTries bounds reconnecting after a lost connection.
 const reconnectTries = 4
@@ -41,7 +46,14 @@ func (r *runner) step(ctx context.Context, st unit) (stepResult, error) {
 	}
 	tool, err := sess.Tool(ctx, st.Tool)
 	if err != nil {
+		if !errors.Is(err, servers.ErrUnknownTool) {
+			return failed(CodeServerUnavailable, "step %s: listing the tools of server %q failed: %v", st.name(), st.Server, err), nil
+		}
 		return failed(CodeUnknownTool, "step %s: %v", st.name(), err), nil
+	}
+	if ctx.Err() != nil {
+		// Interrupted before anything was journaled or sent.
+		return stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before the call was sent", st.name())}}, nil
 	}
 	// A call whose arguments violate the tool's input schema is a
 	// validation error: no intent is written, nothing is sent.
@@ -55,11 +67,11 @@ func (r *runner) step(ctx context.Context, st unit) (stepResult, error) {
 		Server:          st.Server,
 		Tool:            st.Tool,
 		Arguments:       journal.CapJSON(r.redact(args), r.e.limit()),
-		ArgumentsDigest: journal.Digest(args),
+		ArgumentsDigest: journal.Digest(r.redact(args)), // of a secret, not even a digest
 		Annotations:     tool.Annotations,
 		Trust:           r.e.Trust(st.Server),
 	}
-	intent, err := r.e.Journal.Begin(inv)
+	intent, err := r.j.Begin(inv)
 	if err != nil {
 		return stepResult{}, err
 	}
@@ -90,9 +102,9 @@ func (r *runner) evalArgs(ctx context.Context, st unit) (json.RawMessage, *stepR
 func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal.Intent, args json.RawMessage, inv *journal.Invocation) (stepResult, error) {
 	for {
 		started := r.e.now()
-		r.e.emit(Event{Kind: StepStarted, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt})
+		r.emit(Event{Kind: StepStarted, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt})
 		progress := func(p, total float64, msg string) {
-			r.e.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: st.ID, Item: st.item, Invocation: intent.ID, Attempt: intent.Attempt, Progress: p, Total: total, Message: msg, Elapsed: r.e.now().Sub(started)})
+			r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: st.ID, Item: st.item, Invocation: intent.ID, Attempt: intent.Attempt, Progress: p, Total: total, Message: msg, Elapsed: r.e.now().Sub(started)})
 		}
 		meta := map[string]any{MetaIdempotencyKey: intent.IdempotencyKey}
 		callCtx, cancel := ctx, context.CancelFunc(func() {})
@@ -114,7 +126,7 @@ func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal
 			}
 			declined = d
 			if stop != nil {
-				r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt, Err: stop.err})
+				r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt, Err: stop.err})
 				return *stop, nil
 			}
 			if next.Valid() {
@@ -127,10 +139,10 @@ func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal
 			if res != nil && e == nil {
 				ev.Text = oneLine(resultText(res))
 			}
-			r.e.emit(ev)
+			r.emit(ev)
 		}
 		if class.Executed() {
-			if err := r.e.Journal.Finish(intent, journal.Outcome{State: journal.StateCompleted, Result: r.result(res), Decision: declined}); err != nil {
+			if err := r.j.Finish(intent, journal.Outcome{State: journal.StateCompleted, Result: r.result(res), Decision: declined}); err != nil {
 				return stepResult{}, err
 			}
 			out := completed(st, stepValue(res))
@@ -140,7 +152,7 @@ func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal
 		if class != replay.ClassLost && class != replay.ClassNotDelivered {
 			state, out := r.failure(st, class, callErr)
 			o := journal.Outcome{State: state, Error: out.err, Failure: class.String(), Detail: callErr.Error(), Decision: declined}
-			if err := r.e.Journal.Finish(intent, o); err != nil {
+			if err := r.j.Finish(intent, o); err != nil {
 				return stepResult{}, err
 			}
 			finished(state, out.err)
@@ -150,13 +162,13 @@ func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal
 		// process (a first delivery may follow) or after it may have arrived
 		// (only the replay policy may clear a re-send). The decision is
 		// journaled with the attempt's outcome, before it is acted on.
-		fresh, err := r.e.Journal.Invocation(intent.ID)
+		fresh, err := r.j.Invocation(intent.ID)
 		if err != nil {
 			return stepResult{}, err
 		}
 		o, blocked := r.decideLoss(fresh, class)
 		o.Detail = callErr.Error()
-		if err := r.e.Journal.Finish(intent, o); err != nil {
+		if err := r.j.Finish(intent, o); err != nil {
 			return stepResult{}, err
 		}
 		if blocked {
@@ -170,7 +182,7 @@ func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal
 				return stepResult{}, err
 			}
 			if out.err != nil {
-				r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: out.state, Err: out.err})
+				r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: out.state, Err: out.err})
 			}
 			return *out, err
 		}
@@ -189,7 +201,7 @@ func (r *runner) retry(ctx context.Context, st unit, sess Session, intent journa
 	if st.Retry.Attempts <= 1 || class == replay.ClassAborted {
 		return journal.Intent{}, nil, nil, nil
 	}
-	inv, err := r.e.Journal.Invocation(intent.ID)
+	inv, err := r.j.Invocation(intent.ID)
 	if err != nil {
 		return journal.Intent{}, nil, nil, err
 	}
@@ -228,11 +240,11 @@ func (r *runner) retry(ctx context.Context, st unit, sess Session, intent journa
 	} else if res != nil {
 		o.Detail = oneLine(resultText(res))
 	}
-	if err := r.e.Journal.Finish(intent, o); err != nil {
+	if err := r.j.Finish(intent, o); err != nil {
 		return journal.Intent{}, nil, nil, err
 	}
-	delay := st.Retry.Backoff << retries
-	r.e.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: st.ID, Item: st.item, Invocation: intent.ID, Attempt: intent.Attempt,
+	delay := min(st.Retry.Backoff<<min(retries, 20), maxBackoff)
+	r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: st.ID, Item: st.item, Invocation: intent.ID, Attempt: intent.Attempt,
 		Message: fmt.Sprintf("attempt %d: %s; retrying in %s", intent.Attempt, strings.ReplaceAll(class.String(), "_", " "), delay)})
 	select {
 	case <-time.After(delay):
@@ -244,7 +256,7 @@ func (r *runner) retry(ctx context.Context, st unit, sess Session, intent journa
 	if toolErr == nil {
 		next.Annotations = tool.Annotations
 	}
-	intent, err = r.e.Journal.Again(intent.ID, next)
+	intent, err = r.j.Again(intent.ID, next)
 	return intent, nil, nil, err
 }
 
@@ -309,7 +321,7 @@ func (r *runner) again(ctx context.Context, st unit, old Session, id journal.ID,
 		out.state = journal.StateIntent
 		return nil, journal.Intent{}, &out, nil
 	}
-	inv, err := r.e.Journal.Invocation(id)
+	inv, err := r.j.Invocation(id)
 	if err != nil {
 		return nil, journal.Intent{}, nil, err
 	}
@@ -331,14 +343,14 @@ func (r *runner) again(ctx context.Context, st unit, old Session, id journal.ID,
 		both := replay.Both(sendTime, freshView)
 		d := journal.Decision{Verdict: both.Verdict.String(), Reason: string(both.Reason), View: "rediscovered"}
 		if both.Verdict != replay.Replay {
-			if err := r.e.Journal.Decide(id, d, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
+			if err := r.j.Decide(id, d, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
 				return nil, journal.Intent{}, nil, err
 			}
 			return nil, journal.Intent{}, &stepResult{status: journal.RunBlocked, err: outcomeUnknown, state: journal.StateOutcomeUnknown}, nil
 		}
 		next.Replay, next.Decision = true, &d
 	}
-	intent, err := r.e.Journal.Again(id, next)
+	intent, err := r.j.Again(id, next)
 	if err != nil {
 		return nil, journal.Intent{}, nil, err
 	}
@@ -400,24 +412,64 @@ func (r *runner) result(res *mcp.CallToolResult) *journal.Result {
 
 // redact removes the values of secret inputs from JSON bound for the journal.
 func (r *runner) redact(b json.RawMessage) json.RawMessage {
-	var secrets []string
-	for _, in := range r.wf.Inputs {
-		if !in.Secret {
-			continue
-		}
-		if v := text(r.inputs[in.Name]); v != "" {
-			secrets = append(secrets, v)
-		}
-	}
-	if len(secrets) == 0 {
+	if len(r.secrets) == 0 {
 		return b
 	}
 	var v any
 	if json.Unmarshal(b, &v) != nil {
 		return json.RawMessage(`"` + Redacted + `"`)
 	}
-	out, _ := json.Marshal(redactValue(v, secrets))
+	out, _ := json.Marshal(redactValue(v, r.secrets))
 	return out
+}
+
+// scrub removes the values of secret inputs from text bound for the
+// journal or for output (tool error text, upstream errors, results).
+func (r *runner) scrub(s string) string {
+	for _, secret := range r.secrets {
+		s = strings.ReplaceAll(s, secret, Redacted)
+	}
+	return s
+}
+
+func (r *runner) scrubError(e *journal.Error) *journal.Error {
+	if e == nil || len(r.secrets) == 0 {
+		return e
+	}
+	return &journal.Error{Code: e.Code, Message: r.scrub(e.Message)}
+}
+
+// emit reports an event with secrets scrubbed from its text.
+func (r *runner) emit(ev Event) {
+	if len(r.secrets) > 0 {
+		ev.Text, ev.Message, ev.Err = r.scrub(ev.Text), r.scrub(ev.Message), r.scrubError(ev.Err)
+	}
+	r.e.emit(ev)
+}
+
+// scrubbing is the journal as a run writes it: every error text and failure
+// detail goes through scrub first, so no secret reaches the file.
+type scrubbing struct {
+	Journal
+	r *runner
+}
+
+func (s scrubbing) Finish(in journal.Intent, o journal.Outcome) error {
+	o.Error, o.Detail = s.r.scrubError(o.Error), s.r.scrub(o.Detail)
+	return s.Journal.Finish(in, o)
+}
+
+func (s scrubbing) Interrupted(id journal.ID, o journal.Outcome) error {
+	o.Error, o.Detail = s.r.scrubError(o.Error), s.r.scrub(o.Detail)
+	return s.Journal.Interrupted(id, o)
+}
+
+func (s scrubbing) Decide(id journal.ID, d journal.Decision, st journal.State, e *journal.Error) error {
+	return s.Journal.Decide(id, d, st, s.r.scrubError(e))
+}
+
+func (s scrubbing) EndRun(id journal.ID, st journal.RunStatus, e *journal.Error, outputs map[string]any) error {
+	return s.Journal.EndRun(id, st, s.r.scrubError(e), outputs)
 }
 
 func redactValue(v any, secrets []string) any {
@@ -447,8 +499,8 @@ func redactValue(v any, secrets []string) any {
 
 func oneLine(s string) string {
 	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > 200 {
-		s = s[:200] + "…"
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:200]) + "…"
 	}
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"regexp"
 	"slices"
@@ -26,7 +27,7 @@ import (
 func LoadFile(path string, external servers.Set) (*Workflow, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("read workflow: %w", err)
+		return nil, &PosError{File: path, Msg: fmt.Sprintf("cannot read the workflow: %v", unwrapPath(err))}
 	}
 	return Load(path, src, external)
 }
@@ -610,6 +611,32 @@ func (w *Workflow) ParseInputs(pairs []string) (map[string]any, error) {
 	return out, nil
 }
 
+// ParseSecretInputs parses the --input pairs given to resume: only secret
+// inputs, which the journal does not keep; every other input comes from
+// the journal.
+func (w *Workflow) ParseSecretInputs(pairs []string) (map[string]any, error) {
+	out := map[string]any{}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok {
+			return nil, fmt.Errorf("%w: %q: expected key=value", ErrInput, p)
+		}
+		in := w.input(k)
+		switch {
+		case in == nil:
+			return nil, fmt.Errorf("%w: unknown input %q", ErrInput, k)
+		case !in.Secret:
+			return nil, fmt.Errorf("%w: input %q is not secret: resume takes it from the journal, as the run started", ErrInput, k)
+		}
+		val, err := convertInput(in, v)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrInput, k, err)
+		}
+		out[k] = val
+	}
+	return out, nil
+}
+
 func (w *Workflow) input(name string) *Input {
 	for _, in := range w.Inputs {
 		if in.Name == name {
@@ -682,4 +709,14 @@ func jsonShape(v any) any {
 		return v
 	}
 	return out
+}
+
+// unwrapPath drops the *fs.PathError wrapper, whose path the message names
+// already.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -77,18 +77,18 @@ func (r *runner) resumeStep(ctx context.Context, st unit, inv *journal.Invocatio
 	case journal.StateCompleted:
 		out := completed(st, journaledValue(inv.Result))
 		ev.Err, ev.Text = out.err, "(journaled result)"
-		r.e.emit(ev)
+		r.emit(ev)
 		return out, nil
 	case journal.StateOutcomeUnknown:
 		ev.Err = outcomeUnknown
-		r.e.emit(ev)
+		r.emit(ev)
 		return stepResult{status: journal.RunBlocked, err: outcomeUnknown}, nil
 	case journal.StateFailed:
 		if last := inv.LastAttempt(); len(inv.Resolutions) == 0 && last != nil && last.Failure == replay.ClassRejected.String() {
 			// The server proved it did not run the call: send it again.
 			return r.resend(ctx, st, inv, journal.NextAttempt{Trust: inv.Trust, Annotations: inv.Annotations})
 		}
-		r.e.emit(ev)
+		r.emit(ev)
 		return stepResult{status: journal.RunFailed, err: inv.Error}, nil
 	case journal.StateRetryApproved:
 		// An operator approved sending the call again.
@@ -128,17 +128,17 @@ func (r *runner) continueLoss(ctx context.Context, st unit, inv *journal.Invocat
 		// policy clears a re-send; an operator resolves it otherwise.
 		if blocked {
 			e := &journal.Error{Code: replay.Code, Message: fmt.Sprintf("step %s: invocation %s was %s and may have run; resolve it with `mcpflow journal resolve %s`", st.name(), inv.ID.Short(), inv.State, inv.ID.Short())}
-			r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: inv.State, Err: e})
+			r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: inv.State, Err: e})
 			return stepResult{status: journal.RunBlocked, err: e}, nil
 		}
 		return r.resendAfterCheck(ctx, st, inv, class)
 	}
 	o.Detail = "mcpflow stopped while the call was in flight"
-	if err := r.e.Journal.Interrupted(inv.ID, o); err != nil {
+	if err := r.j.Interrupted(inv.ID, o); err != nil {
 		return stepResult{}, err
 	}
 	if blocked {
-		r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: journal.StateOutcomeUnknown, Err: outcomeUnknown})
+		r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: journal.StateOutcomeUnknown, Err: outcomeUnknown})
 		return stepResult{status: journal.RunBlocked, err: outcomeUnknown}, nil
 	}
 	return r.follow(ctx, st, inv, class)
@@ -155,7 +155,7 @@ func (r *runner) follow(ctx context.Context, st unit, inv *journal.Invocation, c
 		if res == nil {
 			return stepResult{}, err
 		}
-		r.e.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: res.state, Err: res.err})
+		r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: res.state, Err: res.err})
 		return *res, err
 	}
 	return r.send(ctx, st, sess, intent, args, inv)
@@ -183,7 +183,7 @@ func (r *runner) resendAfterCheck(ctx context.Context, st unit, inv *journal.Inv
 		return stepResult{status: journal.RunBlocked, err: e}, nil
 	}
 	d := journal.Decision{Verdict: "replay", Reason: string(freshView.Reason), View: "rediscovered"}
-	intent, err := r.e.Journal.Again(inv.ID, journal.NextAttempt{Replay: true, Trust: trust, Annotations: tool.Annotations, Decision: &d})
+	intent, err := r.j.Again(inv.ID, journal.NextAttempt{Replay: true, Trust: trust, Annotations: tool.Annotations, Decision: &d})
 	if err != nil {
 		return stepResult{}, err
 	}
@@ -204,7 +204,7 @@ func (r *runner) resend(ctx context.Context, st unit, inv *journal.Invocation, n
 	if tool, err := sess.Tool(ctx, st.Tool); err == nil {
 		next.Annotations = tool.Annotations
 	}
-	intent, err := r.e.Journal.Again(inv.ID, next)
+	intent, err := r.j.Again(inv.ID, next)
 	if err != nil {
 		return stepResult{}, err
 	}
@@ -219,8 +219,8 @@ func (r *runner) arguments(st unit, inv *journal.Invocation) (json.RawMessage, *
 	if out != nil {
 		return nil, out
 	}
-	if got := journal.Digest(args); inv.ArgumentsDigest != "" && got != inv.ArgumentsDigest {
-		res := failed(CodeExpression, "step %s: its arguments evaluate differently than when invocation %s was first sent (the results they depend on were capped, or a secret input changed); resolve the invocation instead", st.name(), inv.ID.Short())
+	if got := journal.Digest(r.redact(args)); inv.ArgumentsDigest != "" && got != inv.ArgumentsDigest {
+		res := failed(CodeExpression, "step %s: its arguments evaluate differently than when invocation %s was first sent (the results they depend on were capped); resolve the invocation instead", st.name(), inv.ID.Short())
 		return nil, &res
 	}
 	return args, nil

@@ -29,9 +29,10 @@ const pruneBatch = 200
 
 // Prune removes the runs that finished (succeeded, failed, blocked or
 // cancelled) before before, with their invocations and all their index
-// entries. It never removes a running run, nor a run with an unsettled
-// invocation (intent, outcome_unknown or retry_approved: a call that may
-// have had an effect nobody has accounted for yet); those that are old
+// entries. It never removes a running run, nor a run with an invocation
+// that may have had an effect nobody has accounted for yet (intent,
+// outcome_unknown, retry_approved, or an unresolved aborted or timed_out
+// call); those that are old
 // enough are listed in Kept with the reason. With dryRun it only reports.
 //
 // Runs are removed in batches of up to pruneBatch, each batch in one
@@ -96,7 +97,10 @@ func pruneChunk(tx *bolt.Tx, after []byte, before time.Time, dryRun bool, rep *P
 		case r.FinishedAt == nil || !r.FinishedAt.Before(before):
 			continue
 		}
-		inv, err := firstUnsettled(tx, id)
+		// Keep what may have had an effect nobody has accounted for: a call
+		// in flight, unknown, approved for a re-send, or aborted or timed out
+		// and never resolved.
+		inv, err := firstWhere(tx, id, func(s State) bool { return s.Unsettled() || s.waitsForResolution() })
 		if err != nil {
 			return nil, err
 		}

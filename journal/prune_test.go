@@ -43,14 +43,15 @@ func TestPrune(t *testing.T) {
 	}
 	running := mk(journal.RunRunning, done)
 	crashed := mk(journal.RunCancelled, intent)
+	interrupted := mk(journal.RunCancelled, done, journal.StateAborted)
 	before := c.now()
 	recent := mk(journal.RunSucceeded, done)
 
-	wantKept := map[journal.ID]string{blocked: "outcome_unknown", running: "running", crashed: "is intent"}
+	wantKept := map[journal.ID]string{blocked: "outcome_unknown", running: "running", crashed: "is intent", interrupted: "is aborted"}
 	check := func(rep journal.PruneReport) {
 		t.Helper()
 		if rep.Runs != 3 || rep.Invocations != 5 || len(rep.Kept) != len(wantKept) {
-			t.Fatalf("report %+v, want 3 runs, 5 invocations, 3 kept", rep)
+			t.Fatalf("report %+v, want 3 runs, 5 invocations, %d kept", rep, len(wantKept))
 		}
 		for _, k := range rep.Kept {
 			if !strings.Contains(k.Reason, wantKept[k.ID]) || wantKept[k.ID] == "" {
@@ -88,13 +89,13 @@ func TestPrune(t *testing.T) {
 			t.Errorf("pruned run %s still lists %d invocations", id, len(invs))
 		}
 	}
-	for _, id := range []journal.ID{blocked, running, crashed, recent} {
+	for _, id := range []journal.ID{blocked, running, crashed, interrupted, recent} {
 		if _, err := j.Run(id); err != nil {
 			t.Errorf("kept run %s: %v", id, err)
 		}
 	}
-	if invs, _ := j.Invocations(journal.Filter{Server: "srv", Tool: "tool"}); len(invs) != 5 {
-		t.Errorf("%d invocations left, want 5", len(invs))
+	if invs, _ := j.Invocations(journal.Filter{Server: "srv", Tool: "tool"}); len(invs) != 7 {
+		t.Errorf("%d invocations left, want 7", len(invs))
 	}
 	if rep, _ := j.Prune(before, false); rep.Runs != 0 {
 		t.Errorf("second prune removed %d", rep.Runs)

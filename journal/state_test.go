@@ -276,7 +276,9 @@ func TestFinishRefusesForeignOrStaleIntent(t *testing.T) {
 func TestResolveRecordsWhoWhenWhy(t *testing.T) {
 	j := journaltest.Open(t, nil)
 	in := begin(t, j, newRun(t, j), "srv", "t")
-	finish(t, j, in, unknown)
+	if err := j.Finish(in, journal.Outcome{State: unknown, Error: &journal.Error{Code: "MCPFLOW_OUTCOME_UNKNOWN", Message: "may have run"}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := j.Resolve(in.ID, journal.Resolution{As: done}, nil); err == nil {
 		t.Fatal("resolution without who and why accepted")
 	}
@@ -286,7 +288,7 @@ func TestResolveRecordsWhoWhenWhy(t *testing.T) {
 	}
 	inv, _ := j.Invocation(in.ID)
 	r := inv.Resolutions
-	if inv.State != done || len(r) != 1 || r[0].By != "alice" || r[0].Why != "ticket exists" || r[0].From != unknown || r[0].As != done || r[0].At.IsZero() || inv.Result == nil {
+	if inv.State != done || len(r) != 1 || r[0].By != "alice" || r[0].Why != "ticket exists" || r[0].From != unknown || r[0].As != done || r[0].At.IsZero() || inv.Result == nil || inv.Error != nil {
 		t.Errorf("record: %+v", inv)
 	}
 }

@@ -322,6 +322,9 @@ func (j *Journal) Resolve(id ID, r Resolution, result *Result) error {
 		r.At, r.From = now, old.State
 		inv.Resolutions = append(inv.Resolutions, r)
 		inv.State, inv.UpdatedAt = r.As, now
+		if r.As != StateFailed {
+			inv.Error = nil // the operator settled what the error was about
+		}
 		if result != nil {
 			inv.Result = result
 		}
@@ -334,10 +337,15 @@ func (j *Journal) Resolve(id ID, r Resolution, result *Result) error {
 
 // firstUnsettled returns the run's first invocation in an unsettled state, or nil.
 func firstUnsettled(tx *bolt.Tx, run ID) (*Invocation, error) {
+	return firstWhere(tx, run, State.Unsettled)
+}
+
+// firstWhere returns the first invocation of run whose state matches, or nil.
+func firstWhere(tx *bolt.Tx, run ID, match func(State) bool) (*Invocation, error) {
 	c := tx.Bucket(bucketByRun).Cursor()
 	for k, _ := c.Seek(run.key()); k != nil && bytes.HasPrefix(k, run.key()); k, _ = c.Next() {
 		inv, err := getInv(tx, ID(k[16:]))
-		if err != nil || inv.State.Unsettled() {
+		if err != nil || match(inv.State) {
 			return inv, err
 		}
 	}

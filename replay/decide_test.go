@@ -2,6 +2,9 @@ package replay_test
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"strings"
 	"testing"
@@ -9,8 +12,31 @@ import (
 	"github.com/mcpflow/mcpflow/replay"
 )
 
-// truthTable is the design's table of all 27 annotation shapes; CI has it.
-const truthTable = "../../shared/design/replay-truth-table.tsv"
+// truthTable is a copy of the design's table of all 27 annotation shapes
+// (../shared/design/replay-truth-table.tsv beside the repository);
+// TestTruthTableCopyIsCurrent keeps the copy honest where the original is
+// present.
+const (
+	truthTable       = "testdata/replay-truth-table.tsv"
+	designTruthTable = "../../shared/design/replay-truth-table.tsv"
+)
+
+func TestTruthTableCopyIsCurrent(t *testing.T) {
+	design, err := os.ReadFile(designTruthTable)
+	if errors.Is(err, fs.ErrNotExist) {
+		t.Skip("the design notes are not beside this checkout")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, err := os.ReadFile(truthTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(design, copied) {
+		t.Fatalf("%s differs from %s: copy it again", truthTable, designTruthTable)
+	}
+}
 
 func parseHint(t *testing.T, s string) replay.Hint {
 	t.Helper()

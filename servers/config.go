@@ -48,7 +48,8 @@ type Server struct {
 	// declare safe. Default false. This is server trust only: workspace
 	// trust is never read from any file (see [TrustStore]).
 	Trust bool `yaml:"trust,omitempty" json:"trust"`
-	// ConnectTimeout bounds starting and initializing the session; 0 = none.
+	// ConnectTimeout bounds starting and initializing the session; 0 means
+	// DefaultConnectTimeout.
 	ConnectTimeout time.Duration `yaml:"connect_timeout,omitempty" json:"connect_timeout,omitempty"`
 	// CallTimeout bounds each tools/call; 0 = none. A call that runs out of
 	// time fails with context.DeadlineExceeded: it may have executed.

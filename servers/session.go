@@ -52,6 +52,10 @@ type Options struct {
 	LookupEnv func(name string) (string, bool)
 }
 
+// DefaultConnectTimeout bounds starting and initializing a session whose
+// configuration sets no connect_timeout (npx may download the server first).
+const DefaultConnectTimeout = 60 * time.Second
+
 // Session is a live connection to one server. It is safe for concurrent use.
 type Session struct {
 	server *Server
@@ -132,12 +136,16 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		},
 	})
 	transport := &wireTransport{inner: inner, tap: s.tap}
-	if srv.ConnectTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, srv.ConnectTimeout)
-		defer cancel()
+	timeout := srv.ConnectTimeout
+	if timeout == 0 {
+		timeout = DefaultConnectTimeout
 	}
-	cs, err := client.Connect(ctx, transport, nil)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cs, err := client.Connect(cctx, transport, nil)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		err = fmt.Errorf("no answer to initialize within %s (set connect_timeout on the server to wait longer): %w", timeout, err)
+	}
 	if err != nil {
 		transport.closeConn() // go-sdk does not close it on every failure path
 		tail := s.stderrTail()

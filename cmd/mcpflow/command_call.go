@@ -79,11 +79,11 @@ func call(ctx context.Context, g *globals, o *callOptions, server, tool string, 
 	if b, _ := json.Marshal(args); t.Validate(b) != nil {
 		return usageError("%v (see 'mcpflow servers tools %s')", t.Validate(b), server)
 	}
-	src, err := callWorkflow(server, srv, tool, args)
+	src, err := callWorkflow(server, tool, args)
 	if err != nil {
 		return err
 	}
-	wf, err := engine.Load(fmt.Sprintf("call %s %s", server, tool), src, nil)
+	wf, err := engine.Load(fmt.Sprintf("call %s %s", server, tool), src, set)
 	if err != nil {
 		return err
 	}
@@ -113,7 +113,7 @@ func call(ctx context.Context, g *globals, o *callOptions, server, tool string, 
 		if inv != nil {
 			view["invocation"] = invView(inv, true)
 		}
-		if err := writeJSON(stdout, view); err != nil {
+		if err := g.writeObject(stdout, view); err != nil {
 			return err
 		}
 	} else if len(invs) > 0 && invs[len(invs)-1].Result != nil {
@@ -164,22 +164,38 @@ func callArguments(o *callOptions, t servers.Tool) (map[string]any, error) {
 }
 
 // callWorkflow is the one-step workflow a call runs as; it is journaled
-// like any definition, so resume can continue it.
-func callWorkflow(server string, srv *servers.Server, tool string, args map[string]any) ([]byte, error) {
-	// Literal arguments must not be read as expressions.
-	for k, v := range args {
-		if s, ok := v.(string); ok && strings.Contains(s, "${{") {
-			args[k] = strings.ReplaceAll(s, "${{", "${{ '${{' }}")
-		}
-	}
-	entry := *srv
-	entry.Origin = ""
+// like any definition, so resume can continue it. It names the server
+// without copying its entry: the entry's trust is read from the current
+// configuration at every decision, and its env and headers (which may hold
+// credentials) stay out of the journal.
+func callWorkflow(server, tool string, args map[string]any) ([]byte, error) {
 	def := map[string]any{
-		"name":    "call " + server + " " + tool,
-		"servers": map[string]any{server: &entry},
-		"steps":   []any{map[string]any{"id": "call", "server": server, "tool": tool, "with": args}},
+		"name":  "call " + server + " " + tool,
+		"steps": []any{map[string]any{"id": "call", "server": server, "tool": tool, "with": literal(args)}},
 	}
 	return yaml.Marshal(def)
+}
+
+// literal escapes every ${{ in v, at any depth, so that arguments given on
+// the command line are sent as given and never evaluated.
+func literal(v any) any {
+	switch x := v.(type) {
+	case string:
+		return strings.ReplaceAll(x, "${{", "${{ '${{' }}")
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = literal(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = literal(e)
+		}
+		return out
+	}
+	return v
 }
 
 func printResult(w io.Writer, r *journal.Result) {

@@ -155,7 +155,7 @@ func newJournalShowCommand(g *globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if g.output != "table" {
-				return writeJSON(out, invDetail(inv, payload))
+				return g.writeObject(out, invDetail(inv, payload))
 			}
 			return showInvocation(out, inv, payload)
 		},
@@ -319,7 +319,7 @@ Who (the OS user), when and why are journaled. Then run 'mcpflow resume RUN_ID'.
 				return err
 			}
 			if g.output != "table" {
-				return writeJSON(cmd.OutOrStdout(), invDetail(inv, false))
+				return g.writeObject(cmd.OutOrStdout(), invDetail(inv, false))
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "invocation %s resolved as %s\nnext: mcpflow resume %s\n", inv.ID.Short(), inv.State, inv.RunID.Short())
 			return nil
@@ -413,7 +413,7 @@ func newJournalCheckCommand(g *globals) *cobra.Command {
 				for i, p := range probs {
 					list[i] = p.String()
 				}
-				if err := writeJSON(out, map[string]any{"ok": len(probs) == 0, "problems": list}); err != nil {
+				if err := g.writeObject(out, map[string]any{"ok": len(probs) == 0, "problems": list}); err != nil {
 					return err
 				}
 			} else if len(probs) == 0 {

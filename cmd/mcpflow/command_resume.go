@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -44,7 +45,8 @@ Secret inputs are never journaled: pass them again with --input.
 			return resume(cmd.Context(), g, o, args, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	o.AddFlags(cmd)
+	cmd.Flags().StringArrayVarP(&o.inputs, "input", "i", nil, "a secret input as key=value (the journal keeps every other input)")
+	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this command only")
 	cmd.Flags().BoolVar(&o.all, "all", false, "resume every run that did not succeed")
 	return cmd
 }
@@ -93,6 +95,17 @@ func resumeOne(ctx context.Context, g *globals, o *resumeOptions, j *journal.Jou
 	if err != nil {
 		return 0, err
 	}
+	// The run belongs to the workspace it started in: its servers'
+	// configuration, its workspace trust and its servers' working directory
+	// come from there, whichever directory resume is called from.
+	if stored.Workspace != "" && stored.Workspace != g.workspace {
+		if st, err := os.Stat(stored.Workspace); err != nil || !st.IsDir() {
+			return 0, fmt.Errorf("run %s belongs to workspace %s, which no longer exists", id.Short(), stored.Workspace)
+		}
+		rg := *g
+		rg.workspace = stored.Workspace
+		g = &rg
+	}
 	external, err := g.external()
 	if err != nil {
 		return 0, err
@@ -101,7 +114,7 @@ func resumeOne(ctx context.Context, g *globals, o *resumeOptions, j *journal.Jou
 	if err != nil {
 		return 0, fmt.Errorf("run %s: %w", id.Short(), err)
 	}
-	secrets, err := wf.ParseInputs(o.inputs)
+	secrets, err := wf.ParseSecretInputs(o.inputs)
 	if err != nil {
 		return 0, err
 	}
@@ -116,11 +129,18 @@ func resumeOne(ctx context.Context, g *globals, o *resumeOptions, j *journal.Jou
 	if err != nil {
 		return 0, err
 	}
-	if g.output == "table" && run.Status != before {
+	// Resume writes nothing when there is nothing to do (a run that
+	// succeeded, or one still blocked on an unresolved outcome).
+	cur, err := j.Run(run.ID)
+	if err != nil {
+		return 0, err
+	}
+	untouched := cur.Status == before && cur.UpdatedAt.Equal(stored.UpdatedAt)
+	if g.output == "table" && !untouched {
 		printOutputs(stdout, run.Outputs)
 	}
-	if run.Status == before && run.Status.Finished() && g.output == "table" {
-		fmt.Fprintf(stdout, "run %s already %s: nothing to resume\n", run.ID, run.Status)
+	if untouched && g.output == "table" {
+		fmt.Fprintf(stdout, "run %s is %s: nothing to resume\n", run.ID, run.Status)
 	}
 	if g.output != "table" {
 		invs, err := j.RunInvocations(run.ID)
@@ -131,7 +151,7 @@ func resumeOne(ctx context.Context, g *globals, o *resumeOptions, j *journal.Jou
 		if err != nil {
 			return 0, err
 		}
-		if err := writeJSON(stdout, runView(latest, invs)); err != nil {
+		if err := g.writeObject(stdout, runView(latest, invs)); err != nil {
 			return 0, err
 		}
 	}

@@ -46,7 +46,7 @@ shrink: run 'mcpflow journal compact' afterwards to reclaim the space.`,
 				for i, k := range rep.Kept {
 					kept[i] = map[string]string{"run": k.ID.String(), "reason": k.Reason}
 				}
-				return writeJSON(out, map[string]any{"dry_run": dryRun, "before": t, "runs": rep.Runs, "invocations": rep.Invocations, "kept": kept})
+				return g.writeObject(out, map[string]any{"dry_run": dryRun, "before": t, "runs": rep.Runs, "invocations": rep.Invocations, "kept": kept})
 			}
 			verb := "removed"
 			if dryRun {
@@ -80,7 +80,7 @@ is lost; the journal must not be in use by another mcpflow process.`,
 				return err
 			}
 			if g.output != "table" {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"path": g.journalPath, "bytes_before": before, "bytes_after": after})
+				return g.writeObject(cmd.OutOrStdout(), map[string]any{"path": g.journalPath, "bytes_before": before, "bytes_after": after})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "compacted %s: %d → %d bytes\n", g.journalPath, before, after)
 			return nil

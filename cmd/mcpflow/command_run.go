@@ -82,7 +82,7 @@ func runWorkflow(ctx context.Context, g *globals, o *runOptions, file string, st
 		if err != nil {
 			return err
 		}
-		if err := writeJSON(stdout, runView(stored, invs)); err != nil {
+		if err := g.writeObject(stdout, runView(stored, invs)); err != nil {
 			return err
 		}
 	}

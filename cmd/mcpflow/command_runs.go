@@ -112,7 +112,7 @@ func newRunsShowCommand(g *globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if g.output != "table" {
-				return writeJSON(out, runView(run, invs))
+				return g.writeObject(out, runView(run, invs))
 			}
 			return showRun(out, run, invs)
 		},

@@ -175,6 +175,9 @@ func newServersToolsCommand(g *globals, workflow *string) *cobra.Command {
 			}
 			srv, err := set.Lookup(args[0])
 			if err != nil {
+				if *workflow == "" {
+					return usageError("%v; servers a workflow declares need --workflow FILE", err)
+				}
 				return usageError("%v", err)
 			}
 			sess, err := servers.Connect(cmd.Context(), srv, &servers.Options{Workspace: g.workspace})

@@ -71,7 +71,7 @@ workspace for that command only.`,
 					return err
 				}
 				if g.output != "table" {
-					return writeJSON(out, map[string]any{"path": args[0], "trusted": ok, "by": by})
+					return g.writeObject(out, map[string]any{"path": args[0], "trusted": ok, "by": by})
 				}
 				if ok {
 					fmt.Fprintf(out, "%s is trusted (by %s)\n", args[0], by)
@@ -87,6 +87,9 @@ workspace for that command only.`,
 			if g.output != "table" {
 				if dirs == nil {
 					dirs = []string{}
+				}
+				if g.output == "jsonl" {
+					return writeJSONL(out, dirs)
 				}
 				return writeJSON(out, dirs)
 			}

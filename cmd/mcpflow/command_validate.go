@@ -65,7 +65,7 @@ func validate(ctx context.Context, g *globals, file string, discover bool, w io.
 		}
 	}
 	if g.output != "table" {
-		return writeJSON(w, map[string]any{"file": file, "valid": true, "workflow": wf.Name, "steps": len(wf.Steps), "discovered": discover})
+		return g.writeObject(w, map[string]any{"file": file, "valid": true, "workflow": wf.Name, "steps": len(wf.Steps), "discovered": discover})
 	}
 	checked := "checked"
 	if discover {

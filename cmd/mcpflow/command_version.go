@@ -23,7 +23,7 @@ func newVersionCommand(g *globals) *cobra.Command {
 				v = bi.Main.Version
 			}
 			if g.output != "table" {
-				return writeJSON(cmd.OutOrStdout(), map[string]any{"version": v, "journal_schema": journal.SchemaVersion})
+				return g.writeObject(cmd.OutOrStdout(), map[string]any{"version": v, "journal_schema": journal.SchemaVersion})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "mcpflow %s (journal schema %d)\n", v, journal.SchemaVersion)
 			return nil

@@ -158,3 +158,34 @@ func TestGoldenCall(t *testing.T) {
 		checkGolden(t, tc.name, normalize(got, ws, cfg))
 	}
 }
+
+// TestCallSendsArgumentsAsGiven: expression syntax inside --args, at any
+// depth, is sent literally; the journaled definition holds no server entry.
+func TestCallSendsArgumentsAsGiven(t *testing.T) {
+	ws, cfg := t.TempDir(), t.TempDir()
+	t.Setenv(asMainEnv, "1")
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	os.WriteFile(filepath.Join(ws, "mcpflow.yaml"), []byte("servers:\n  demo: {builtin: demo, env: {API_KEY: sk-live-LITERAL}}\n"), 0o600)
+	args := `{"key":"${{ 1 + 1 }}","value":"${{ [\"a\"] }} and ${{ 2 }}"}`
+	code, out, errs := inProcess(t, ws, "call", "demo", "put_record", "--args", args, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var got struct {
+		Invocation struct {
+			Result struct {
+				Structured map[string]string `json:"structured_content"`
+			} `json:"result"`
+		} `json:"invocation"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if s := got.Invocation.Result.Structured; s["key"] != "${{ 1 + 1 }}" || s["value"] != `${{ ["a"] }} and ${{ 2 }}` {
+		t.Errorf("the server received %v", s)
+	}
+	b, _ := os.ReadFile(filepath.Join(ws, ".mcpflow", "journal.db"))
+	if bytes.Contains(b, []byte("sk-live-LITERAL")) {
+		t.Error("the server entry's env reached the journal")
+	}
+}

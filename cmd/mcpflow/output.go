@@ -95,6 +95,15 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// writeObject writes one object in the chosen format: indented for json,
+// one line for jsonl.
+func (g *globals) writeObject(w io.Writer, v any) error {
+	if g.output == "jsonl" {
+		return json.NewEncoder(w).Encode(v)
+	}
+	return writeJSON(w, v)
+}
+
 // writeJSONL writes each element on its own line.
 func writeJSONL[T any](w io.Writer, items []T) error {
 	enc := json.NewEncoder(w)
