@@ -376,3 +376,45 @@ steps:
 		t.Errorf("run error not kept (redacted): %s", rec)
 	}
 }
+
+// TestResumeKeepsJournaledConditions: a step skipped when the run started
+// stays skipped on resume even if its condition would now be true (the
+// journal, not the environment of the second process, decides).
+func TestResumeKeepsJournaledConditions(t *testing.T) {
+	s := newScripted()
+	s.tool("t", nil, func(context.Context, int, map[string]any) (*mcp.CallToolResult, error) {
+		return ok(map[string]any{"ok": true})
+	})
+	j := journaltest.Open(t, nil)
+	wf := load(t, `
+name: w
+env: [MCPFLOW_TEST_FLAG]
+servers: {s1: {builtin: demo}, s2: {builtin: demo}}
+steps:
+  - {id: a, server: s1, tool: t, if: "env.MCPFLOW_TEST_FLAG == '1'"}
+  - {id: b, server: s2, tool: t}
+`)
+	t.Setenv("MCPFLOW_TEST_FLAG", "0")
+	sess := connectMem(t, s.srv)
+	var s2Tries atomic.Int32
+	eng := newEngine(j, sess)
+	eng.Connect = func(_ context.Context, name string) (engine.Session, error) {
+		if name == "s2" && s2Tries.Add(1) == 1 {
+			return nil, fmt.Errorf("server s2 is down")
+		}
+		return sess, nil
+	}
+	run, err := eng.Run(context.Background(), wf, map[string]any{}, "")
+	if err != nil || run.Status != journal.RunFailed {
+		t.Fatalf("first run: %v %v", run, err)
+	}
+	t.Setenv("MCPFLOW_TEST_FLAG", "1")
+	run, err = eng.Resume(context.Background(), run.ID, nil, nil)
+	if err != nil || run.Status != journal.RunSucceeded {
+		t.Fatalf("resume: status %v, error %v, run error %v", run.Status, err, run.Error)
+	}
+	invs, _ := j.RunInvocations(run.ID)
+	if len(invs) != 2 || invs[0].Step != "a" || invs[0].State != journal.StateSkipped || s.count("t") != 1 {
+		t.Errorf("invocations %+v, %d calls", invs, s.count("t"))
+	}
+}

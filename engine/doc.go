@@ -6,9 +6,12 @@
 //
 // # Caveats
 //
-//   - Expressions are plain references for now: ${{ inputs.NAME }} and
-//     ${{ steps.ID.PATH }}, where PATH walks structuredContent, text, isError
-//     or content.
+//   - Expressions are CEL (cel.dev), compiled and checked when the workflow
+//     loads, each evaluation bounded by a cost and a time limit. Their types
+//     are dynamic (JSON from tools), so most type errors show at run time,
+//     naming the step and the expression.
+//   - Resume re-reads the environment variables a workflow lists; the
+//     journal does not keep them (they may be secrets).
 //   - A call whose connection was lost is never re-sent by the engine unless
 //     the replay policy (package replay) clears it.
 package engine

@@ -285,6 +285,14 @@ func failedValue(e *journal.Error) map[string]any {
 // for_each item.
 func (r *runner) runStep(ctx context.Context, st *Step) (stepResult, error) {
 	u := unit{Step: st, item: -1}
+	if inv, ok := r.prior[unitKey{st.ID, -1}]; ok && st.ForEach == nil {
+		// Resume: the condition was decided when the step first ran; its
+		// journaled invocation, skipped or not, says what happened.
+		if inv.State == journal.StateSkipped {
+			return r.skip(u)
+		}
+		return r.unit(ctx, u)
+	}
 	if st.If != nil {
 		ok, out := r.condition(ctx, u)
 		if out != nil {

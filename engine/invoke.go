@@ -20,6 +20,20 @@ import (
 // tools/call, unchanged across replays, so servers that de-duplicate can.
 const MetaIdempotencyKey = "io.mcpflow/idempotency-key"
 
+// maxFirstDeliveries bounds how often a call that provably never left this
+// process is sent again after reconnecting.
+const maxFirstDeliveries = 3
+
+func firstDeliveries(inv *journal.Invocation) int {
+	n := 0
+	for _, d := range inv.Decisions {
+		if d.Verdict == "first_delivery" {
+			n++
+		}
+	}
+	return n
+}
+
 // maxBackoff caps the delay between retries.
 const maxBackoff = 5 * time.Minute
 
@@ -165,6 +179,17 @@ func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal
 		fresh, err := r.j.Invocation(intent.ID)
 		if err != nil {
 			return stepResult{}, err
+		}
+		if class == replay.ClassNotDelivered && firstDeliveries(fresh) >= maxFirstDeliveries {
+			// The session keeps breaking before the call leaves: the server
+			// is unusable. The call never ran; resume may try again.
+			o := journal.Outcome{State: journal.StateFailed, Failure: replay.ClassNotDelivered.String(), Detail: callErr.Error(),
+				Error: &journal.Error{Code: CodeServerUnavailable, Message: fmt.Sprintf("step %s: server %q broke the session %d times before the call could be sent", st.name(), st.Server, maxFirstDeliveries+1)}}
+			if err := r.j.Finish(intent, o); err != nil {
+				return stepResult{}, err
+			}
+			finished(journal.StateFailed, o.Error)
+			return stepResult{status: journal.RunFailed, err: o.Error}, nil
 		}
 		o, blocked := r.decideLoss(fresh, class)
 		o.Detail = callErr.Error()

@@ -57,8 +57,10 @@ func (e *Engine) Resume(ctx context.Context, id journal.ID, secrets map[string]a
 	prior := map[unitKey]*journal.Invocation{}
 	for i := range invs {
 		prior[unitKey{invs[i].Step, invs[i].Item}] = &invs[i] // newest wins: ids are time-ordered
-		if invs[i].State == journal.StateOutcomeUnknown {
-			// Blocked until an operator resolves it: nothing to do, nothing written.
+		if invs[i].State == journal.StateOutcomeUnknown && run.Status == journal.RunBlocked {
+			// Blocked until an operator resolves it: nothing to do, nothing
+			// written. (A run that crashed is still "running": resume goes on
+			// to journal a decision for its other in-flight calls and blocks.)
 			return run, nil
 		}
 	}
@@ -84,8 +86,10 @@ func (r *runner) resumeStep(ctx context.Context, st unit, inv *journal.Invocatio
 		r.emit(ev)
 		return stepResult{status: journal.RunBlocked, err: outcomeUnknown}, nil
 	case journal.StateFailed:
-		if last := inv.LastAttempt(); len(inv.Resolutions) == 0 && last != nil && last.Failure == replay.ClassRejected.String() {
-			// The server proved it did not run the call: send it again.
+		if last := inv.LastAttempt(); len(inv.Resolutions) == 0 && last != nil &&
+			(last.Failure == replay.ClassRejected.String() || last.Failure == replay.ClassNotDelivered.String()) {
+			// The call provably did not run (rejected before execution, or
+			// never sent): send it again.
 			return r.resend(ctx, st, inv, journal.NextAttempt{Trust: inv.Trust, Annotations: inv.Annotations})
 		}
 		r.emit(ev)
@@ -124,12 +128,11 @@ func (r *runner) resumeStep(ctx context.Context, st unit, inv *journal.Invocatio
 func (r *runner) continueLoss(ctx context.Context, st unit, inv *journal.Invocation, class replay.Class, settled bool) (stepResult, error) {
 	o, blocked := r.decideLoss(inv, class)
 	if settled {
-		// An aborted or timed-out invocation keeps its state unless the
-		// policy clears a re-send; an operator resolves it otherwise.
+		// An aborted or timed-out call may have run: it is sent again only
+		// when the policy clears it; otherwise its outcome is unknown, and
+		// that decision is journaled, never to be re-decided.
 		if blocked {
-			e := &journal.Error{Code: replay.Code, Message: fmt.Sprintf("step %s: invocation %s was %s and may have run; resolve it with `mcpflow journal resolve %s`", st.name(), inv.ID.Short(), inv.State, inv.ID.Short())}
-			r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: inv.State, Err: e})
-			return stepResult{status: journal.RunBlocked, err: e}, nil
+			return r.unknown(st, inv, *o.Decision)
 		}
 		return r.resendAfterCheck(ctx, st, inv, class)
 	}
@@ -179,8 +182,7 @@ func (r *runner) resendAfterCheck(ctx context.Context, st unit, inv *journal.Inv
 		freshView = replay.Decide(r.policyInput(class, trust, tool.Annotations, inv.Replays()))
 	}
 	if freshView.Verdict != replay.Replay {
-		e := &journal.Error{Code: replay.Code, Message: fmt.Sprintf("step %s: the re-discovered tool is not safe to replay (%s); resolve invocation %s", st.name(), freshView.Reason, inv.ID.Short())}
-		return stepResult{status: journal.RunBlocked, err: e}, nil
+		return r.unknown(st, inv, journal.Decision{Verdict: replay.OutcomeUnknown.String(), Reason: string(freshView.Reason), View: "rediscovered"})
 	}
 	d := journal.Decision{Verdict: "replay", Reason: string(freshView.Reason), View: "rediscovered"}
 	intent, err := r.j.Again(inv.ID, journal.NextAttempt{Replay: true, Trust: trust, Annotations: tool.Annotations, Decision: &d})
@@ -253,4 +255,14 @@ func journaledValue(res *journal.Result) map[string]any {
 		v["structuredContent"] = structured
 	}
 	return v
+}
+
+// unknown journals that an aborted or timed-out invocation's outcome is
+// unknown, with the decision that says why, and blocks the run.
+func (r *runner) unknown(st unit, inv *journal.Invocation, d journal.Decision) (stepResult, error) {
+	if err := r.j.Decide(inv.ID, d, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
+		return stepResult{}, err
+	}
+	r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: journal.StateOutcomeUnknown, Err: outcomeUnknown})
+	return stepResult{status: journal.RunBlocked, err: outcomeUnknown}, nil
 }

@@ -48,8 +48,10 @@
 //
 // # Caveats
 //
-//   - One process at a time: the file is locked while open (readers share
-//     it). A second process gets [ErrLocked] after [Options.LockTimeout].
+//   - One process at a time: the file is locked while open. Read-only opens
+//     share the lock with each other but not with a writer, so while a run
+//     is going, another process (even one that only reads, such as
+//     `mcpflow journal list`) gets [ErrLocked] after [Options.LockTimeout].
 //   - Files that are not journals, damaged or truncated files and journals
 //     of a newer schema are refused ([ErrNotJournal], [ErrDamaged],
 //     [ErrNewerSchema]) and never modified: Open validates them read-only,

@@ -72,11 +72,6 @@ func stateList() string {
 	return out
 }
 
-// Terminal reports whether no further automatic transition leaves s.
-func (s State) Terminal() bool {
-	return s == StateCompleted || s == StateFailed || s == StateSkipped
-}
-
 // Unsettled reports whether an invocation in state s may still have an
 // effect nobody has accounted for: in flight or interrupted (intent), may
 // have run (outcome_unknown), or approved for a re-send (retry_approved). A
@@ -96,10 +91,6 @@ func (s State) isResolution() bool {
 	return s == StateCompleted || s == StateFailed || s == StateRetryApproved
 }
 
-// NeedsOperator reports whether s waits for an operator's resolution before
-// the run can continue.
-func (s State) NeedsOperator() bool { return s == StateOutcomeUnknown }
-
 // transitions lists every legal change of state. Creation is from
 // stateInvalid. StateIntent → StateIntent records a new attempt (a replay or
 // a retry) of the same invocation.
@@ -107,8 +98,8 @@ var transitions = map[State][]State{
 	stateInvalid:        {StateIntent, StateSkipped},
 	StateIntent:         {StateIntent, StateCompleted, StateFailed, StateOutcomeUnknown, StateAborted, StateTimedOut},
 	StateOutcomeUnknown: {StateCompleted, StateFailed, StateRetryApproved},
-	StateAborted:        {StateCompleted, StateFailed, StateRetryApproved, StateIntent},
-	StateTimedOut:       {StateCompleted, StateFailed, StateRetryApproved, StateIntent},
+	StateAborted:        {StateCompleted, StateFailed, StateRetryApproved, StateIntent, StateOutcomeUnknown},
+	StateTimedOut:       {StateCompleted, StateFailed, StateRetryApproved, StateIntent, StateOutcomeUnknown},
 	StateFailed:         {StateIntent},
 	StateRetryApproved:  {StateIntent},
 }

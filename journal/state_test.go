@@ -31,8 +31,8 @@ var legalInv = map[journal.State][]journal.State{
 	done:     {},
 	failed:   {intent},
 	unknown:  {done, failed, retry},
-	aborted:  {intent, done, failed, retry},
-	timedOut: {intent, done, failed, retry},
+	aborted:  {intent, done, failed, retry, unknown},
+	timedOut: {intent, done, failed, retry, unknown},
 	skipped:  {},
 	retry:    {intent},
 }

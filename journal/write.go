@@ -263,9 +263,11 @@ func (j *Journal) Interrupted(id ID, o Outcome) error {
 	return j.Finish(Intent{ID: id, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: last.N, durable: true}, o)
 }
 
-// Decide journals a replay decision on an in-flight invocation whose last
-// attempt has ended (for example the re-check after rediscovery), and moves
-// it to state (StateIntent to keep it in flight). Durable when it returns nil.
+// Decide journals a replay decision on an invocation whose last attempt has
+// ended — in flight (for example the re-check after rediscovery), or aborted
+// or timed out (judged on resume, and then only to StateOutcomeUnknown) —
+// and moves it to state (StateIntent keeps an in-flight one in flight).
+// Durable when it returns nil.
 func (j *Journal) Decide(id ID, d Decision, state State, e *Error) error {
 	now := j.now().UTC()
 	return j.gc.do(func(tx *bolt.Tx) error {
@@ -273,12 +275,19 @@ func (j *Journal) Decide(id ID, d Decision, state State, e *Error) error {
 		if err != nil {
 			return err
 		}
-		if old.State != StateIntent {
-			return fmt.Errorf("invocation %s is %s, not in flight: %w", id.Short(), old.State, ErrTransition)
+		switch old.State {
+		case StateIntent:
+		case StateAborted, StateTimedOut:
+			// Resume judging an interrupted call that may have run.
+		default:
+			return fmt.Errorf("invocation %s is %s, not in flight, aborted or timed out: %w", id.Short(), old.State, ErrTransition)
 		}
 		last := old.LastAttempt()
 		if last == nil || last.EndedAt == nil {
 			return fmt.Errorf("invocation %s: decide before the attempt has ended: %w", id.Short(), ErrTransition)
+		}
+		if old.State != StateIntent && state != StateOutcomeUnknown {
+			return fmt.Errorf("invocation %s is %s: a decision can only make its outcome unknown, not %s: %w", id.Short(), old.State, state, ErrTransition)
 		}
 		if err := checkTransition(id, old.State, state); err != nil {
 			return err

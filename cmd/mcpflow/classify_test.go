@@ -297,18 +297,23 @@ func TestClassifyAbortedThenResume(t *testing.T) {
 			run, invs = c.onlyRun(j)
 			j.Close()
 			if tc.code == exitBlocked {
-				if run.Status != journal.RunBlocked || len(invs) != 1 || invs[0].State != journal.StateAborted || len(invs[0].Attempts) != 1 {
+				// Resume judged the aborted call: its outcome is unknown, a
+				// journaled decision that a later resume will not re-decide.
+				if run.Status != journal.RunBlocked || len(invs) != 1 || invs[0].State != journal.StateOutcomeUnknown || len(invs[0].Attempts) != 1 {
 					t.Errorf("after resume: run %s, invocations:%s", run.Status, describe(invs))
+				}
+				if d := invs[0].LastDecision(); d == nil || d.Verdict != "outcome_unknown" || d.Reason != "no_annotations" {
+					t.Errorf("decision %+v", d)
+				}
+				if invs[0].Error == nil || invs[0].Error.Error() != replay.ErrOutcomeUnknown.Error() {
+					t.Errorf("error %v, want the stable error", invs[0].Error)
 				}
 				if c.ledgerCount("greet") != 0 {
 					t.Errorf("the step after the blocked one ran")
 				}
-				if !strings.Contains(r.stderr, "resolve it with `mcpflow journal resolve "+invs[0].ID.Short()) {
-					t.Errorf("stderr does not name the invocation to resolve:\n%s", r.stderr)
-				}
 				// The blocked message names the invocation waiting for an
 				// operator, with its state, and how to resolve it.
-				if !strings.Contains(r.stderr, "waiting for you: invocation "+invs[0].ID.Short()) || !strings.Contains(r.stderr, "(aborted)") ||
+				if !strings.Contains(r.stderr, "waiting for you: invocation "+invs[0].ID.Short()) || !strings.Contains(r.stderr, "(outcome_unknown)") ||
 					!strings.Contains(r.stderr, "mcpflow journal resolve "+invs[0].ID.Short()+" --as") {
 					t.Errorf("stderr does not say what waits and how to resolve it:\n%s", r.stderr)
 				}
