@@ -34,13 +34,61 @@ type Journal interface {
 
 var _ Journal = (*journal.Journal)(nil)
 
-// Session is a connection to one MCP server. *servers.Session implements it.
+// Session is a connection to one MCP server. Call takes the Intent that
+// journal.Journal.Begin or Again returned: a tools/call cannot be sent
+// without the proof that its intent is durable. MCP adapts a
+// *servers.Session.
 type Session interface {
 	Tool(ctx context.Context, name string) (servers.Tool, error)
-	Call(ctx context.Context, tool string, args json.RawMessage, meta map[string]any, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error)
+	Call(ctx context.Context, in journal.Intent, tool string, args json.RawMessage, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error)
 }
 
-var _ Session = (*servers.Session)(nil)
+// ErrNoIntent is returned by a Session's Call given an Intent that did not
+// come from the journal.
+var ErrNoIntent = errors.New("no durable intent: a tools/call is sent only after its intent is journaled")
+
+// MCP adapts a live server session to Session. Its Call refuses an Intent
+// that is not durable, and sends the intent's idempotency key in _meta.
+func MCP(s *servers.Session) Session { return mcpSession{s} }
+
+// SessionOf returns the server session behind an MCP adapter, or nil.
+func SessionOf(s Session) *servers.Session {
+	if m, ok := s.(mcpSession); ok {
+		return m.s
+	}
+	return nil
+}
+
+type mcpSession struct{ s *servers.Session }
+
+func (m mcpSession) Tool(ctx context.Context, name string) (servers.Tool, error) {
+	return m.s.Tool(ctx, name)
+}
+
+func (m mcpSession) Call(ctx context.Context, in journal.Intent, tool string, args json.RawMessage, progress func(float64, float64, string)) (*mcp.CallToolResult, error) {
+	if !in.Valid() {
+		return nil, ErrNoIntent
+	}
+	return m.s.Call(ctx, tool, args, map[string]any{MetaIdempotencyKey: in.IdempotencyKey}, progress)
+}
+
+// UsePool connects the engine's sessions through pool.
+func (e *Engine) UsePool(pool *servers.Pool) {
+	e.Connect = func(ctx context.Context, name string) (Session, error) {
+		s, err := pool.Session(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		return MCP(s), nil
+	}
+	e.Reconnect = func(ctx context.Context, name string, old Session) (Session, error) {
+		s, err := pool.Reconnect(ctx, name, SessionOf(old))
+		if err != nil {
+			return nil, err
+		}
+		return MCP(s), nil
+	}
+}
 
 // Engine runs workflows. Set the fields, then call Run; an Engine may run
 // many workflows concurrently.

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -40,7 +41,11 @@ func (s memSession) Tool(ctx context.Context, name string) (servers.Tool, error)
 	return servers.Tool{}, fmt.Errorf("%w %q", servers.ErrUnknownTool, name)
 }
 
-func (s memSession) Call(ctx context.Context, tool string, args json.RawMessage, meta map[string]any, _ func(float64, float64, string)) (*mcp.CallToolResult, error) {
+func (s memSession) Call(ctx context.Context, in journal.Intent, tool string, args json.RawMessage, _ func(float64, float64, string)) (*mcp.CallToolResult, error) {
+	if !in.Valid() {
+		return nil, engine.ErrNoIntent
+	}
+	meta := map[string]any{engine.MetaIdempotencyKey: in.IdempotencyKey}
 	return s.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args, Meta: meta})
 }
 
@@ -154,7 +159,7 @@ func (f *fakeSession) Tool(context.Context, string) (servers.Tool, error) {
 	return servers.Tool{Name: "t", Annotations: f.ann}, nil
 }
 
-func (f *fakeSession) Call(context.Context, string, json.RawMessage, map[string]any, func(float64, float64, string)) (*mcp.CallToolResult, error) {
+func (f *fakeSession) Call(context.Context, journal.Intent, string, json.RawMessage, func(float64, float64, string)) (*mcp.CallToolResult, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -288,5 +293,17 @@ steps: [{id: a, server: s, tool: t, with: {auth: "Bearer ${{ inputs.token }}"}}]
 	}
 	if !strings.Contains(sb.String(), "Bearer [redacted]") {
 		t.Fatalf("arguments not journaled with the secret redacted:\n%s", sb.String())
+	}
+}
+
+// TestNoCallWithoutDurableIntent: a session adapter refuses to send a call
+// whose Intent did not come from the journal.
+func TestNoCallWithoutDurableIntent(t *testing.T) {
+	if _, err := engine.MCP(nil).Call(context.Background(), journal.Intent{}, "t", nil, nil); !errors.Is(err, engine.ErrNoIntent) {
+		t.Fatalf("Call without an intent: %v, want ErrNoIntent", err)
+	}
+	forged := journal.Intent{ID: journal.NewID(), IdempotencyKey: "k", Attempt: 1}
+	if forged.Valid() {
+		t.Fatal("an Intent made outside the journal is valid")
 	}
 }

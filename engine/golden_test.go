@@ -383,7 +383,11 @@ func matches(when, args map[string]any) bool {
 	return true
 }
 
-func (s *goldenSession) Call(ctx context.Context, tool string, args json.RawMessage, meta map[string]any, _ func(float64, float64, string)) (*mcp.CallToolResult, error) {
+func (s *goldenSession) Call(ctx context.Context, in journal.Intent, tool string, args json.RawMessage, _ func(float64, float64, string)) (*mcp.CallToolResult, error) {
+	if !in.Valid() {
+		return nil, engine.ErrNoIntent
+	}
+	meta := map[string]any{engine.MetaIdempotencyKey: in.IdempotencyKey}
 	s.mu.Lock()
 	if s.script.Tools[tool] == nil {
 		s.mu.Unlock()

@@ -120,13 +120,12 @@ func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal
 		progress := func(p, total float64, msg string) {
 			r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: st.ID, Item: st.item, Invocation: intent.ID, Attempt: intent.Attempt, Progress: p, Total: total, Message: msg, Elapsed: r.e.now().Sub(started)})
 		}
-		meta := map[string]any{MetaIdempotencyKey: intent.IdempotencyKey}
 		callCtx, cancel := ctx, context.CancelFunc(func() {})
 		if st.Timeout > 0 {
 			// On expiry go-sdk sends notifications/cancelled to the server.
 			callCtx, cancel = context.WithTimeout(ctx, st.Timeout)
 		}
-		res, callErr := sess.Call(callCtx, st.Tool, args, meta, progress)
+		res, callErr := sess.Call(callCtx, intent, st.Tool, args, progress)
 		cancel()
 		class := replay.Classify(callErr)
 		if callErr == nil && res.IsError {

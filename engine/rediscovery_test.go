@@ -78,16 +78,15 @@ func newRealRig(t *testing.T, self, src string, trust func(string) journal.Trust
 				return nil, err
 			}
 			r.record(s)
-			return s, nil
+			return engine.MCP(s), nil
 		},
 		Reconnect: func(ctx context.Context, name string, old engine.Session) (engine.Session, error) {
-			prev, _ := old.(*servers.Session)
-			s, err := pool.Reconnect(ctx, name, prev)
+			s, err := pool.Reconnect(ctx, name, engine.SessionOf(old))
 			if err != nil {
 				return nil, err
 			}
 			r.record(s)
-			return s, nil
+			return engine.MCP(s), nil
 		},
 		Trust:   trust,
 		Backoff: 10 * time.Millisecond,

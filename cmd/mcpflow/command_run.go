@@ -95,18 +95,9 @@ func runWorkflow(ctx context.Context, g *globals, o *runOptions, file string, st
 // newEngine wires the engine to the journal, the server pool and the trust
 // gates.
 func newEngine(j *journal.Journal, pool *servers.Pool, trust func(string) journal.Trust, events func(engine.Event)) *engine.Engine {
-	return &engine.Engine{
-		Journal: j,
-		Connect: func(ctx context.Context, name string) (engine.Session, error) {
-			return pool.Session(ctx, name)
-		},
-		Reconnect: func(ctx context.Context, name string, old engine.Session) (engine.Session, error) {
-			prev, _ := old.(*servers.Session)
-			return pool.Reconnect(ctx, name, prev)
-		},
-		Trust:  trust,
-		Events: events,
-	}
+	e := &engine.Engine{Journal: j, Trust: trust, Events: events}
+	e.UsePool(pool)
+	return e
 }
 
 func round(d time.Duration) time.Duration {
