@@ -89,7 +89,7 @@ func (r *runner) step(ctx context.Context, st unit) (stepResult, error) {
 	if err != nil {
 		return stepResult{}, err
 	}
-	return r.send(ctx, st, sess, intent, args, inv)
+	return r.send(ctx, st, sess, intent, args)
 }
 
 // evalArgs evaluates a unit's arguments to JSON.
@@ -113,7 +113,7 @@ func (r *runner) evalArgs(ctx context.Context, st unit) (json.RawMessage, *stepR
 
 // send puts the intent's tools/call on the wire and journals what came of
 // it, replaying only what the replay policy clears.
-func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal.Intent, args json.RawMessage, inv *journal.Invocation) (stepResult, error) {
+func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal.Intent, args json.RawMessage) (stepResult, error) {
 	for {
 		started := r.e.now()
 		r.emit(Event{Kind: StepStarted, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt})

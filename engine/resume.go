@@ -161,7 +161,7 @@ func (r *runner) follow(ctx context.Context, st unit, inv *journal.Invocation, c
 		r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: res.state, Err: res.err})
 		return *res, err
 	}
-	return r.send(ctx, st, sess, intent, args, inv)
+	return r.send(ctx, st, sess, intent, args)
 }
 
 // resendAfterCheck re-sends an aborted or timed-out call the policy cleared,
@@ -189,7 +189,7 @@ func (r *runner) resendAfterCheck(ctx context.Context, st unit, inv *journal.Inv
 	if err != nil {
 		return stepResult{}, err
 	}
-	return r.send(ctx, st, sess, intent, args, inv)
+	return r.send(ctx, st, sess, intent, args)
 }
 
 // resend starts a new attempt without consulting the replay policy: the
@@ -210,7 +210,7 @@ func (r *runner) resend(ctx context.Context, st unit, inv *journal.Invocation, n
 	if err != nil {
 		return stepResult{}, err
 	}
-	return r.send(ctx, st, sess, intent, args, inv)
+	return r.send(ctx, st, sess, intent, args)
 }
 
 // arguments re-evaluates a step's arguments for another attempt and checks

@@ -28,6 +28,9 @@ func TestExamples(t *testing.T) {
 				}
 			}
 			c := newCLI(t)
+			if name == "filesystem" {
+				usePinnedNpmServers(t, c)
+			}
 			r := c.run("run", abs(t, f))
 			if r.code != 0 {
 				t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -77,4 +80,29 @@ func TestOutcomeUnknownExample(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "your charge is row 1!") || c.ledgerCount("ledger_append") != 1 {
 		t.Fatalf("resume: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// usePinnedNpmServers makes npx in c's workspace run the servers pinned in
+// examples/npm/package-lock.json (installed there by `npm ci`), offline and
+// with an empty npm cache: nothing is downloaded, nothing else can run.
+func usePinnedNpmServers(t *testing.T, c *cli) {
+	t.Helper()
+	npm := abs(t, repoFile("examples", "npm"))
+	if _, err := os.Stat(filepath.Join(npm, "node_modules")); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("examples/npm/node_modules is missing: .ci/run installs it with npm ci")
+		}
+		t.Skip("run `cd examples/npm && npm ci` first")
+	}
+	b, err := os.ReadFile(filepath.Join(npm, "package.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.workspace, "package.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(npm, "node_modules"), filepath.Join(c.workspace, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	c.env = append(c.env, "npm_config_offline=true", "npm_config_cache="+t.TempDir())
 }
