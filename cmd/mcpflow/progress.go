@@ -88,7 +88,7 @@ func unitName(step string, item int) string {
 // state styles the padded state column; the other columns are never styled,
 // so with an identity style the line is byte for byte the plain one.
 func finishedLine(ev engine.Event, state func(string) string) string {
-	line := fmt.Sprintf("step %-12s %s %-22s %8s", unitName(ev.Step, ev.Item), state(fmt.Sprintf("%-10s", ev.State)), ev.Server+"/"+ev.Tool, round(ev.Elapsed))
+	line := fmt.Sprintf("step %-12s %s %-22s %8s", unitName(ev.Step, ev.Item), state(fmt.Sprintf("%-10s", stateLabel(ev))), ev.Server+"/"+ev.Tool, round(ev.Elapsed))
 	if ev.Attempt > 1 {
 		line += fmt.Sprintf("  attempt %d", ev.Attempt)
 	}
@@ -207,6 +207,24 @@ func newPalette(on bool) palette {
 		faint: style(color.Faint),
 		busy:  style(color.FgCyan),
 	}
+}
+
+// stateLabel is the state column: the invocation's state, except that a
+// call whose result was a tool error (completed, but the step failed) says
+// tool_error.
+func stateLabel(ev engine.Event) string {
+	if ev.State == journal.StateCompleted && ev.Err != nil {
+		return "tool_error"
+	}
+	return ev.State.String()
+}
+
+// eventState styles a finished unit's state column.
+func (p palette) eventState(ev engine.Event) func(string) string {
+	if stateLabel(ev) == "tool_error" {
+		return p.bad
+	}
+	return p.state(ev.State)
 }
 
 func (p palette) state(s journal.State) func(string) string {
@@ -352,7 +370,7 @@ func (d *liveDisplay) event(ev engine.Event) {
 		}
 	case engine.StepFinished:
 		var b strings.Builder
-		b.WriteString(finishedLine(ev, d.pal.state(ev.State)))
+		b.WriteString(finishedLine(ev, d.pal.eventState(ev)))
 		if ev.Err != nil {
 			b.WriteString("\n    " + d.pal.bad(ev.Err.Error()))
 		}
@@ -420,7 +438,7 @@ func (d *liveDisplay) stop() {
 		u.mu.Lock()
 		ev := engine.Event{Step: u.step, Item: u.item, Server: u.server, Tool: u.tool, State: journal.StateIntent, Attempt: u.attempt, Elapsed: now.Sub(u.started)}
 		u.mu.Unlock()
-		d.print(finishedLine(ev, d.pal.state(ev.State)) + "\n")
+		d.print(finishedLine(ev, d.pal.eventState(ev)) + "\n")
 		u.drop()
 	}
 	close(d.quit)
