@@ -355,7 +355,7 @@ func (r *runner) runStep(ctx context.Context, st *Step) (stepResult, error) {
 	}
 	v, err := st.ForEach.eval(ctx, r.vars(u))
 	if err != nil {
-		return failed(CodeExpression, "step %s (%s:%d:%d): for_each: %v", st.ID, r.wf.Path, st.pos.line, st.pos.col, err), nil
+		return failed(CodeExpression, "step %s: for_each: %v", st.ID, err), nil
 	}
 	items, ok := v.([]any)
 	if !ok {
@@ -367,7 +367,7 @@ func (r *runner) runStep(ctx context.Context, st *Step) (stepResult, error) {
 func (r *runner) condition(ctx context.Context, u unit) (bool, *stepResult) {
 	v, err := u.If.eval(ctx, r.vars(u))
 	if err != nil {
-		out := failed(CodeExpression, "step %s (%s:%d:%d): if: %v", u.ID, r.wf.Path, u.pos.line, u.pos.col, err)
+		out := failed(CodeExpression, "step %s: if: %v", u.ID, err)
 		return false, &out
 	}
 	b, ok := v.(bool)

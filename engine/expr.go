@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +56,17 @@ type expression struct {
 	src  string
 	prog cel.Program
 	refs refs
+	// file, line and col locate the string holding the expression.
+	file      string
+	line, col int
+}
+
+// where is the expression's position for error messages.
+func (e *expression) where() string {
+	if e.line == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s:%d:%d: ", e.file, e.line, e.col)
 }
 
 // refs are the names an expression reads, for validation.
@@ -151,7 +161,7 @@ func (e *expression) eval(ctx context.Context, v vars) (any, error) {
 	defer cancel()
 	out, _, err := e.prog.ContextEval(ctx, act)
 	if err != nil {
-		return nil, fmt.Errorf("expression %q: %v", e.src, err)
+		return nil, fmt.Errorf("%sexpression %q: %v", e.where(), e.src, err)
 	}
 	return nativeValue(out)
 }
@@ -355,44 +365,6 @@ type value struct {
 	mapping  map[string]*value
 	keys     []string // mapping keys in a stable order
 	sequence []*value
-}
-
-// compileValue compiles every string inside v.
-func compileValue(v any) (*value, error) {
-	switch x := v.(type) {
-	case string:
-		t, err := parseTemplate(x)
-		if err != nil {
-			return nil, err
-		}
-		if t == nil {
-			return &value{literal: x}, nil
-		}
-		return &value{tmpl: t}, nil
-	case map[string]any:
-		out := &value{mapping: map[string]*value{}}
-		for k, e := range x {
-			c, err := compileValue(e)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", k, err)
-			}
-			out.mapping[k] = c
-			out.keys = append(out.keys, k)
-		}
-		sort.Strings(out.keys)
-		return out, nil
-	case []any:
-		out := &value{sequence: []*value{}}
-		for i, e := range x {
-			c, err := compileValue(e)
-			if err != nil {
-				return nil, fmt.Errorf("[%d]: %w", i, err)
-			}
-			out.sequence = append(out.sequence, c)
-		}
-		return out, nil
-	}
-	return &value{literal: v}, nil
 }
 
 func (v *value) eval(ctx context.Context, vs vars) (any, error) {

@@ -98,7 +98,7 @@ func (r *runner) evalArgs(ctx context.Context, st unit) (json.RawMessage, *stepR
 	if st.With != nil {
 		v, err := st.With.eval(ctx, r.vars(st))
 		if err != nil {
-			out := failed(CodeExpression, "step %s (%s:%d:%d): %v", st.name(), r.wf.Path, st.pos.line, st.pos.col, err)
+			out := failed(CodeExpression, "step %s: %v", st.name(), err)
 			return nil, &out
 		}
 		argv = v

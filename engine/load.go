@@ -203,44 +203,62 @@ func (l *loader) outputs(n *yaml.Node, wf *Workflow) error {
 // value compiles a YAML value holding ${{ … }} expressions and checks every
 // name they read.
 func (l *loader) value(n *yaml.Node, what string, wf *Workflow, earlier map[string]bool, loop bool) (*value, error) {
+	switch n.Kind {
+	case yaml.AliasNode:
+		return l.value(n.Alias, what, wf, earlier, loop)
+	case yaml.MappingNode:
+		out := &value{mapping: map[string]*value{}}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode {
+				return nil, l.errAt(k, "%s: expected a string key, found %s", what, kindName(k))
+			}
+			if _, dup := out.mapping[k.Value]; dup {
+				return nil, l.errAt(k, "%s: duplicate key %q", what, k.Value)
+			}
+			c, err := l.value(v, what, wf, earlier, loop)
+			if err != nil {
+				return nil, err
+			}
+			out.mapping[k.Value] = c
+			out.keys = append(out.keys, k.Value)
+		}
+		sort.Strings(out.keys)
+		return out, nil
+	case yaml.SequenceNode:
+		out := &value{sequence: []*value{}}
+		for _, e := range n.Content {
+			c, err := l.value(e, what, wf, earlier, loop)
+			if err != nil {
+				return nil, err
+			}
+			out.sequence = append(out.sequence, c)
+		}
+		return out, nil
+	}
 	var raw any
 	if err := n.Decode(&raw); err != nil {
 		return nil, l.errAt(n, "%s: %v", what, err)
 	}
-	if err := l.checkExprs(n, what, wf, earlier, loop); err != nil {
-		return nil, err
+	str, ok := raw.(string)
+	if !ok {
+		return &value{literal: jsonShape(raw)}, nil
 	}
-	v, err := compileValue(raw)
+	t, err := parseTemplate(str)
 	if err != nil {
 		return nil, l.errAt(n, "%s: %v", what, err)
 	}
-	return v, nil
-}
-
-// checkExprs compiles each string of n on its own, so an error names the
-// exact line and column of the string that holds it.
-func (l *loader) checkExprs(n *yaml.Node, what string, wf *Workflow, earlier map[string]bool, loop bool) error {
-	if n.Kind == yaml.ScalarNode {
-		t, err := parseTemplate(n.Value)
-		if err != nil {
-			return l.errAt(n, "%s: %v", what, err)
-		}
-		if t == nil {
-			return nil
-		}
-		for _, e := range t.exprs() {
-			if err := checkRefs(e, wf, earlier, loop); err != nil {
-				return l.errAt(n, "%s: %v", what, err)
-			}
-		}
-		return nil
+	if t == nil {
+		return &value{literal: str}, nil
 	}
-	for _, c := range n.Content {
-		if err := l.checkExprs(c, what, wf, earlier, loop); err != nil {
-			return err
+	for _, e := range t.exprs() {
+		// Runtime errors name the expression's own line and column.
+		e.file, e.line, e.col = l.file, n.Line, n.Column
+		if err := checkRefs(e, wf, earlier, loop); err != nil {
+			return nil, l.errAt(n, "%s: %v", what, err)
 		}
 	}
-	return nil
+	return &value{tmpl: t}, nil
 }
 
 // condition compiles an if or for_each expression: either ${{ … }} or a
@@ -258,6 +276,7 @@ func (l *loader) condition(n *yaml.Node, what string, wf *Workflow, earlier map[
 	if err != nil {
 		return nil, l.errAt(n, "%s: %v", what, err)
 	}
+	e.file, e.line, e.col = l.file, n.Line, n.Column
 	if err := checkRefs(e, wf, earlier, false); err != nil {
 		return nil, l.errAt(n, "%s: %v", what, err)
 	}
