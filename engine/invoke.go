@@ -27,7 +27,7 @@ const maxFirstDeliveries = 3
 func firstDeliveries(inv *journal.Invocation) int {
 	n := 0
 	for _, d := range inv.Decisions {
-		if d.Verdict == "first_delivery" {
+		if d.Verdict == journal.VerdictFirstDelivery {
 			n++
 		}
 	}
@@ -231,12 +231,12 @@ func (r *runner) retry(ctx context.Context, st unit, sess Session, intent journa
 	}
 	retries := 0
 	for _, d := range inv.Decisions {
-		if d.Verdict == "retry" {
+		if d.Verdict == journal.VerdictRetry {
 			retries++
 		}
 	}
 	if retries >= st.Retry.Attempts-1 {
-		return journal.Intent{}, &journal.Decision{Verdict: "not_retried", Reason: "retry_attempts_spent", View: "current"}, nil, nil
+		return journal.Intent{}, &journal.Decision{Verdict: journal.VerdictNotRetried, Reason: "retry_attempts_spent", View: journal.ViewCurrent}, nil, nil
 	}
 	// Trust and annotations as they are now: the journal records what each
 	// attempt was sent under, and a call that may have run is repeated only
@@ -253,12 +253,12 @@ func (r *runner) retry(ctx context.Context, st unit, sess Session, intent journa
 		both := replay.Both(sendTime, now)
 		if both.Verdict != replay.Replay {
 			// The call may have run and the tool is not safe to repeat.
-			return journal.Intent{}, &journal.Decision{Verdict: "not_retried", Reason: string(both.Reason), View: "current"}, nil, nil
+			return journal.Intent{}, &journal.Decision{Verdict: journal.VerdictNotRetried, Reason: string(both.Reason), View: journal.ViewCurrent}, nil, nil
 		}
 		reason, replayed = string(both.Reason), true
 	}
 	o := journal.Outcome{State: journal.StateIntent, Failure: class.String(),
-		Decision: &journal.Decision{Verdict: "retry", Reason: reason, View: "current"}}
+		Decision: &journal.Decision{Verdict: journal.VerdictRetry, Reason: reason, View: journal.ViewCurrent}}
 	if callErr != nil {
 		o.Detail = callErr.Error()
 	} else if res != nil {
@@ -318,12 +318,12 @@ func (r *runner) decideLoss(inv *journal.Invocation, class replay.Class) (journa
 	d := replay.Decide(r.policyInput(class, inv.Trust, inv.Annotations, inv.Replays()))
 	verdict := d.Verdict.String()
 	if class == replay.ClassNotDelivered {
-		verdict = "first_delivery"
+		verdict = journal.VerdictFirstDelivery
 	}
 	o := journal.Outcome{
 		State:    journal.StateIntent,
 		Failure:  class.String(),
-		Decision: &journal.Decision{Verdict: verdict, Reason: string(d.Reason), View: "send_time"},
+		Decision: &journal.Decision{Verdict: verdict, Reason: string(d.Reason), View: journal.ViewSendTime},
 	}
 	if class == replay.ClassLost && d.Verdict != replay.Replay {
 		o.State, o.Error = journal.StateOutcomeUnknown, outcomeUnknown
@@ -365,7 +365,7 @@ func (r *runner) again(ctx context.Context, st unit, old Session, id journal.ID,
 			freshView = replay.Decide(r.policyInput(class, trust, tool.Annotations, inv.Replays()))
 		}
 		both := replay.Both(sendTime, freshView)
-		d := journal.Decision{Verdict: both.Verdict.String(), Reason: string(both.Reason), View: "rediscovered"}
+		d := journal.Decision{Verdict: both.Verdict.String(), Reason: string(both.Reason), View: journal.ViewRediscovered}
 		if both.Verdict != replay.Replay {
 			if err := r.j.Decide(id, d, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
 				return nil, journal.Intent{}, nil, err

@@ -97,7 +97,7 @@ func (r *runner) resumeStep(ctx context.Context, st unit, inv *journal.Invocatio
 	case journal.StateRetryApproved:
 		// An operator approved sending the call again.
 		return r.resend(ctx, st, inv, journal.NextAttempt{Replay: true, Trust: r.e.Trust(st.Server), Annotations: inv.Annotations,
-			Decision: &journal.Decision{Verdict: "replay", Reason: "operator_approved", View: "operator"}})
+			Decision: &journal.Decision{Verdict: journal.VerdictReplay, Reason: "operator_approved", View: journal.ViewOperator}})
 	case journal.StateAborted, journal.StateTimedOut:
 		// The call may have run. Only the replay policy may clear a re-send.
 		return r.continueLoss(ctx, st, inv, replay.ClassLost, true)
@@ -109,10 +109,10 @@ func (r *runner) resumeStep(ctx context.Context, st unit, inv *journal.Invocatio
 		}
 		d := inv.LastDecision()
 		class := replay.ClassLost
-		if d != nil && d.Verdict == "first_delivery" {
+		if d != nil && d.Verdict == journal.VerdictFirstDelivery {
 			class = replay.ClassNotDelivered
 		}
-		if d != nil && d.Verdict == "retry" {
+		if d != nil && d.Verdict == journal.VerdictRetry {
 			// A journaled decision to retry after a failure.
 			if failure, err := replay.ParseClass(last.Failure); err == nil && !failure.MayHaveExecuted() {
 				return r.resend(ctx, st, inv, journal.NextAttempt{Trust: r.e.Trust(st.Server), Annotations: inv.Annotations})
@@ -182,9 +182,9 @@ func (r *runner) resendAfterCheck(ctx context.Context, st unit, inv *journal.Inv
 		freshView = replay.Decide(r.policyInput(class, trust, tool.Annotations, inv.Replays()))
 	}
 	if freshView.Verdict != replay.Replay {
-		return r.unknown(st, inv, journal.Decision{Verdict: replay.OutcomeUnknown.String(), Reason: string(freshView.Reason), View: "rediscovered"})
+		return r.unknown(st, inv, journal.Decision{Verdict: replay.OutcomeUnknown.String(), Reason: string(freshView.Reason), View: journal.ViewRediscovered})
 	}
-	d := journal.Decision{Verdict: "replay", Reason: string(freshView.Reason), View: "rediscovered"}
+	d := journal.Decision{Verdict: journal.VerdictReplay, Reason: string(freshView.Reason), View: journal.ViewRediscovered}
 	intent, err := r.j.Again(inv.ID, journal.NextAttempt{Replay: true, Trust: trust, Annotations: tool.Annotations, Decision: &d})
 	if err != nil {
 		return stepResult{}, err

@@ -109,6 +109,24 @@ type Decision struct {
 	View string `json:"view"`
 }
 
+// The verdicts a Decision records.
+const (
+	VerdictReplay         = "replay"
+	VerdictOutcomeUnknown = "outcome_unknown"
+	VerdictNotApplicable  = "not_applicable"
+	VerdictFirstDelivery  = "first_delivery"
+	VerdictRetry          = "retry"
+	VerdictNotRetried     = "not_retried"
+)
+
+// The views of a tool a Decision judged.
+const (
+	ViewSendTime     = "send_time"
+	ViewRediscovered = "rediscovered"
+	ViewCurrent      = "current"
+	ViewOperator     = "operator"
+)
+
 // Result is a tool's result, capped.
 type Result struct {
 	Content           json.RawMessage `json:"content,omitempty"`
