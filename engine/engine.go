@@ -242,9 +242,7 @@ type unitKey struct {
 func newRunner(e *Engine, wf *Workflow, run *journal.Run, inputs map[string]any, prior map[unitKey]*journal.Invocation) *runner {
 	env := map[string]string{}
 	for _, name := range wf.Env {
-		if v, ok := os.LookupEnv(name); ok {
-			env[name] = v
-		}
+		env[name] = os.Getenv(name) // a listed variable that is unset reads as ""
 	}
 	r := &runner{e: e, wf: wf, run: run, inputs: inputs, env: env, prior: prior, steps: map[string]any{}}
 	for _, in := range wf.Inputs {
