@@ -619,23 +619,9 @@ func TestRediscoveryAfterServerRestart(t *testing.T) {
 			c := newCLI(t)
 			c.env = []string{"MCPFLOW_DEMO_FAULT=exit-after-commit-once", "MCPFLOW_DEMO_FAULT_TOOL=upper", "MCPFLOW_DEMO_AFTER_FAULT=" + tc.after}
 			r := c.run("run", c.workflow("w.yaml", stdioOneCall("upper")), "--trust-workspace")
-			if r.code != exitBlocked {
-				t.Fatalf("exit %d, want %d\n%s\n%s", r.code, exitBlocked, r.stdout, r.stderr)
-			}
-			if !strings.Contains(r.stderr, replay.ErrOutcomeUnknown.Error()) {
-				t.Errorf("stderr lacks the stable error:\n%s", r.stderr)
-			}
-			if n := c.ledgerCount("upper"); n != 1 {
-				t.Errorf("upper executed %d times, want 1", n)
-			}
-			j := c.openJournal()
-			run, invs := c.onlyRun(j)
-			if run.Status != journal.RunBlocked || len(invs) != 1 {
-				t.Fatalf("run %s, invocations:%s", run.Status, describe(invs))
-			}
-			inv := invs[0]
-			if inv.State != journal.StateOutcomeUnknown || len(inv.Attempts) != 1 || inv.Error == nil || inv.Error.Code != replay.Code {
-				t.Errorf("invocation:%s", describe(invs))
+			inv := blockedOnce(t, c, r, "upper")
+			if inv.Error == nil || inv.Error.Code != replay.Code {
+				t.Errorf("invocation error %v, want the stable error", inv.Error)
 			}
 			wantDecisions(t, inv,
 				journal.Decision{Verdict: "replay", Reason: string(replay.ReasonDeclaredIdempotent), View: "send_time", Attempt: 1},
@@ -716,23 +702,9 @@ func TestTrustRemovedBeforeReplay(t *testing.T) {
 
 func checkTrustRemoved(t *testing.T, c *cli, r result, reason replay.Reason, sendTimeTrust func(journal.Trust) bool) {
 	t.Helper()
-	if r.code != exitBlocked {
-		t.Fatalf("exit %d, want %d\n%s\n%s", r.code, exitBlocked, r.stdout, r.stderr)
-	}
-	if !strings.Contains(r.stderr, replay.ErrOutcomeUnknown.Error()) {
-		t.Errorf("stderr lacks the stable error:\n%s", r.stderr)
-	}
-	if n := c.ledgerCount("upper"); n != 1 {
-		t.Errorf("upper executed %d times, want 1", n)
-	}
-	j := c.openJournal()
-	run, invs := c.onlyRun(j)
-	if run.Status != journal.RunBlocked || len(invs) != 1 {
-		t.Fatalf("run %s, invocations:%s", run.Status, describe(invs))
-	}
-	inv := invs[0]
-	if inv.State != journal.StateOutcomeUnknown || len(inv.Attempts) != 1 || inv.Attempts[0].Failure != replay.ClassLost.String() {
-		t.Errorf("invocation:%s", describe(invs))
+	inv := blockedOnce(t, c, r, "upper")
+	if inv.Attempts[0].Failure != replay.ClassLost.String() {
+		t.Errorf("attempt failure %q, want connection_lost", inv.Attempts[0].Failure)
 	}
 	if !sendTimeTrust(inv.Trust) {
 		t.Errorf("send-time trust snapshot %+v", inv.Trust)
@@ -846,4 +818,28 @@ func checkFirstDelivery(t *testing.T, c *cli) {
 	if keys := c.ledgerKeys("ledger_append"); len(keys) != 1 || keys[0] != inv.ID.String() {
 		t.Errorf("ledger keys %v, want [%s]", keys, inv.ID)
 	}
+}
+
+// blockedOnce checks that a run ended blocked with the stable error after
+// tool ran exactly once, and returns its one outcome_unknown invocation.
+func blockedOnce(t *testing.T, c *cli, r result, tool string) journal.Invocation {
+	t.Helper()
+	if r.code != exitBlocked {
+		t.Fatalf("exit %d, want %d\n%s\n%s", r.code, exitBlocked, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, replay.ErrOutcomeUnknown.Error()) {
+		t.Errorf("stderr lacks the stable error:\n%s", r.stderr)
+	}
+	if n := c.ledgerCount(tool); n != 1 {
+		t.Errorf("%s executed %d times, want 1", tool, n)
+	}
+	j := c.openJournal()
+	run, invs := c.onlyRun(j)
+	if run.Status != journal.RunBlocked || len(invs) != 1 {
+		t.Fatalf("run %s, invocations:%s", run.Status, describe(invs))
+	}
+	if invs[0].State != journal.StateOutcomeUnknown || len(invs[0].Attempts) != 1 {
+		t.Fatalf("invocation:%s", describe(invs))
+	}
+	return invs[0]
 }
