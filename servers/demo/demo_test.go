@@ -45,10 +45,11 @@ func readLedger(t *testing.T, path string) []ledgerEntry {
 }
 
 // captureTransport records the raw result of every response the client reads.
+// captureTransport keeps a copy of every response the client reads.
 type captureTransport struct {
 	mcp.Transport
-	mu      sync.Mutex
-	results []json.RawMessage
+	mu        sync.Mutex
+	responses []*jsonrpc.Response
 }
 
 func (c *captureTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -66,7 +67,8 @@ func (c *captureTransport) toolsListed(t *testing.T) map[string]map[string]json.
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	tools := map[string]map[string]json.RawMessage{}
-	for _, r := range c.results {
+	for _, resp := range c.responses {
+		r := resp.Result
 		var res struct {
 			Tools []map[string]json.RawMessage `json:"tools"`
 		}
@@ -91,12 +93,24 @@ type captureConn struct {
 
 func (cc *captureConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := cc.Connection.Read(ctx)
-	if resp, ok := msg.(*jsonrpc.Response); ok && resp.Result != nil {
+	if resp, ok := msg.(*jsonrpc.Response); ok {
+		cp := *resp
+		cp.Result = slices.Clone(resp.Result)
 		cc.c.mu.Lock()
-		cc.c.results = append(cc.c.results, slices.Clone(resp.Result))
+		cc.c.responses = append(cc.c.responses, &cp)
 		cc.c.mu.Unlock()
 	}
 	return msg, err
+}
+
+// last returns the newest response read, or nil.
+func (c *captureTransport) last() *jsonrpc.Response {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.responses) == 0 {
+		return nil
+	}
+	return c.responses[len(c.responses)-1]
 }
 
 // connect serves a demo server for cfg over in-memory transports and returns

@@ -3,9 +3,7 @@ package demo
 import (
 	"context"
 	"errors"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,79 +11,10 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// responseTransport records every response the client reads, errors
-// included, so that a test can tell a JSON-RPC error response from an
-// isError result on the wire.
-type responseTransport struct {
-	mcp.Transport
-	mu        sync.Mutex
-	responses []*jsonrpc.Response
-}
-
-func (rt *responseTransport) Connect(ctx context.Context) (mcp.Connection, error) {
-	conn, err := rt.Transport.Connect(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &responseConn{Connection: conn, rt: rt}, nil
-}
-
-// last returns the newest response read.
-func (rt *responseTransport) last() *jsonrpc.Response {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if len(rt.responses) == 0 {
-		return nil
-	}
-	return rt.responses[len(rt.responses)-1]
-}
-
-type responseConn struct {
-	mcp.Connection
-	rt *responseTransport
-}
-
-func (rc *responseConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := rc.Connection.Read(ctx)
-	if resp, ok := msg.(*jsonrpc.Response); ok {
-		cp := *resp
-		cp.Result = slices.Clone(resp.Result)
-		rc.rt.mu.Lock()
-		rc.rt.responses = append(rc.rt.responses, &cp)
-		rc.rt.mu.Unlock()
-	}
-	return msg, err
-}
-
-// connectRecording is connect with a transport that records responses.
-func connectRecording(t *testing.T, cfg Config) (*mcp.ClientSession, *responseTransport) {
-	t.Helper()
-	d, err := newDemo(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := d.newServer(nil).Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt := &responseTransport{Transport: ct}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, rt, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cs.Close()
-		ss.Wait()
-	})
-	return cs, rt
-}
-
 // wireError calls tool and returns the *jsonrpc.Error the client got; it
 // fails the test unless the call failed with one and the response on the
 // wire was an error response without a result.
-func wireError(t *testing.T, cs *mcp.ClientSession, rt *responseTransport, tool string, args any) *jsonrpc.Error {
+func wireError(t *testing.T, cs *mcp.ClientSession, rt *captureTransport, tool string, args any) *jsonrpc.Error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -106,7 +35,7 @@ func wireError(t *testing.T, cs *mcp.ClientSession, rt *responseTransport, tool 
 func TestFaultRPCErrorAfterCommit(t *testing.T) {
 	exits := interceptExit(t)
 	ledgerPath := testLedger(t)
-	cs, rt := connectRecording(t, Config{Ledger: ledgerPath, Fault: "rpc-error-after-commit", FaultTool: "ledger_append"})
+	cs, rt := connect(t, Config{Ledger: ledgerPath, Fault: "rpc-error-after-commit", FaultTool: "ledger_append"}, nil)
 	we := wireError(t, cs, rt, "ledger_append", map[string]any{"entry": "x"})
 	if we.Code != jsonrpc.CodeInternalError || we.Message != "internal error" {
 		t.Errorf("error = {%d %q}, want {-32603 \"internal error\"}", we.Code, we.Message)
@@ -132,7 +61,7 @@ func TestFaultRPCErrorAfterCommit(t *testing.T) {
 func TestFaultRejectBeforeCommit(t *testing.T) {
 	exits := interceptExit(t)
 	ledgerPath := testLedger(t)
-	cs, rt := connectRecording(t, Config{Ledger: ledgerPath, Fault: "reject-before-commit", FaultTool: "ledger_append"})
+	cs, rt := connect(t, Config{Ledger: ledgerPath, Fault: "reject-before-commit", FaultTool: "ledger_append"}, nil)
 	we := wireError(t, cs, rt, "ledger_append", map[string]any{"entry": "x"})
 	if we.Code != jsonrpc.CodeInvalidParams || we.Message != "invalid params" {
 		t.Errorf("error = {%d %q}, want {-32602 \"invalid params\"}", we.Code, we.Message)
