@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -212,3 +213,69 @@ func (c *cli) workflow(name, src string) string {
 }
 
 func lines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"), "\n") }
+
+// lockedBuffer is a bytes.Buffer that one goroutine (a subprocess's copier,
+// a progress display) writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// background starts mcpflow with args and returns the command and a function
+// that waits for it to exit.
+func (c *cli) background(args ...string) (*exec.Cmd, func() result) {
+	c.t.Helper()
+	cmd := c.command(args...)
+	out, errb := &lockedBuffer{}, &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, errb
+	if err := cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	var once sync.Once
+	var r result
+	wait := func() result {
+		once.Do(func() {
+			err := cmd.Wait()
+			if err != nil && cmd.ProcessState == nil {
+				c.t.Fatal(err)
+			}
+			r = result{cmd.ProcessState.ExitCode(), out.String(), errb.String()}
+		})
+		return r
+	}
+	c.t.Cleanup(func() {
+		cmd.Process.Kill()
+		wait()
+	})
+	return cmd, wait
+}
+
+// waitLedger waits until the ledger holds n rows for tool ("": any tool).
+func (c *cli) waitLedger(tool string, n int) {
+	c.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	count := func() int {
+		if tool == "" {
+			return len(c.ledger())
+		}
+		return c.ledgerCount(tool)
+	}
+	for count() < n {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the ledger never got %d rows for %s: %v", n, tool, c.ledger())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -67,25 +67,6 @@ func (c *progressClock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// progressBuffer is a bytes.Buffer that a display may write to while the test
-// reads it.
-type progressBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *progressBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *progressBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 func progressID(t *testing.T, s string) journal.ID {
 	t.Helper()
 	id, err := journal.ParseID(s)
@@ -179,7 +160,7 @@ func TestProgressPlain(t *testing.T) {
 // TestProgressPlainConcurrent sends items' events from their own goroutines:
 // every event is one whole line, and each item's first progress is printed.
 func TestProgressPlainConcurrent(t *testing.T) {
-	var out progressBuffer
+	var out lockedBuffer
 	p := newPlainPrinter(&out)
 	const items = 40
 	var want []string
@@ -283,7 +264,7 @@ func termScreen(t testing.TB, raw string) []string {
 }
 
 // waitTermScreen polls until the screen satisfies ok.
-func waitTermScreen(t *testing.T, out *progressBuffer, what string, ok func([]string) bool) []string {
+func waitTermScreen(t *testing.T, out *lockedBuffer, what string, ok func([]string) bool) []string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -311,7 +292,7 @@ func screenHas(re string) func([]string) bool {
 // or a count, retries and attempts; each finished unit stays as its final
 // line, in the order units finished; the screen ends with nothing live.
 func TestProgressLive(t *testing.T) {
-	var out progressBuffer
+	var out lockedBuffer
 	clock := newProgressClock()
 	d := newLiveDisplay(&out, liveOptions{width: 120, refresh: 5 * time.Millisecond, now: clock.now})
 	t.Cleanup(d.close)
@@ -371,7 +352,7 @@ func TestProgressLive(t *testing.T) {
 
 // TestProgressLiveColor: states are coloured, colours take no columns.
 func TestProgressLiveColor(t *testing.T) {
-	var out progressBuffer
+	var out lockedBuffer
 	clock := newProgressClock()
 	d := newLiveDisplay(&out, liveOptions{color: true, width: 100, refresh: 5 * time.Millisecond, now: clock.now})
 	for _, e := range progressScript(t, clock) {
@@ -400,7 +381,7 @@ func TestProgressLiveColor(t *testing.T) {
 // TestProgressLiveClose: units the engine never finished are ended by close
 // as the intents they are; nothing stays live.
 func TestProgressLiveClose(t *testing.T) {
-	var out progressBuffer
+	var out lockedBuffer
 	clock := newProgressClock()
 	d := newLiveDisplay(&out, liveOptions{width: 100, refresh: 5 * time.Millisecond, now: clock.now})
 	d.event(engine.Event{Kind: engine.RunStarted, Run: progressID(t, progressRunA), Workflow: "slow"})
@@ -430,7 +411,7 @@ func TestProgressLiveClose(t *testing.T) {
 // the rows; the next frame still redraws from the rows' first column, and
 // erases it.
 func TestProgressLiveEcho(t *testing.T) {
-	var out progressBuffer
+	var out lockedBuffer
 	clock := newProgressClock()
 	// Frames come when the test asks for them, and when the display stops.
 	d := newLiveDisplay(&out, liveOptions{width: 100, refresh: time.Hour, now: clock.now})
@@ -509,7 +490,7 @@ func ptyRun(t *testing.T, c *cli, interrupt func(string) bool, args ...string) (
 		t.Skipf("no pty: %v", err)
 	}
 	defer ptmx.Close()
-	var out progressBuffer
+	var out lockedBuffer
 	copied := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(&out, ptmx)

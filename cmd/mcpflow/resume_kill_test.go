@@ -57,18 +57,6 @@ func ledgerRowsBy(c *cli, tool, arg string) map[string]int {
 	return n
 }
 
-// waitLedgerRows waits until the ledger holds at least n rows in all.
-func waitLedgerRows(t *testing.T, c *cli, n int) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for len(c.ledger()) < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the ledger never got %d rows: %v", n, c.ledger())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestResumeKillBetweenSteps: mcpflow is killed after step 1 completed,
 // while step 2's server is still starting (so step 2 has no intent yet).
 // resume does not call step 1 again and runs step 2 once.
@@ -90,7 +78,7 @@ steps:
   - {id: two, server: b, tool: ledger_append, with: {entry: two}}
 `, exe)
 	cmd, wait := c.background("run", c.workflow("w.yaml", wf))
-	waitLedgerRows(t, c, 1)
+	c.waitLedger("", 1)
 	time.Sleep(200 * time.Millisecond) // step 1's outcome is journaled; b is sleeping
 	killRunAndLeftovers(t, c, cmd.Process, wait)
 
@@ -163,7 +151,7 @@ func killMidFanOut(t *testing.T, c *cli, tool, arg string, trust bool) fanOutSna
 	c.env = quickExit("MCPFLOW_DEMO_DELAY=300ms")
 	cmd, wait := c.background(args...)
 	c.env = quickExit()
-	waitLedgerRows(t, c, 3)
+	c.waitLedger("", 3)
 	killRunAndLeftovers(t, c, cmd.Process, wait)
 
 	s := fanOutSnapshot{completed: map[string]bool{}, inFlight: map[string]bool{}, rows: ledgerRowsBy(c, tool, arg)}

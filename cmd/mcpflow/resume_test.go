@@ -20,21 +20,11 @@ func crashDuringCall(t *testing.T, c *cli, server, tool string, trust bool) jour
 	}
 	env := c.env
 	c.env = append(env, "MCPFLOW_DEMO_FAULT=hang-after-commit", "MCPFLOW_DEMO_FAULT_TOOL="+tool)
-	cmd := c.command(args...)
+	cmd, wait := c.background(args...)
 	c.env = env
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for c.ledgerCount(tool) == 0 {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("the call never reached the server")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	c.waitLedger(tool, 1)
 	cmd.Process.Kill()
-	cmd.Wait()
+	wait()
 	j := c.openJournal()
 	run, invs := c.onlyRun(j)
 	if run.Status != journal.RunRunning || len(invs) != 1 || invs[0].State != journal.StateIntent {

@@ -120,28 +120,8 @@ func TestNoOrphansAfterError(t *testing.T) {
 // demo server (the ledger row is written before the tool runs).
 func startSlow(t *testing.T, c *cli) (*exec.Cmd, func() result) {
 	t.Helper()
-	cmd := c.command("run", abs(t, "testdata/slow.yaml"))
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for c.ledgerCount("count_slowly") == 0 {
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatalf("the call never reached the server\n%s\n%s", out.String(), errb.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	wait := func() result {
-		err := cmd.Wait()
-		code := 0
-		if err != nil {
-			code = cmd.ProcessState.ExitCode()
-		}
-		return result{code, out.String(), errb.String()}
-	}
+	cmd, wait := c.background("run", abs(t, "testdata/slow.yaml"))
+	c.waitLedger("count_slowly", 1)
 	return cmd, wait
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,24 +21,6 @@ import (
 // These tests drive the real CLI against the real demo server over every
 // transport (stdio, streamable HTTP, SSE) and check what the journal and the
 // demo server's ledger say happened.
-
-// lockedBuffer collects a subprocess's output for diagnostics.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // demoHTTP is `mcpflow demo-server --http|--sse ADDR` running as a
 // subprocess in the workspace, so that its ledger is the workspace's.
@@ -103,47 +84,6 @@ func startDemoHTTP(t *testing.T, c *cli, flag, addr string, env ...string) *demo
 	}
 	d.addr, _, _ = strings.Cut(rest, "/")
 	return d
-}
-
-// background starts mcpflow with args and returns the command and a function
-// that waits for it to exit.
-func (c *cli) background(args ...string) (*exec.Cmd, func() result) {
-	c.t.Helper()
-	cmd := c.command(args...)
-	out, errb := &lockedBuffer{}, &lockedBuffer{}
-	cmd.Stdout, cmd.Stderr = out, errb
-	if err := cmd.Start(); err != nil {
-		c.t.Fatal(err)
-	}
-	var once sync.Once
-	var r result
-	wait := func() result {
-		once.Do(func() {
-			err := cmd.Wait()
-			if err != nil && cmd.ProcessState == nil {
-				c.t.Fatal(err)
-			}
-			r = result{cmd.ProcessState.ExitCode(), out.String(), errb.String()}
-		})
-		return r
-	}
-	c.t.Cleanup(func() {
-		cmd.Process.Kill()
-		wait()
-	})
-	return cmd, wait
-}
-
-// waitLedger waits until the ledger holds n rows for tool.
-func (c *cli) waitLedger(tool string, n int) {
-	c.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for c.ledgerCount(tool) < n {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("the ledger never got %d rows for %s: %v", n, tool, c.ledger())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // children returns the live child processes of pid that carry this test's tag.
