@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -320,7 +321,7 @@ func (r *runner) outputs(ctx context.Context) (map[string]any, error) {
 }
 
 func failedValue(e *journal.Error) map[string]any {
-	v := map[string]any{"isError": true, "skipped": false, "text": "", "content": nil, "structuredContent": nil, "error": nil}
+	v := newValue(true, false)
 	if e != nil {
 		v["text"], v["error"] = e.Message, map[string]any{"code": e.Code, "message": e.Message}
 	}
@@ -378,7 +379,7 @@ func (r *runner) condition(ctx context.Context, u unit) (bool, *stepResult) {
 
 // skip journals a step whose condition was false.
 func (r *runner) skip(u unit) (stepResult, error) {
-	value := map[string]any{"skipped": true, "isError": false, "text": "", "content": nil, "structuredContent": nil, "error": nil}
+	value := newValue(false, true)
 	if _, done := r.prior[unitKey{u.ID, -1}]; done {
 		return stepResult{value: value, status: journal.RunSucceeded}, nil
 	}
@@ -504,21 +505,42 @@ func failed(code, format string, args ...any) stepResult {
 	return stepResult{status: journal.RunFailed, err: &journal.Error{Code: code, Message: fmt.Sprintf(format, args...)}}
 }
 
+// newValue is the shape of every steps.ID value expressions see.
+func newValue(isError, skipped bool) map[string]any {
+	return map[string]any{"isError": isError, "skipped": skipped, "text": "", "content": nil, "structuredContent": nil, "error": nil}
+}
+
 // stepValue is what expressions see of a completed call.
 func stepValue(res *mcp.CallToolResult) map[string]any {
-	v := map[string]any{"isError": res.IsError, "skipped": false, "text": resultText(res), "error": nil}
-	var content any
-	if b, err := json.Marshal(res.Content); err == nil {
-		_ = json.Unmarshal(b, &content)
-	}
-	v["content"] = content
-	var structured any
+	content, _ := json.Marshal(res.Content)
+	var structured json.RawMessage
 	if res.StructuredContent != nil {
-		if b, err := json.Marshal(res.StructuredContent); err == nil {
-			_ = json.Unmarshal(b, &structured)
-		}
+		structured, _ = json.Marshal(res.StructuredContent)
 	}
-	v["structuredContent"] = structured
+	return resultValue(content, structured, res.IsError)
+}
+
+// resultValue is what expressions see of a result, live or journaled:
+// content, its text parts joined, and structuredContent.
+func resultValue(content, structured json.RawMessage, isError bool) map[string]any {
+	v := newValue(isError, false)
+	var items any
+	if json.Unmarshal(content, &items) == nil {
+		v["content"] = items
+		list, _ := items.([]any)
+		var text []string
+		for _, c := range list {
+			if m, ok := c.(map[string]any); ok && m["type"] == "text" {
+				t, _ := m["text"].(string)
+				text = append(text, t)
+			}
+		}
+		v["text"] = strings.Join(text, "\n")
+	}
+	var st any
+	if json.Unmarshal(structured, &st) == nil {
+		v["structuredContent"] = st
+	}
 	return v
 }
 

@@ -449,7 +449,7 @@ func (l *loader) step(sn *yaml.Node, i int, wf *Workflow, seen map[string]bool, 
 	if err != nil {
 		return nil, err
 	}
-	st := &Step{pos: pos{sn.Line, sn.Column}, Concurrency: 1, Retry: Retry{Attempts: 1}}
+	st := &Step{Concurrency: 1, Retry: Retry{Attempts: 1}}
 	for _, req := range []string{"id", "server", "tool"} {
 		if _, ok := f[req]; !ok {
 			return nil, l.errAt(sn, "%s: missing required key %q", what, req)

@@ -230,31 +230,10 @@ func (r *runner) arguments(st unit, inv *journal.Invocation) (json.RawMessage, *
 
 // journaledValue rebuilds what expressions see of a journaled result.
 func journaledValue(res *journal.Result) map[string]any {
-	v := map[string]any{"isError": false, "skipped": false, "text": "", "content": nil, "structuredContent": nil, "error": nil}
 	if res == nil {
-		return v
+		return newValue(false, false)
 	}
-	v["isError"] = res.IsError
-	var content []any
-	if json.Unmarshal(res.Content, &content) == nil {
-		v["content"] = content
-		var text string
-		for _, c := range content {
-			if m, ok := c.(map[string]any); ok && m["type"] == "text" {
-				if text != "" {
-					text += "\n"
-				}
-				t, _ := m["text"].(string)
-				text += t
-			}
-		}
-		v["text"] = text
-	}
-	var structured any
-	if json.Unmarshal(res.StructuredContent, &structured) == nil {
-		v["structuredContent"] = structured
-	}
-	return v
+	return resultValue(res.Content, res.StructuredContent, res.IsError)
 }
 
 // unknown journals that an aborted or timed-out invocation's outcome is

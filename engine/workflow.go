@@ -73,7 +73,6 @@ type Step struct {
 	// ContinueOnError lets the run go on when this step fails; later
 	// steps see steps.ID.isError.
 	ContinueOnError bool
-	pos             pos
 }
 
 // Retry says how often to try a call again after a tool error (isError).
@@ -89,8 +88,6 @@ type Output struct {
 	Name  string
 	Value *value
 }
-
-type pos struct{ line, col int }
 
 // Step returns the step with the given id, or nil.
 func (w *Workflow) Step(id string) *Step {
