@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // Journal is what the engine needs of the journal. *journal.Journal
@@ -186,12 +187,12 @@ const (
 // final run record. A run that failed, was blocked or was cancelled is not an
 // error: see the returned status. An error means the journal could not be
 // written, and the run's state is whatever was journaled before.
-func (e *Engine) Run(ctx context.Context, wf *Workflow, inputs map[string]any, workspace string) (*journal.Run, error) {
+func (e *Engine) Run(ctx context.Context, wf *workflow.Workflow, inputs map[string]any, workspace string) (*journal.Run, error) {
 	run := &journal.Run{
 		Workflow:   wf.Name,
 		Definition: wf.Source,
 		Source:     wf.Path,
-		Inputs:     wf.redactInputs(inputs),
+		Inputs:     wf.RedactInputs(inputs),
 		Workspace:  workspace,
 	}
 	if err := e.Journal.CreateRun(run); err != nil {
@@ -206,7 +207,7 @@ type runner struct {
 	e       *Engine
 	j       Journal  // the engine's journal, scrubbing secrets (see scrubbing)
 	secrets []string // values of secret inputs: never journaled or shown
-	wf      *Workflow
+	wf      *workflow.Workflow
 	run     *journal.Run
 	start   time.Time
 	inputs  map[string]any
@@ -222,7 +223,7 @@ type runner struct {
 // unit is one invocation's worth of a step: the step itself, or one item of
 // its for_each.
 type unit struct {
-	*Step
+	*workflow.Step
 	item      int // -1 without for_each
 	itemValue any
 }
@@ -240,14 +241,14 @@ type unitKey struct {
 	item int
 }
 
-func newRunner(e *Engine, wf *Workflow, run *journal.Run, inputs map[string]any, prior map[unitKey]*journal.Invocation) *runner {
+func newRunner(e *Engine, wf *workflow.Workflow, run *journal.Run, inputs map[string]any, prior map[unitKey]*journal.Invocation) *runner {
 	env := map[string]string{}
 	for _, name := range wf.Env {
 		env[name] = os.Getenv(name) // a listed variable that is unset reads as ""
 	}
 	r := &runner{e: e, wf: wf, run: run, inputs: inputs, env: env, prior: prior, steps: map[string]any{}}
 	for _, in := range wf.Inputs {
-		if v := text(inputs[in.Name]); in.Secret && v != "" {
+		if v := workflow.Text(inputs[in.Name]); in.Secret && v != "" {
 			r.secrets = append(r.secrets, v)
 		}
 	}
@@ -255,14 +256,14 @@ func newRunner(e *Engine, wf *Workflow, run *journal.Run, inputs map[string]any,
 	return r
 }
 
-func (r *runner) vars(u unit) vars {
+func (r *runner) vars(u unit) workflow.Vars {
 	r.mu.Lock()
 	steps := make(map[string]any, len(r.steps))
 	for k, v := range r.steps {
 		steps[k] = v
 	}
 	r.mu.Unlock()
-	return vars{inputs: r.inputs, steps: steps, env: r.env, item: u.itemValue, index: max(u.item, 0), inLoop: u.item >= 0}
+	return workflow.Vars{Inputs: r.inputs, Steps: steps, Env: r.env, Item: u.itemValue, Index: max(u.item, 0), InLoop: u.item >= 0}
 }
 
 func (r *runner) execute(ctx context.Context) (*journal.Run, error) {
@@ -303,7 +304,7 @@ func (r *runner) execute(ctx context.Context) (*journal.Run, error) {
 func (r *runner) outputs(ctx context.Context) (map[string]any, error) {
 	out := make(map[string]any, len(r.wf.Outputs))
 	for _, o := range r.wf.Outputs {
-		v, err := o.Value.eval(ctx, r.vars(unit{item: -1}))
+		v, err := o.Value.Eval(ctx, r.vars(unit{item: -1}))
 		if err != nil {
 			return nil, fmt.Errorf("output %s: %v", o.Name, err)
 		}
@@ -330,7 +331,7 @@ func failedValue(e *journal.Error) map[string]any {
 
 // runStep runs one step: its condition, then one invocation or one per
 // for_each item.
-func (r *runner) runStep(ctx context.Context, st *Step) (stepResult, error) {
+func (r *runner) runStep(ctx context.Context, st *workflow.Step) (stepResult, error) {
 	u := unit{Step: st, item: -1}
 	if inv, ok := r.prior[unitKey{st.ID, -1}]; ok && st.ForEach == nil {
 		// Resume: the condition was decided when the step first ran; its
@@ -352,26 +353,26 @@ func (r *runner) runStep(ctx context.Context, st *Step) (stepResult, error) {
 	if st.ForEach == nil {
 		return r.unit(ctx, u)
 	}
-	v, err := st.ForEach.eval(ctx, r.vars(u))
+	v, err := st.ForEach.Eval(ctx, r.vars(u))
 	if err != nil {
 		return failed(CodeExpression, "step %s: for_each: %v", st.ID, err), nil
 	}
 	items, ok := v.([]any)
 	if !ok {
-		return failed(CodeExpression, "step %s: for_each yielded %s, not a list", st.ID, text(v)), nil
+		return failed(CodeExpression, "step %s: for_each yielded %s, not a list", st.ID, workflow.Text(v)), nil
 	}
 	return r.fanOut(ctx, st, items)
 }
 
 func (r *runner) condition(ctx context.Context, u unit) (bool, *stepResult) {
-	v, err := u.If.eval(ctx, r.vars(u))
+	v, err := u.If.Eval(ctx, r.vars(u))
 	if err != nil {
 		out := failed(CodeExpression, "step %s: if: %v", u.ID, err)
 		return false, &out
 	}
 	b, ok := v.(bool)
 	if !ok {
-		out := failed(CodeExpression, "step %s: if yielded %s, not true or false", u.ID, text(v))
+		out := failed(CodeExpression, "step %s: if yielded %s, not true or false", u.ID, workflow.Text(v))
 		return false, &out
 	}
 	return b, nil
@@ -403,7 +404,7 @@ func (r *runner) unit(ctx context.Context, u unit) (stepResult, error) {
 // flight. After the first item that does not succeed no new item starts;
 // items already in flight finish (cancelling them would leave their
 // outcome unknown).
-func (r *runner) fanOut(ctx context.Context, st *Step, items []any) (stepResult, error) {
+func (r *runner) fanOut(ctx context.Context, st *workflow.Step, items []any) (stepResult, error) {
 	results := make([]stepResult, len(items))
 	errs := make([]error, len(items))
 	started := make([]bool, len(items))
@@ -556,18 +557,3 @@ func resultText(res *mcp.CallToolResult) string {
 	}
 	return out
 }
-
-// redactInputs replaces secret inputs' values for the journal.
-func (w *Workflow) redactInputs(inputs map[string]any) map[string]any {
-	out := make(map[string]any, len(inputs))
-	for k, v := range inputs {
-		if in := w.input(k); in != nil && in.Secret {
-			v = Redacted
-		}
-		out[k] = v
-	}
-	return out
-}
-
-// Redacted stands in for a secret value in the journal and in output.
-const Redacted = "[redacted]"

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // memSession adapts a go-sdk client session over in-memory transports to
@@ -76,11 +77,11 @@ func newEngine(j *journal.Journal, sess engine.Session) *engine.Engine {
 	}
 }
 
-func load(t *testing.T, src string) *engine.Workflow { return loadB(t, src) }
+func load(t *testing.T, src string) *workflow.Workflow { return loadB(t, src) }
 
-func loadB(t testing.TB, src string) *engine.Workflow {
+func loadB(t testing.TB, src string) *workflow.Workflow {
 	t.Helper()
-	wf, err := engine.Load("test.yaml", []byte(src), nil)
+	wf, err := workflow.Load("test.yaml", []byte(src), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

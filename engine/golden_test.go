@@ -40,6 +40,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -61,7 +62,10 @@ import (
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/workflow"
 )
+
+var update = flag.Bool("update", false, "rewrite golden files")
 
 func TestGolden(t *testing.T) {
 	files, _ := filepath.Glob("testdata/golden/*.txtar")
@@ -428,7 +432,7 @@ func runGolden(t *testing.T, file string) {
 			t.Fatalf("unknown section %q", f.Name)
 		}
 	}
-	wf, err := engine.Load("workflow.yaml", sections["workflow.yaml"], nil)
+	wf, err := workflow.Load("workflow.yaml", sections["workflow.yaml"], nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -518,7 +522,7 @@ func runGolden(t *testing.T, file string) {
 	t.Errorf("no want section; got:\n%s", got)
 }
 
-func renderGolden(t *testing.T, wf *engine.Workflow, script *goldenScript, run *journal.Run, invs []journal.Invocation, sess *goldenSession, render map[string]bool) string {
+func renderGolden(t *testing.T, wf *workflow.Workflow, script *goldenScript, run *journal.Run, invs []journal.Invocation, sess *goldenSession, render map[string]bool) string {
 	var b strings.Builder
 	b.WriteString("run " + run.Status.String())
 	if run.Error != nil {

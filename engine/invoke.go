@@ -14,6 +14,7 @@ import (
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // MetaIdempotencyKey is the _meta key carrying the invocation id on every
@@ -96,7 +97,7 @@ func (r *runner) step(ctx context.Context, st unit) (stepResult, error) {
 func (r *runner) evalArgs(ctx context.Context, st unit) (json.RawMessage, *stepResult) {
 	var argv any = map[string]any{}
 	if st.With != nil {
-		v, err := st.With.eval(ctx, r.vars(st))
+		v, err := st.With.Eval(ctx, r.vars(st))
 		if err != nil {
 			out := failed(CodeExpression, "step %s: %v", st.name(), err)
 			return nil, &out
@@ -290,7 +291,7 @@ func completed(st unit, value map[string]any) stepResult {
 	if isErr, _ := value["isError"].(bool); isErr {
 		// The tool's own error result stays visible to later steps (with
 		// continue_on_error) as steps.ID.text, .structuredContent, …
-		e := &journal.Error{Code: CodeToolError, Message: fmt.Sprintf("step %s: tool %s returned an error: %s", st.name(), st.Tool, oneLine(text(value["text"])))}
+		e := &journal.Error{Code: CodeToolError, Message: fmt.Sprintf("step %s: tool %s returned an error: %s", st.name(), st.Tool, oneLine(workflow.Text(value["text"])))}
 		value["error"] = map[string]any{"code": e.Code, "message": e.Message}
 		return stepResult{value: value, status: journal.RunFailed, err: e}
 	}
@@ -441,7 +442,7 @@ func (r *runner) redact(b json.RawMessage) json.RawMessage {
 	}
 	var v any
 	if json.Unmarshal(b, &v) != nil {
-		return json.RawMessage(`"` + Redacted + `"`)
+		return json.RawMessage(`"` + workflow.Redacted + `"`)
 	}
 	out, _ := json.Marshal(redactValue(v, r.secrets))
 	return out
@@ -451,7 +452,7 @@ func (r *runner) redact(b json.RawMessage) json.RawMessage {
 // journal or for output (tool error text, upstream errors, results).
 func (r *runner) scrub(s string) string {
 	for _, secret := range r.secrets {
-		s = strings.ReplaceAll(s, secret, Redacted)
+		s = strings.ReplaceAll(s, secret, workflow.Redacted)
 	}
 	return s
 }
@@ -500,7 +501,7 @@ func redactValue(v any, secrets []string) any {
 	switch x := v.(type) {
 	case string:
 		for _, s := range secrets {
-			x = strings.ReplaceAll(x, s, Redacted)
+			x = strings.ReplaceAll(x, s, workflow.Redacted)
 		}
 		return x
 	case map[string]any:
@@ -513,8 +514,8 @@ func redactValue(v any, secrets []string) any {
 		}
 	default:
 		for _, s := range secrets {
-			if text(x) == s {
-				return Redacted
+			if workflow.Text(x) == s {
+				return workflow.Redacted
 			}
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/servers/demo"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // These tests run the engine against REAL demo servers (a stdio subprocess
@@ -49,7 +50,7 @@ type realRig struct {
 	workspace string
 	j         *journal.Journal
 	eng       *engine.Engine
-	wf        *engine.Workflow
+	wf        *workflow.Workflow
 
 	mu       sync.Mutex
 	sessions []*servers.Session // every session the engine was handed, once each
@@ -61,7 +62,7 @@ var fullTrust = journal.Trust{Server: true, Workspace: true, WorkspaceSource: "f
 func newRealRig(t *testing.T, self, src string, trust func(string) journal.Trust) *realRig {
 	t.Helper()
 	ws := t.TempDir()
-	wf, err := engine.Load(filepath.Join(ws, "w.yaml"), []byte(src), nil)
+	wf, err := workflow.Load(filepath.Join(ws, "w.yaml"), []byte(src), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // Resume continues a run from the journal. The definition and inputs come
@@ -29,7 +30,7 @@ func (e *Engine) Resume(ctx context.Context, id journal.ID, secrets map[string]a
 	if run.Status == journal.RunSucceeded {
 		return run, nil
 	}
-	wf, err := Load(run.Source, run.Definition, external)
+	wf, err := workflow.Load(run.Source, run.Definition, external)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: journaled definition: %w", id.Short(), err)
 	}
@@ -44,7 +45,7 @@ func (e *Engine) Resume(ctx context.Context, id journal.ID, secrets map[string]a
 		v, ok := secrets[in.Name]
 		if !ok {
 			if _, used := run.Inputs[in.Name]; used {
-				return nil, fmt.Errorf("%w: run %s used secret input %q, which the journal does not keep: pass --input %s=VALUE", ErrInput, id.Short(), in.Name, in.Name)
+				return nil, fmt.Errorf("%w: run %s used secret input %q, which the journal does not keep: pass --input %s=VALUE", workflow.ErrInput, id.Short(), in.Name, in.Name)
 			}
 			continue
 		}

@@ -3,11 +3,12 @@ package servers
 import (
 	"encoding/json"
 	"errors"
-	"github.com/mcpflow/mcpflow/internal/didyoumean"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpflow/mcpflow/internal/didyoumean"
 
 	"go.yaml.in/yaml/v3"
 )

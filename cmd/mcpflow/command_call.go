@@ -10,9 +10,9 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 type callOptions struct {
@@ -83,7 +83,7 @@ func call(ctx context.Context, g *globals, o *callOptions, server, tool string, 
 	if err != nil {
 		return err
 	}
-	wf, err := engine.Load(fmt.Sprintf("call %s %s", server, tool), src, set)
+	wf, err := workflow.Load(fmt.Sprintf("call %s %s", server, tool), src, set)
 	if err != nil {
 		return err
 	}

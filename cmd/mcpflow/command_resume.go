@@ -8,9 +8,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 type resumeOptions struct {
@@ -110,7 +110,7 @@ func resumeOne(ctx context.Context, g *globals, o *resumeOptions, j *journal.Jou
 	if err != nil {
 		return 0, err
 	}
-	wf, err := engine.Load(stored.Source, stored.Definition, external)
+	wf, err := workflow.Load(stored.Source, stored.Definition, external)
 	if err != nil {
 		return 0, fmt.Errorf("run %s: %w", id.Short(), err)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 func newValidateCommand(g *globals) *cobra.Command {
@@ -56,7 +56,7 @@ func validate(ctx context.Context, g *globals, file string, discover bool, w io.
 				problems = append(problems, fmt.Errorf("step %s: %v", st.ID, err))
 				continue
 			}
-			if err := engine.CheckLiteralArguments(st, tool); err != nil {
+			if err := workflow.CheckLiteralArguments(st, tool); err != nil {
 				problems = append(problems, fmt.Errorf("step %s: %v", st.ID, err))
 			}
 		}

@@ -1,9 +1,9 @@
 package main
 
 import (
-	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // external reads the servers configured outside workflows: the workspace's
@@ -32,7 +32,7 @@ func (g *globals) trustStore() *servers.TrustStore { return servers.OpenTrustSto
 // entries are fixed by its journaled definition), workspace trust from the
 // trust store or --trust-workspace. A configuration that no longer reads
 // grants no trust.
-func (g *globals) trustFunc(wf *engine.Workflow, flag bool) func(string) journal.Trust {
+func (g *globals) trustFunc(wf *workflow.Workflow, flag bool) func(string) journal.Trust {
 	store := g.trustStore()
 	return func(name string) journal.Trust {
 		var t journal.Trust
@@ -49,6 +49,6 @@ func (g *globals) trustFunc(wf *engine.Workflow, flag bool) func(string) journal
 }
 
 // loadWorkflow loads and validates a workflow file against the configured servers.
-func loadWorkflow(file string, external servers.Set) (*engine.Workflow, error) {
-	return engine.LoadFile(file, external)
+func loadWorkflow(file string, external servers.Set) (*workflow.Workflow, error) {
+	return workflow.LoadFile(file, external)
 }

@@ -9,9 +9,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // Exit codes, documented in the README and in --help.
@@ -62,7 +62,7 @@ func codeFor(err error) int {
 	case errors.Is(err, journal.ErrLocked), errors.Is(err, journal.ErrDamaged),
 		errors.Is(err, journal.ErrNotJournal), errors.Is(err, journal.ErrNewerSchema):
 		return exitJournal
-	case errors.Is(err, engine.ErrInvalid), errors.Is(err, engine.ErrInput), errors.Is(err, servers.ErrConfig):
+	case errors.Is(err, workflow.ErrInvalid), errors.Is(err, workflow.ErrInput), errors.Is(err, servers.ErrConfig):
 		return exitUsage
 	case errors.Is(err, context.Canceled):
 		return exitInterrupted

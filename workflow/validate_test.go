@@ -1,4 +1,4 @@
-package engine_test
+package workflow_test
 
 import (
 	"flag"
@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/tools/txtar"
 
-	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -34,7 +34,7 @@ func TestValidationGolden(t *testing.T) {
 				}
 			}
 			got := ""
-			if _, err := engine.Load("workflow.yaml", src, nil); err != nil {
+			if _, err := workflow.Load("workflow.yaml", src, nil); err != nil {
 				got = err.Error() + "\n"
 			}
 			for i := range ar.Files {

@@ -1,4 +1,4 @@
-package engine_test
+package workflow_test
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 func loadSchema(t *testing.T) (*jsonschema.Resolved, map[string]any) {
@@ -58,7 +58,7 @@ func TestSchemaAcceptsEveryExample(t *testing.T) {
 	}
 	for _, f := range files {
 		src, _ := os.ReadFile(f)
-		if _, err := engine.Load(f, src, nil); err != nil {
+		if _, err := workflow.Load(f, src, nil); err != nil {
 			t.Errorf("loader rejects %s: %v", f, err)
 		}
 		if err := rs.Validate(yamlToJSON(t, src)); err != nil {
@@ -93,10 +93,10 @@ func TestSchemaKeysMatchLoader(t *testing.T) {
 		schema []string
 		loader []string
 	}{
-		{"workflow", props(), engine.WorkflowKeys},
-		{"input", props("properties", "inputs", "additionalProperties"), engine.InputKeys},
-		{"step", props("$defs", "step"), engine.StepKeys},
-		{"retry", props("$defs", "step", "properties", "retry"), engine.RetryKeys},
+		{"workflow", props(), workflow.WorkflowKeys},
+		{"input", props("properties", "inputs", "additionalProperties"), workflow.InputKeys},
+		{"step", props("$defs", "step"), workflow.StepKeys},
+		{"retry", props("$defs", "step", "properties", "retry"), workflow.RetryKeys},
 	} {
 		if !slices.Equal(tc.schema, sorted(tc.loader)) {
 			t.Errorf("%s keys: schema %v, loader %v", tc.name, tc.schema, sorted(tc.loader))

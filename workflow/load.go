@@ -1,4 +1,4 @@
-package engine
+package workflow
 
 import (
 	"bytes"
@@ -202,12 +202,12 @@ func (l *loader) outputs(n *yaml.Node, wf *Workflow) error {
 
 // value compiles a YAML value holding ${{ … }} expressions and checks every
 // name they read.
-func (l *loader) value(n *yaml.Node, what string, wf *Workflow, earlier map[string]bool, loop bool) (*value, error) {
+func (l *loader) value(n *yaml.Node, what string, wf *Workflow, earlier map[string]bool, loop bool) (*Value, error) {
 	switch n.Kind {
 	case yaml.AliasNode:
 		return l.value(n.Alias, what, wf, earlier, loop)
 	case yaml.MappingNode:
-		out := &value{mapping: map[string]*value{}}
+		out := &Value{mapping: map[string]*Value{}}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Kind != yaml.ScalarNode {
@@ -226,7 +226,7 @@ func (l *loader) value(n *yaml.Node, what string, wf *Workflow, earlier map[stri
 		sort.Strings(out.keys)
 		return out, nil
 	case yaml.SequenceNode:
-		out := &value{sequence: []*value{}}
+		out := &Value{sequence: []*Value{}}
 		for _, e := range n.Content {
 			c, err := l.value(e, what, wf, earlier, loop)
 			if err != nil {
@@ -242,14 +242,14 @@ func (l *loader) value(n *yaml.Node, what string, wf *Workflow, earlier map[stri
 	}
 	str, ok := raw.(string)
 	if !ok {
-		return &value{literal: jsonShape(raw)}, nil
+		return &Value{literal: jsonShape(raw)}, nil
 	}
 	t, err := parseTemplate(str)
 	if err != nil {
 		return nil, l.errAt(n, "%s: %v", what, err)
 	}
 	if t == nil {
-		return &value{literal: str}, nil
+		return &Value{literal: str}, nil
 	}
 	for _, e := range t.exprs() {
 		// Runtime errors name the expression's own line and column.
@@ -258,12 +258,12 @@ func (l *loader) value(n *yaml.Node, what string, wf *Workflow, earlier map[stri
 			return nil, l.errAt(n, "%s: %v", what, err)
 		}
 	}
-	return &value{tmpl: t}, nil
+	return &Value{tmpl: t}, nil
 }
 
 // condition compiles an if or for_each expression: either ${{ … }} or a
 // bare CEL expression.
-func (l *loader) condition(n *yaml.Node, what string, wf *Workflow, earlier map[string]bool) (*expression, error) {
+func (l *loader) condition(n *yaml.Node, what string, wf *Workflow, earlier map[string]bool) (*Expression, error) {
 	src, err := l.str(n, what)
 	if err != nil {
 		return nil, err
@@ -285,9 +285,9 @@ func (l *loader) condition(n *yaml.Node, what string, wf *Workflow, earlier map[
 
 // checkRefs checks that an expression reads only declared inputs, listed
 // environment variables, earlier steps, and item/index inside for_each.
-func checkRefs(e *expression, wf *Workflow, earlier map[string]bool, loop bool) error {
+func checkRefs(e *Expression, wf *Workflow, earlier map[string]bool, loop bool) error {
 	for _, name := range e.refs.inputs {
-		if wf.input(name) == nil {
+		if wf.Input(name) == nil {
 			names := make([]string, len(wf.Inputs))
 			for i, in := range wf.Inputs {
 				names[i] = in.Name
@@ -500,7 +500,7 @@ func (l *loader) step(sn *yaml.Node, i int, wf *Workflow, seen map[string]bool, 
 			if err != nil {
 				return nil, err
 			}
-			st.ForEach = &value{tmpl: &template{parts: []part{{expr: e}}}}
+			st.ForEach = &Value{tmpl: &template{parts: []part{{expr: e}}}}
 		} else if v.Kind == yaml.SequenceNode {
 			if st.ForEach, err = l.value(v, what+".for_each", wf, seen, false); err != nil {
 				return nil, err
@@ -598,7 +598,7 @@ func (w *Workflow) ParseInputs(pairs []string) (map[string]any, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: %q: expected key=value", ErrInput, p)
 		}
-		in := w.input(k)
+		in := w.Input(k)
 		if in == nil {
 			names := make([]string, 0, len(w.Inputs))
 			for _, i := range w.Inputs {
@@ -640,7 +640,7 @@ func (w *Workflow) ParseSecretInputs(pairs []string) (map[string]any, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: %q: expected key=value", ErrInput, p)
 		}
-		in := w.input(k)
+		in := w.Input(k)
 		switch {
 		case in == nil:
 			return nil, fmt.Errorf("%w: unknown input %q", ErrInput, k)
@@ -656,7 +656,8 @@ func (w *Workflow) ParseSecretInputs(pairs []string) (map[string]any, error) {
 	return out, nil
 }
 
-func (w *Workflow) input(name string) *Input {
+// Input returns the declared input with the given name, or nil.
+func (w *Workflow) Input(name string) *Input {
 	for _, in := range w.Inputs {
 		if in.Name == name {
 			return in

@@ -1,4 +1,4 @@
-package engine
+package workflow
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func exprEnv() (*cel.Env, error) {
 }
 
 // expression is one compiled CEL expression.
-type expression struct {
+type Expression struct {
 	src  string
 	prog cel.Program
 	refs refs
@@ -62,7 +62,7 @@ type expression struct {
 }
 
 // where is the expression's position for error messages.
-func (e *expression) where() string {
+func (e *Expression) where() string {
 	if e.line == 0 {
 		return ""
 	}
@@ -75,7 +75,7 @@ type refs struct {
 	item               bool
 }
 
-func compileExpr(src string) (*expression, error) {
+func compileExpr(src string) (*Expression, error) {
 	env, err := exprEnv()
 	if err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func compileExpr(src string) (*expression, error) {
 	if err != nil {
 		return nil, fmt.Errorf("expression %q: %v", src, err)
 	}
-	return &expression{src: src, prog: prog, refs: collectRefs(checked)}, nil
+	return &Expression{src: src, prog: prog, refs: collectRefs(checked)}, nil
 }
 
 // collectRefs finds inputs.X, steps.X (or steps['X']), env.X and item.
@@ -138,24 +138,26 @@ func collectRefs(a *cel.Ast) refs {
 	return r
 }
 
-// vars are the values an evaluation sees.
-type vars struct {
-	inputs map[string]any
-	steps  map[string]any
-	env    map[string]string
-	item   any
-	index  int
-	inLoop bool
+// Vars are the values an evaluation sees.
+type Vars struct {
+	Inputs map[string]any
+	Steps  map[string]any
+	Env    map[string]string
+	// Item and Index are the for_each item and its position; they exist
+	// only when InLoop.
+	Item   any
+	Index  int
+	InLoop bool
 }
 
-func (e *expression) eval(ctx context.Context, v vars) (any, error) {
+func (e *Expression) Eval(ctx context.Context, v Vars) (any, error) {
 	act := map[string]any{
-		"inputs": celValue(v.inputs),
-		"steps":  celValue(v.steps),
-		"env":    v.env,
+		"inputs": celValue(v.Inputs),
+		"steps":  celValue(v.Steps),
+		"env":    v.Env,
 	}
-	if v.inLoop {
-		act["item"], act["index"] = celValue(v.item), int64(v.index)
+	if v.InLoop {
+		act["item"], act["index"] = celValue(v.Item), int64(v.Index)
 	}
 	ctx, cancel := context.WithTimeout(ctx, exprTimeLimit)
 	defer cancel()
@@ -250,7 +252,7 @@ type template struct {
 
 type part struct {
 	literal string
-	expr    *expression
+	expr    *Expression
 }
 
 // parseTemplate splits s into literals and compiled expressions. It returns
@@ -313,8 +315,8 @@ func closing(s string) int {
 	return -1
 }
 
-func (t *template) exprs() []*expression {
-	var out []*expression
+func (t *template) exprs() []*Expression {
+	var out []*Expression
 	for _, p := range t.parts {
 		if p.expr != nil {
 			out = append(out, p.expr)
@@ -323,9 +325,9 @@ func (t *template) exprs() []*expression {
 	return out
 }
 
-func (t *template) eval(ctx context.Context, v vars) (any, error) {
+func (t *template) Eval(ctx context.Context, v Vars) (any, error) {
 	if len(t.parts) == 1 && t.parts[0].expr != nil {
-		return t.parts[0].expr.eval(ctx, v)
+		return t.parts[0].expr.Eval(ctx, v)
 	}
 	var b strings.Builder
 	for _, p := range t.parts {
@@ -333,16 +335,16 @@ func (t *template) eval(ctx context.Context, v vars) (any, error) {
 			b.WriteString(p.literal)
 			continue
 		}
-		val, err := p.expr.eval(ctx, v)
+		val, err := p.expr.Eval(ctx, v)
 		if err != nil {
 			return nil, err
 		}
-		b.WriteString(text(val))
+		b.WriteString(Text(val))
 	}
 	return b.String(), nil
 }
 
-func text(v any) string {
+func Text(v any) string {
 	switch x := v.(type) {
 	case string:
 		return x
@@ -359,22 +361,22 @@ func text(v any) string {
 
 // value is a step argument: a literal, or a template to evaluate, possibly
 // nested in maps and lists.
-type value struct {
+type Value struct {
 	literal  any
 	tmpl     *template
-	mapping  map[string]*value
+	mapping  map[string]*Value
 	keys     []string // mapping keys in a stable order
-	sequence []*value
+	sequence []*Value
 }
 
-func (v *value) eval(ctx context.Context, vs vars) (any, error) {
+func (v *Value) Eval(ctx context.Context, vs Vars) (any, error) {
 	switch {
 	case v.tmpl != nil:
-		return v.tmpl.eval(ctx, vs)
+		return v.tmpl.Eval(ctx, vs)
 	case v.mapping != nil:
 		out := make(map[string]any, len(v.mapping))
 		for _, k := range v.keys {
-			e, err := v.mapping[k].eval(ctx, vs)
+			e, err := v.mapping[k].Eval(ctx, vs)
 			if err != nil {
 				return nil, err
 			}
@@ -384,7 +386,7 @@ func (v *value) eval(ctx context.Context, vs vars) (any, error) {
 	case v.sequence != nil:
 		out := make([]any, len(v.sequence))
 		for i, e := range v.sequence {
-			x, err := e.eval(ctx, vs)
+			x, err := e.Eval(ctx, vs)
 			if err != nil {
 				return nil, err
 			}
@@ -396,8 +398,8 @@ func (v *value) eval(ctx context.Context, vs vars) (any, error) {
 }
 
 // exprs lists every expression inside v.
-func (v *value) exprs() []*expression {
-	var out []*expression
+func (v *Value) exprs() []*Expression {
+	var out []*Expression
 	if v.tmpl != nil {
 		out = append(out, v.tmpl.exprs()...)
 	}

@@ -1,4 +1,4 @@
-package engine_test
+package workflow_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // FuzzLoad: any input gives a workflow or a clear positioned error; never a
@@ -26,7 +26,7 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("name: w\nsteps: [{id: a, server: s, tool: t, with: {x: '${{ [1,2].map(x, x * 2) }}'}}]"))
 	f.Add([]byte("&a [*a]"))
 	f.Fuzz(func(t *testing.T, src []byte) {
-		wf, err := engine.Load("f.yaml", src, nil)
+		wf, err := workflow.Load("f.yaml", src, nil)
 		if err == nil && (wf.Name == "" || len(wf.Steps) == 0) {
 			t.Fatalf("accepted a workflow without name or steps: %q", src)
 		}
@@ -51,7 +51,7 @@ func FuzzExpression(f *testing.F) {
 			return
 		}
 		src := "name: w\ninputs: {n: {type: number, default: 2}, s: {default: abc}}\nservers: {s: {builtin: demo}}\nsteps:\n  - {id: a, server: s, tool: t}\n  - {id: b, server: s, tool: t, if: " + quote(expr) + "}\n"
-		wf, err := engine.Load("f.yaml", []byte(src), nil)
+		wf, err := workflow.Load("f.yaml", []byte(src), nil)
 		if err != nil {
 			return
 		}
@@ -59,7 +59,7 @@ func FuzzExpression(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_ = engine.EvalCondition(context.Background(), wf.Steps[1], inputs, map[string]any{"a": map[string]any{"structuredContent": map[string]any{"list": []any{1.0, 2.0}}}})
+		_ = workflow.EvalCondition(context.Background(), wf.Steps[1], inputs, map[string]any{"a": map[string]any{"structuredContent": map[string]any{"list": []any{1.0, 2.0}}}})
 	})
 }
 

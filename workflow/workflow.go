@@ -1,4 +1,4 @@
-package engine
+package workflow
 
 import (
 	"context"
@@ -58,13 +58,13 @@ type Step struct {
 	Server string
 	Tool   string
 	// With holds the arguments, possibly containing ${{ … }} expressions.
-	With *value
+	With *Value
 	// If, when set, must be true for the step to run; otherwise it is
 	// journaled as skipped.
-	If *expression
+	If *Expression
 	// ForEach, when set, yields a list; the step runs once per item, with
 	// at most Concurrency calls in flight.
-	ForEach     *value
+	ForEach     *Value
 	Concurrency int
 	// Timeout bounds each call (0: none). A call that times out may have
 	// run: it is retried only when Retry asks and the replay policy agrees.
@@ -86,7 +86,7 @@ type Retry struct {
 // Output is a named value computed when the run succeeds.
 type Output struct {
 	Name  string
-	Value *value
+	Value *Value
 }
 
 // Step returns the step with the given id, or nil.
@@ -103,12 +103,12 @@ func (w *Workflow) Step(id string) *Step {
 // input schema when they hold no expression (arguments with expressions
 // are validated before each call instead).
 func CheckLiteralArguments(st *Step, tool servers.Tool) error {
-	if st.With != nil && len(st.With.exprs()) > 0 {
+	if st.With != nil && st.With.HasExpressions() {
 		return nil
 	}
 	args := []byte("{}")
 	if st.With != nil {
-		v, err := st.With.eval(context.Background(), vars{})
+		v, err := st.With.Eval(context.Background(), Vars{})
 		if err != nil {
 			return err
 		}
@@ -118,3 +118,26 @@ func CheckLiteralArguments(st *Step, tool servers.Tool) error {
 	}
 	return tool.Validate(args)
 }
+
+// HasExpressions reports whether v holds a ${{ … }} expression anywhere.
+func (v *Value) HasExpressions() bool { return len(v.exprs()) > 0 }
+
+// Literal is a value sent exactly as given: strings in it are never read
+// as expressions.
+func Literal(v any) *Value { return &Value{literal: jsonShape(v)} }
+
+// RedactInputs returns inputs with the values of secret inputs replaced by
+// Redacted.
+func (w *Workflow) RedactInputs(inputs map[string]any) map[string]any {
+	out := make(map[string]any, len(inputs))
+	for k, v := range inputs {
+		if in := w.Input(k); in != nil && in.Secret {
+			v = Redacted
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// Redacted stands in for a secret value in the journal and in output.
+const Redacted = "[redacted]"

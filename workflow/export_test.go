@@ -1,4 +1,4 @@
-package engine
+package workflow
 
 import "context"
 
@@ -12,6 +12,6 @@ var (
 
 // EvalCondition evaluates a step's if expression.
 func EvalCondition(ctx context.Context, st *Step, inputs, steps map[string]any) error {
-	_, err := st.If.eval(ctx, vars{inputs: inputs, steps: steps})
+	_, err := st.If.Eval(ctx, Vars{Inputs: inputs, Steps: steps})
 	return err
 }
