@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mcpflow/mcpflow/internal/didyoumean"
+	"github.com/mcpflow/mcpflow/internal/yamlpos"
 )
 
 // entryKeys are the keys of a server entry in mcpflow's own YAML.
@@ -45,7 +46,6 @@ func ParseEntry(file, name string, node *yaml.Node) (srv *Server, err error) {
 	if node == nil {
 		return nil, &ConfigError{File: file, Server: name, Msg: "missing entry (expected a mapping with builtin, command or url)"}
 	}
-	node = resolveNode(node)
 	fields, keys, err := p.fields(node, entryKeys)
 	if err != nil {
 		return nil, err
@@ -113,33 +113,18 @@ func position(file string, n *yaml.Node) string {
 	return fmt.Sprintf("%s:%d:%d", file, n.Line, n.Column)
 }
 
-// resolveNode steps through documents and aliases.
-func resolveNode(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && i < 64; i++ {
-		switch {
-		case n.Kind == yaml.DocumentNode && len(n.Content) == 1:
-			n = n.Content[0]
-		case n.Kind == yaml.AliasNode && n.Alias != nil:
-			n = n.Alias
-		default:
-			return n
-		}
-	}
-	return n
-}
-
 // fields checks that n is a mapping of known, unique keys, and returns the
 // values by key and the keys in file order.
 func (p *yamlParser) fields(n *yaml.Node, allowed []string) (map[string]*yaml.Node, []string, error) {
 	if n.Kind != yaml.MappingNode {
-		return nil, nil, p.errAt(n, "expected a mapping with %s, found %s", strings.Join(allowed, ", "), kindName(n))
+		return nil, nil, p.errAt(n, "expected a mapping with %s, found %s", strings.Join(allowed, ", "), yamlpos.KindName(n))
 	}
 	out := map[string]*yaml.Node{}
 	var keys []string
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], resolveNode(n.Content[i+1])
+		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
-			return nil, nil, p.errAt(k, "expected a key, found %s", kindName(k))
+			return nil, nil, p.errAt(k, "expected a key, found %s", yamlpos.KindName(k))
 		}
 		if !slices.Contains(allowed, k.Value) {
 			return nil, nil, p.errAt(k, "%s", unknownKey(k.Value, allowed))
@@ -175,20 +160,19 @@ func isWorkspaceTrustKey(k string) bool {
 
 func (p *yamlParser) str(n *yaml.Node, key string) (string, error) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		return "", p.errAt(n, "%s: expected a string, found %s", key, kindName(n))
+		return "", p.errAt(n, "%s: expected a string, found %s", key, yamlpos.KindName(n))
 	}
 	return n.Value, nil
 }
 
 func (p *yamlParser) strList(n *yaml.Node, key string) ([]string, error) {
 	if n.Kind != yaml.SequenceNode {
-		return nil, p.errAt(n, "%s: expected a list of strings, found %s", key, kindName(n))
+		return nil, p.errAt(n, "%s: expected a list of strings, found %s", key, yamlpos.KindName(n))
 	}
 	out := make([]string, 0, len(n.Content))
 	for i, c := range n.Content {
-		c = resolveNode(c)
 		if c.Kind != yaml.ScalarNode || c.Tag == "!!null" {
-			return nil, p.errAt(c, "%s[%d]: expected a string, found %s", key, i, kindName(c))
+			return nil, p.errAt(c, "%s[%d]: expected a string, found %s", key, i, yamlpos.KindName(c))
 		}
 		out = append(out, c.Value)
 	}
@@ -197,19 +181,19 @@ func (p *yamlParser) strList(n *yaml.Node, key string) ([]string, error) {
 
 func (p *yamlParser) strMap(n *yaml.Node, key string) (map[string]string, error) {
 	if n.Kind != yaml.MappingNode {
-		return nil, p.errAt(n, "%s: expected a mapping of NAME: VALUE, found %s", key, kindName(n))
+		return nil, p.errAt(n, "%s: expected a mapping of NAME: VALUE, found %s", key, yamlpos.KindName(n))
 	}
 	out := map[string]string{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], resolveNode(n.Content[i+1])
+		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode || k.Value == "" {
-			return nil, p.errAt(k, "%s: expected a name, found %s", key, kindName(k))
+			return nil, p.errAt(k, "%s: expected a name, found %s", key, yamlpos.KindName(k))
 		}
 		if _, dup := out[k.Value]; dup {
 			return nil, p.errAt(k, "%s: duplicate name %q (expected each name once)", key, k.Value)
 		}
 		if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
-			return nil, p.errAt(v, "%s.%s: expected a string, found %s", key, k.Value, kindName(v))
+			return nil, p.errAt(v, "%s.%s: expected a string, found %s", key, k.Value, yamlpos.KindName(v))
 		}
 		out[k.Value] = v.Value
 	}
@@ -218,7 +202,7 @@ func (p *yamlParser) strMap(n *yaml.Node, key string) (map[string]string, error)
 
 func (p *yamlParser) boolean(n *yaml.Node, key string) (bool, error) {
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-		return false, p.errAt(n, "%s: expected true or false, found %s", key, kindName(n))
+		return false, p.errAt(n, "%s: expected true or false, found %s", key, yamlpos.KindName(n))
 	}
 	var b bool
 	if err := n.Decode(&b); err != nil {
@@ -229,7 +213,7 @@ func (p *yamlParser) boolean(n *yaml.Node, key string) (bool, error) {
 
 func (p *yamlParser) duration(n *yaml.Node, key string) (time.Duration, error) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		return 0, p.errAt(n, "%s: expected a duration such as \"30s\", found %s", key, kindName(n))
+		return 0, p.errAt(n, "%s: expected a duration such as \"30s\", found %s", key, yamlpos.KindName(n))
 	}
 	d, err := parseDuration(n.Value)
 	if err != nil {
@@ -247,21 +231,4 @@ func parseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is negative (expected a positive duration such as \"30s\")", s)
 	}
 	return d, nil
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	case yaml.DocumentNode:
-		return "a document"
-	}
-	if n.Tag == "!!null" {
-		return "nothing"
-	}
-	return fmt.Sprintf("%q", n.Value)
 }

@@ -1,17 +1,16 @@
 package servers
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/mcpflow/mcpflow/internal/yamlpos"
 )
 
 // WorkspaceFile is the name of the workspace's server configuration.
@@ -105,33 +104,20 @@ func unwrapPathError(err error) error {
 	return err
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
 // loadYAML reads a file of mcpflow.yaml's shape. base is what relative
 // imports are relative to.
 func loadYAML(file string, src []byte, base string, allowImport bool) (set Set, source *Source, err error) {
-	defer func() {
-		// yaml.v3 can panic on some malformed inputs; no panic reaches a user.
-		if r := recover(); r != nil {
-			set, source, err = nil, nil, &ConfigError{File: file, Msg: fmt.Sprintf("cannot parse YAML: %v", r)}
-		}
-	}()
 	source = &Source{File: file}
-	var doc yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(src)).Decode(&doc); err != nil {
-		if errors.Is(err, io.EOF) {
-			return Set{}, source, nil // empty file
-		}
-		e := &ConfigError{File: file, Msg: strings.TrimPrefix(err.Error(), "yaml: ") + " (expected valid YAML)"}
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-			fmt.Sscanf(m[1], "%d", &e.Line)
-			e.Column, e.Msg = 1, m[2]+" (expected valid YAML)"
+	root, err := yamlpos.Parse(src)
+	if err != nil {
+		e := &ConfigError{File: file, Msg: err.Error() + " (expected valid YAML)"}
+		if ye := (*yamlpos.Error)(nil); errors.As(err, &ye) {
+			e.Line, e.Column, e.Msg = ye.Line, ye.Column, ye.Msg+" (expected valid YAML)"
 		}
 		return nil, nil, e
 	}
-	root := resolveNode(&doc)
-	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-		return Set{}, source, nil
+	if root == nil || root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
+		return Set{}, source, nil // empty file
 	}
 	p := &yamlParser{file: file}
 	fields, _, err := p.fields(root, []string{"import", "servers"})
@@ -144,10 +130,10 @@ func loadYAML(file string, src []byte, base string, allowImport bool) (set Set, 
 			return nil, nil, p.errAt(n, "import: an imported file cannot import others (expected servers: only)")
 		}
 		if n.Kind != yaml.SequenceNode {
-			return nil, nil, p.errAt(n, "import: expected a list of file paths, found %s", kindName(n))
+			return nil, nil, p.errAt(n, "import: expected a list of file paths, found %s", yamlpos.KindName(n))
 		}
 		for i, item := range n.Content {
-			path, optional, err := p.importItem(resolveNode(item), i)
+			path, optional, err := p.importItem(item, i)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -172,13 +158,13 @@ func loadYAML(file string, src []byte, base string, allowImport bool) (set Set, 
 	if n, ok := fields["servers"]; ok {
 		if n.Kind != yaml.MappingNode {
 			if n.Tag != "!!null" {
-				return nil, nil, p.errAt(n, "servers: expected a mapping of server names, found %s", kindName(n))
+				return nil, nil, p.errAt(n, "servers: expected a mapping of server names, found %s", yamlpos.KindName(n))
 			}
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Kind != yaml.ScalarNode || k.Value == "" {
-				return nil, nil, p.errAt(k, "servers: expected a server name, found %s", kindName(k))
+				return nil, nil, p.errAt(k, "servers: expected a server name, found %s", yamlpos.KindName(k))
 			}
 			if _, dup := own[k.Value]; dup {
 				return nil, nil, p.errAt(k, "servers: duplicate server %q (expected each name once)", k.Value)

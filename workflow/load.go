@@ -1,11 +1,11 @@
 package workflow
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mcpflow/mcpflow/internal/didyoumean"
+	"github.com/mcpflow/mcpflow/internal/yamlpos"
 
 	"github.com/mcpflow/mcpflow/servers"
 )
@@ -36,39 +37,24 @@ func LoadFile(path string, external servers.Set) (*Workflow, error) {
 // file, line and column, and what was expected.
 func Load(file string, src []byte, external servers.Set) (wf *Workflow, err error) {
 	l := &loader{file: file}
-	defer func() {
-		// yaml.v3 can panic on some malformed inputs; no panic reaches a user.
-		if r := recover(); r != nil {
-			wf, err = nil, &PosError{File: file, Msg: fmt.Sprintf("cannot parse YAML: %v", r)}
+	root, err := yamlpos.Parse(src)
+	if err != nil {
+		if ye := (*yamlpos.Error)(nil); errors.As(err, &ye) {
+			return nil, &PosError{File: file, Line: ye.Line, Column: ye.Column, Msg: ye.Msg}
 		}
-	}()
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(src))
-	if err := dec.Decode(&doc); err != nil {
-		return nil, l.yamlError(err)
+		return nil, &PosError{File: file, Msg: err.Error()}
 	}
-	if len(doc.Content) == 0 {
+	if root == nil {
 		return nil, &PosError{File: file, Msg: "empty workflow: expected a mapping with name and steps"}
 	}
 	wf = &Workflow{Path: file, Source: src, Servers: servers.Merge(external), Own: servers.Set{}}
-	if err := l.workflow(doc.Content[0], wf); err != nil {
+	if err := l.workflow(root, wf); err != nil {
 		return nil, err
 	}
 	return wf, nil
 }
 
 type loader struct{ file string }
-
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
-
-func (l *loader) yamlError(err error) error {
-	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		var line int
-		fmt.Sscanf(m[1], "%d", &line)
-		return &PosError{File: l.file, Line: line, Column: 1, Msg: m[2]}
-	}
-	return &PosError{File: l.file, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
-}
 
 func (l *loader) errAt(n *yaml.Node, format string, args ...any) error {
 	return &PosError{File: l.file, Line: n.Line, Column: n.Column, Msg: fmt.Sprintf(format, args...)}
@@ -78,7 +64,7 @@ func (l *loader) errAt(n *yaml.Node, format string, args ...any) error {
 // returns its values by key.
 func (l *loader) fields(n *yaml.Node, what string, allowed ...string) (map[string]*yaml.Node, error) {
 	if n.Kind != yaml.MappingNode {
-		return nil, l.errAt(n, "%s: expected a mapping, found %s", what, kindName(n))
+		return nil, l.errAt(n, "%s: expected a mapping, found %s", what, yamlpos.KindName(n))
 	}
 	out := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -102,7 +88,7 @@ func (l *loader) fields(n *yaml.Node, what string, allowed ...string) (map[strin
 
 func (l *loader) str(n *yaml.Node, what string) (string, error) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		return "", l.errAt(n, "%s: expected a string, found %s", what, kindName(n))
+		return "", l.errAt(n, "%s: expected a string, found %s", what, yamlpos.KindName(n))
 	}
 	return n.Value, nil
 }
@@ -153,7 +139,7 @@ func (l *loader) workflow(n *yaml.Node, wf *Workflow) error {
 	}
 	if v, ok := f["env"]; ok {
 		if v.Kind != yaml.SequenceNode {
-			return l.errAt(v, "env: expected a list of environment variable names, found %s", kindName(v))
+			return l.errAt(v, "env: expected a list of environment variable names, found %s", yamlpos.KindName(v))
 		}
 		for _, e := range v.Content {
 			name, err := l.str(e, "env")
@@ -183,15 +169,15 @@ func (l *loader) workflow(n *yaml.Node, wf *Workflow) error {
 
 func (l *loader) outputs(n *yaml.Node, wf *Workflow) error {
 	if n.Kind != yaml.MappingNode {
-		return l.errAt(n, "outputs: expected a mapping of names to values, found %s", kindName(n))
+		return l.errAt(n, "outputs: expected a mapping of names to values, found %s", yamlpos.KindName(n))
 	}
-	all := map[string]bool{}
+	sc := scope{wf: wf, earlier: map[string]bool{}}
 	for _, st := range wf.Steps {
-		all[st.ID] = true
+		sc.earlier[st.ID] = true
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		val, err := l.value(v, "output "+k.Value, wf, all, false)
+		val, err := l.value(v, "output "+k.Value, sc)
 		if err != nil {
 			return err
 		}
@@ -202,21 +188,19 @@ func (l *loader) outputs(n *yaml.Node, wf *Workflow) error {
 
 // value compiles a YAML value holding ${{ … }} expressions and checks every
 // name they read.
-func (l *loader) value(n *yaml.Node, what string, wf *Workflow, earlier map[string]bool, loop bool) (*Value, error) {
+func (l *loader) value(n *yaml.Node, what string, sc scope) (*Value, error) {
 	switch n.Kind {
-	case yaml.AliasNode:
-		return l.value(n.Alias, what, wf, earlier, loop)
 	case yaml.MappingNode:
 		out := &Value{mapping: map[string]*Value{}}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Kind != yaml.ScalarNode {
-				return nil, l.errAt(k, "%s: expected a string key, found %s", what, kindName(k))
+				return nil, l.errAt(k, "%s: expected a string key, found %s", what, yamlpos.KindName(k))
 			}
 			if _, dup := out.mapping[k.Value]; dup {
 				return nil, l.errAt(k, "%s: duplicate key %q", what, k.Value)
 			}
-			c, err := l.value(v, what, wf, earlier, loop)
+			c, err := l.value(v, what, sc)
 			if err != nil {
 				return nil, err
 			}
@@ -228,7 +212,7 @@ func (l *loader) value(n *yaml.Node, what string, wf *Workflow, earlier map[stri
 	case yaml.SequenceNode:
 		out := &Value{sequence: []*Value{}}
 		for _, e := range n.Content {
-			c, err := l.value(e, what, wf, earlier, loop)
+			c, err := l.value(e, what, sc)
 			if err != nil {
 				return nil, err
 			}
@@ -254,7 +238,7 @@ func (l *loader) value(n *yaml.Node, what string, wf *Workflow, earlier map[stri
 	for _, e := range t.exprs() {
 		// Runtime errors name the expression's own line and column.
 		e.file, e.line, e.col = l.file, n.Line, n.Column
-		if err := checkRefs(e, wf, earlier, loop); err != nil {
+		if err := sc.check(e); err != nil {
 			return nil, l.errAt(n, "%s: %v", what, err)
 		}
 	}
@@ -263,7 +247,7 @@ func (l *loader) value(n *yaml.Node, what string, wf *Workflow, earlier map[stri
 
 // condition compiles an if or for_each expression: either ${{ … }} or a
 // bare CEL expression.
-func (l *loader) condition(n *yaml.Node, what string, wf *Workflow, earlier map[string]bool) (*Expression, error) {
+func (l *loader) condition(n *yaml.Node, what string, sc scope) (*Expression, error) {
 	src, err := l.str(n, what)
 	if err != nil {
 		return nil, err
@@ -277,15 +261,26 @@ func (l *loader) condition(n *yaml.Node, what string, wf *Workflow, earlier map[
 		return nil, l.errAt(n, "%s: %v", what, err)
 	}
 	e.file, e.line, e.col = l.file, n.Line, n.Column
-	if err := checkRefs(e, wf, earlier, false); err != nil {
+	if err := sc.check(e); err != nil {
 		return nil, l.errAt(n, "%s: %v", what, err)
 	}
 	return e, nil
 }
 
-// checkRefs checks that an expression reads only declared inputs, listed
-// environment variables, earlier steps, and item/index inside for_each.
-func checkRefs(e *Expression, wf *Workflow, earlier map[string]bool, loop bool) error {
+// scope is what an expression may name at one place of a workflow: the
+// declared inputs and listed env variables, the steps that run before it,
+// and item/index inside the with: of a for_each step. The ids of the steps
+// that do not run before it are known only to say so.
+type scope struct {
+	wf      *Workflow
+	earlier map[string]bool
+	later   map[string]bool
+	loop    bool
+}
+
+// check checks every name an expression reads against the scope.
+func (sc scope) check(e *Expression) error {
+	wf := sc.wf
 	for _, name := range e.refs.inputs {
 		if wf.Input(name) == nil {
 			names := make([]string, len(wf.Inputs))
@@ -304,23 +299,19 @@ func checkRefs(e *Expression, wf *Workflow, earlier map[string]bool, loop bool) 
 		}
 	}
 	for _, name := range e.refs.steps {
-		if earlier[name] {
+		if sc.earlier[name] {
 			continue
 		}
-		if wf.Step(name) != nil {
+		if sc.later[name] {
 			return fmt.Errorf("expression %q: step %q does not run before this one (only earlier steps can be referenced)", e.src, name)
 		}
-		var ids []string
-		for id := range earlier {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
+		ids := slices.Sorted(maps.Keys(sc.earlier))
 		if s := didyoumean.Closest(name, ids); s != "" {
 			return fmt.Errorf("expression %q: unknown step %q (did you mean %q?)", e.src, name, s)
 		}
 		return fmt.Errorf("expression %q: unknown step %q", e.src, name)
 	}
-	if e.refs.item && !loop {
+	if e.refs.item && !sc.loop {
 		return fmt.Errorf("expression %q: item and index exist only in the with: of a step that has for_each", e.src)
 	}
 	return nil
@@ -339,7 +330,7 @@ func inputNames(wf *Workflow) string {
 
 func (l *loader) inputs(n *yaml.Node, wf *Workflow) error {
 	if n.Kind != yaml.MappingNode {
-		return l.errAt(n, "inputs: expected a mapping of input names, found %s", kindName(n))
+		return l.errAt(n, "inputs: expected a mapping of input names, found %s", yamlpos.KindName(n))
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -396,7 +387,7 @@ func (l *loader) inputs(n *yaml.Node, wf *Workflow) error {
 
 func (l *loader) servers(n *yaml.Node, wf *Workflow) error {
 	if n.Kind != yaml.MappingNode {
-		return l.errAt(n, "servers: expected a mapping of server names, found %s", kindName(n))
+		return l.errAt(n, "servers: expected a mapping of server names, found %s", yamlpos.KindName(n))
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
@@ -414,36 +405,36 @@ func (l *loader) servers(n *yaml.Node, wf *Workflow) error {
 
 func (l *loader) steps(n *yaml.Node, wf *Workflow) error {
 	if n.Kind != yaml.SequenceNode {
-		return l.errAt(n, "steps: expected a list of steps, found %s", kindName(n))
+		return l.errAt(n, "steps: expected a list of steps, found %s", yamlpos.KindName(n))
 	}
 	if len(n.Content) == 0 {
 		return l.errAt(n, "steps: a workflow needs at least one step")
 	}
 	// Every id first, so a reference to a later step says so.
+	later := map[string]bool{}
 	for _, sn := range n.Content {
 		if sn.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(sn.Content); i += 2 {
 				if sn.Content[i].Value == "id" {
-					wf.Steps = append(wf.Steps, &Step{ID: sn.Content[i+1].Value})
+					later[sn.Content[i+1].Value] = true
 				}
 			}
 		}
 	}
-	later := wf.Steps
-	wf.Steps = nil
-	seen := map[string]bool{}
+	earlier := map[string]bool{}
 	for i, sn := range n.Content {
-		st, err := l.step(sn, i, wf, seen, later)
+		st, err := l.step(sn, i, scope{wf: wf, earlier: maps.Clone(earlier), later: later})
 		if err != nil {
 			return err
 		}
-		seen[st.ID] = true
+		earlier[st.ID] = true
 		wf.Steps = append(wf.Steps, st)
 	}
 	return nil
 }
 
-func (l *loader) step(sn *yaml.Node, i int, wf *Workflow, seen map[string]bool, all []*Step) (*Step, error) {
+func (l *loader) step(sn *yaml.Node, i int, sc scope) (*Step, error) {
+	wf := sc.wf
 	what := fmt.Sprintf("steps[%d]", i)
 	f, err := l.fields(sn, what, stepKeys...)
 	if err != nil {
@@ -461,7 +452,7 @@ func (l *loader) step(sn *yaml.Node, i int, wf *Workflow, seen map[string]bool, 
 	if !idPattern.MatchString(st.ID) {
 		return nil, l.errAt(f["id"], "%s.id: %q must start with a letter or _ and hold only letters, digits, _ or -", what, st.ID)
 	}
-	if seen[st.ID] {
+	if sc.earlier[st.ID] {
 		return nil, l.errAt(f["id"], "%s.id: duplicate step id %q", what, st.ID)
 	}
 	what = "step " + st.ID
@@ -482,31 +473,27 @@ func (l *loader) step(sn *yaml.Node, i int, wf *Workflow, seen map[string]bool, 
 	if st.Tool, err = l.str(f["tool"], what+".tool"); err != nil {
 		return nil, err
 	}
-	// Expressions may name the steps before this one; the ids of later
-	// steps are known only to say "does not run before this one".
-	wf.Steps = append(wf.Steps, all[len(seen):]...)
-	defer func() { wf.Steps = wf.Steps[:len(seen)] }()
 	if v, ok := f["if"]; ok {
-		if st.If, err = l.condition(v, what+".if", wf, seen); err != nil {
+		if st.If, err = l.condition(v, what+".if", sc); err != nil {
 			return nil, err
 		}
 	}
 	if v, ok := f["for_each"]; ok {
 		if v.Kind == yaml.ScalarNode && v.Tag != "!!str" {
-			return nil, l.errAt(v, "%s.for_each: expected a list or an expression yielding one, found %s", what, kindName(v))
+			return nil, l.errAt(v, "%s.for_each: expected a list or an expression yielding one, found %s", what, yamlpos.KindName(v))
 		}
 		if v.Kind == yaml.ScalarNode {
-			e, err := l.condition(v, what+".for_each", wf, seen)
+			e, err := l.condition(v, what+".for_each", sc)
 			if err != nil {
 				return nil, err
 			}
 			st.ForEach = &Value{tmpl: &template{parts: []part{{expr: e}}}}
 		} else if v.Kind == yaml.SequenceNode {
-			if st.ForEach, err = l.value(v, what+".for_each", wf, seen, false); err != nil {
+			if st.ForEach, err = l.value(v, what+".for_each", sc); err != nil {
 				return nil, err
 			}
 		} else {
-			return nil, l.errAt(v, "%s.for_each: expected a list or an expression yielding one, found %s", what, kindName(v))
+			return nil, l.errAt(v, "%s.for_each: expected a list or an expression yielding one, found %s", what, yamlpos.KindName(v))
 		}
 	}
 	if v, ok := f["concurrency"]; ok {
@@ -546,9 +533,9 @@ func (l *loader) step(sn *yaml.Node, i int, wf *Workflow, seen map[string]bool, 
 	}
 	if w, ok := f["with"]; ok {
 		if w.Kind != yaml.MappingNode {
-			return nil, l.errAt(w, "%s.with: expected a mapping of arguments, found %s", what, kindName(w))
+			return nil, l.errAt(w, "%s.with: expected a mapping of arguments, found %s", what, yamlpos.KindName(w))
 		}
-		if st.With, err = l.value(w, what+".with", wf, seen, st.ForEach != nil); err != nil {
+		if st.With, err = l.value(w, what+".with", scope{wf: wf, earlier: sc.earlier, later: sc.later, loop: st.ForEach != nil}); err != nil {
 			return nil, err
 		}
 	}
@@ -572,21 +559,6 @@ func serverNames(s servers.Set) string {
 		return "the workflow declares no servers"
 	}
 	return "declared servers: " + strings.Join(s.Names(), ", ")
-}
-
-func kindName(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	if n.Tag == "!!null" {
-		return "nothing"
-	}
-	return fmt.Sprintf("%q", n.Value)
 }
 
 // ParseInputs turns --input key=value pairs into typed values, applies

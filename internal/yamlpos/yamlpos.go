@@ -1,0 +1,191 @@
+// Package yamlpos is mcpflow's one positioned YAML reader, used by
+// workflows and by server configuration alike: [Parse] returns the root node
+// of a file with every alias replaced by the node it names and every merge
+// key (<<) applied, so that callers read plain mappings, lists and scalars
+// with their lines and columns, and a construct means the same thing in
+// every file mcpflow reads.
+//
+// # Caveats
+//
+//   - Only the first document of a file is read.
+//   - An aliased node keeps the position of its anchor: an error inside it
+//     names the place where the anchor was defined.
+//   - Expanding aliases is bounded ([MaxNodes]): a file that expands to more
+//     nodes (an "alias bomb") is refused with an error, never read.
+package yamlpos
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// MaxNodes bounds the nodes a file may expand to once its aliases are
+// followed.
+const MaxNodes = 100_000
+
+// Error is a file that is not YAML mcpflow reads: a syntax error, an
+// alias bomb, a bad merge key. Line is 0 when the parser gave no position.
+type Error struct {
+	Line, Column int
+	Msg          string
+}
+
+func (e *Error) Error() string {
+	if e.Line == 0 {
+		return e.Msg
+	}
+	return fmt.Sprintf("%d:%d: %s", e.Line, e.Column, e.Msg)
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// Parse reads the first document of src and returns its root node, with
+// aliases and merge keys resolved (see the package comment). An empty file,
+// or one holding only comments, returns nil and no error. Every error is an
+// *Error; no panic of the YAML parser escapes.
+func Parse(src []byte) (root *yaml.Node, err error) {
+	defer func() {
+		// yaml.v3 can panic on some malformed inputs.
+		if r := recover(); r != nil {
+			root, err = nil, &Error{Msg: fmt.Sprintf("cannot parse YAML: %v", r)}
+		}
+	}()
+	var doc yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(src)).Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			return nil, &Error{Line: line, Column: 1, Msg: m[2]}
+		}
+		return nil, &Error{Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	if len(doc.Content) == 0 {
+		return nil, nil
+	}
+	x := &expander{}
+	root, err = x.expand(doc.Content[0], 0)
+	if err != nil {
+		return nil, err
+	}
+	return root, nil
+}
+
+type expander struct{ nodes int }
+
+// maxDepth bounds nesting (and alias cycles, which yaml.v3 refuses anyway).
+const maxDepth = 1000
+
+// expand returns n with its aliases replaced and merge keys applied. Nodes
+// without an alias below them are returned as they are; the others are
+// copied, so the tree yaml.v3 built is never changed.
+func (x *expander) expand(n *yaml.Node, depth int) (*yaml.Node, error) {
+	x.nodes++
+	if x.nodes > MaxNodes {
+		return nil, &Error{Line: n.Line, Column: n.Column, Msg: fmt.Sprintf("the file expands to more than %d nodes once its aliases are followed", MaxNodes)}
+	}
+	if depth > maxDepth {
+		return nil, &Error{Line: n.Line, Column: n.Column, Msg: fmt.Sprintf("nested more than %d levels deep", maxDepth)}
+	}
+	switch n.Kind {
+	case yaml.AliasNode:
+		if n.Alias == nil {
+			return nil, &Error{Line: n.Line, Column: n.Column, Msg: fmt.Sprintf("unknown anchor %q", n.Value)}
+		}
+		return x.expand(n.Alias, depth+1)
+	case yaml.SequenceNode:
+		out := *n
+		out.Content = make([]*yaml.Node, len(n.Content))
+		for i, c := range n.Content {
+			e, err := x.expand(c, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			out.Content[i] = e
+		}
+		return &out, nil
+	case yaml.MappingNode:
+		return x.mapping(n, depth)
+	}
+	return n, nil
+}
+
+// mapping expands a mapping and applies its merge keys: the keys of the
+// merged mappings that the mapping does not set itself, the first merged
+// mapping winning over later ones, as YAML 1.1's merge key says.
+func (x *expander) mapping(n *yaml.Node, depth int) (*yaml.Node, error) {
+	out := *n
+	out.Content = nil
+	var merged []*yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		ev, err := x.expand(v, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		if k.Kind == yaml.ScalarNode && k.Tag == "!!merge" {
+			switch ev.Kind {
+			case yaml.MappingNode:
+				merged = append(merged, ev)
+			case yaml.SequenceNode:
+				for _, m := range ev.Content {
+					if m.Kind != yaml.MappingNode {
+						return nil, &Error{Line: m.Line, Column: m.Column, Msg: "<<: expected a mapping or a list of mappings to merge"}
+					}
+					merged = append(merged, m)
+				}
+			default:
+				return nil, &Error{Line: v.Line, Column: v.Column, Msg: "<<: expected a mapping or a list of mappings to merge"}
+			}
+			continue
+		}
+		ek, err := x.expand(k, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		out.Content = append(out.Content, ek, ev)
+	}
+	if len(merged) == 0 {
+		return &out, nil
+	}
+	has := map[string]bool{}
+	for i := 0; i+1 < len(out.Content); i += 2 {
+		has[out.Content[i].Value] = true
+	}
+	for _, m := range merged {
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if k := m.Content[i]; !has[k.Value] {
+				has[k.Value] = true
+				out.Content = append(out.Content, k, m.Content[i+1])
+			}
+		}
+	}
+	return &out, nil
+}
+
+// KindName says what a node is, for errors: "a mapping", "a list",
+// "nothing" (null), or the scalar's value quoted.
+func KindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.DocumentNode:
+		return "a document"
+	}
+	if n.Tag == "!!null" {
+		return "nothing"
+	}
+	return fmt.Sprintf("%q", n.Value)
+}

@@ -1,0 +1,93 @@
+package workflow_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/workflow"
+)
+
+// TestAliasesReadAlikeInWorkflowsAndConfiguration: an anchor, an alias and a
+// merge key mean the same in a workflow and in mcpflow.yaml, because both
+// are read by internal/yamlpos.
+func TestAliasesReadAlikeInWorkflowsAndConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	conf := `servers:
+  base: &base {builtin: demo, trust: true, call_timeout: 5s}
+  copy: *base
+  merged:
+    <<: *base
+    trust: false
+`
+	if err := os.WriteFile(filepath.Join(dir, servers.WorkspaceFile), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set, _, err := servers.LoadWorkspace(dir)
+	if err != nil {
+		t.Fatalf("mcpflow.yaml with aliases: %v", err)
+	}
+	if c := set["copy"]; c == nil || c.Builtin != "demo" || !c.Trust || c.CallTimeout.String() != "5s" {
+		t.Errorf("copy = %+v, want the base entry", c)
+	}
+	if m := set["merged"]; m == nil || m.Builtin != "demo" || m.Trust {
+		t.Errorf("merged = %+v, want the base entry with trust false", m)
+	}
+
+	src := `name: aliases
+servers:
+  local: &srv {builtin: demo}
+  again: *srv
+steps:
+  - id: a
+    server: local
+    tool: greet
+    with: &args {name: Ada}
+    retry: &r {attempts: 3, backoff: 2s}
+  - id: b
+    server: again
+    tool: greet
+    with:
+      <<: *args
+      punctuation: "!"
+    retry: *r
+`
+	wf, err := workflow.Load("aliases.yaml", []byte(src), set)
+	if err != nil {
+		t.Fatalf("workflow with aliases: %v", err)
+	}
+	if a, b := wf.Steps[0].Retry, wf.Steps[1].Retry; a != b || b.Attempts != 3 || b.Backoff.String() != "2s" {
+		t.Errorf("retry of b = %+v, want a's %+v", b, a)
+	}
+	if wf.Own["again"] == nil || wf.Own["again"].Builtin != "demo" {
+		t.Errorf("server again = %+v, want the local entry", wf.Own["again"])
+	}
+	args, err := wf.Steps[1].With.Eval(t.Context(), workflow.Vars{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := args.(map[string]any); m["name"] != "Ada" || m["punctuation"] != "!" {
+		t.Errorf("with of b = %v, want name from the merge and punctuation", m)
+	}
+
+	// The same alias bomb is refused by both, with the same words.
+	bomb := "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+	prev := "a"
+	for _, n := range []string{"b", "c", "d", "e", "f", "g"} {
+		bomb += n + ": &" + n + " [*" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + "]\n"
+		prev = n
+	}
+	_, werr := workflow.Load("bomb.yaml", []byte(bomb), nil)
+	if err := os.WriteFile(filepath.Join(dir, servers.WorkspaceFile), []byte(bomb), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, serr := servers.LoadWorkspace(dir)
+	const want = "expands to more than 100000 nodes"
+	for what, err := range map[string]error{"workflow": werr, "mcpflow.yaml": serr} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s alias bomb: error %v, want one saying %q", what, err, want)
+		}
+	}
+}
