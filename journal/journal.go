@@ -13,6 +13,8 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/mcpflow/mcpflow/internal/atomicfile"
 )
 
 // SchemaVersion is the version of the record layout this code writes.
@@ -141,42 +143,17 @@ func create(path string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".new-*") // mode 0600
-	if err != nil {
+	return atomicfile.Create(path, 0o600, func(f *os.File) error {
+		db, err := bolt.Open(f.Name(), 0o600, nil)
+		if err != nil {
+			return err
+		}
+		err = db.Update(initialize) // committed and fsynced
+		if cerr := db.Close(); err == nil {
+			err = cerr
+		}
 		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if err := f.Close(); err != nil {
-		return err
-	}
-	db, err := bolt.Open(tmp, 0o600, nil)
-	if err != nil {
-		return err
-	}
-	err = db.Update(initialize) // committed and fsynced
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	})
 }
 
 // errReplaced: the file at the path is no longer the one that was opened.

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/mcpflow/mcpflow/internal/atomicfile"
 )
 
 // PruneReport says what Prune removed (or, in a dry run, would remove).
@@ -164,8 +165,9 @@ func deleteRun(tx *bolt.Tx, id ID, dryRun bool) (int, error) {
 // validation or Check is refused, untouched.
 //
 // The copy is made with bbolt's Compact into a temporary file in the same
-// directory, its key counts are compared with the original's, it is
-// fsynced, renamed over path, and the directory is fsynced: a crash at any
+// directory, its key counts are compared with the original's, and it
+// replaces path with internal/atomicfile (fsync, rename, fsync the
+// directory): a crash at any
 // point leaves either the old file or the new one at path, never a mix. A
 // process that waited for the lock notices the replacement and opens the
 // new file.
@@ -189,24 +191,11 @@ func Compact(path string) (before, after int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".compact-*") // mode 0600
+	err = atomicfile.Replace(path, 0o600, func(f *os.File) error {
+		return compactInto(j.db, f.Name())
+	})
 	if err != nil {
-		return 0, 0, err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // after a successful rename, there is nothing to remove
-	if err := f.Close(); err != nil {
-		return 0, 0, err
-	}
-	if err := compactInto(j.db, tmp); err != nil {
 		return 0, 0, fmt.Errorf("compact %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return 0, 0, err
-	}
-	if err := syncDir(dir); err != nil {
-		return 0, 0, err
 	}
 	nst, err := os.Stat(path)
 	if err != nil {
@@ -215,8 +204,8 @@ func Compact(path string) (before, after int64, err error) {
 	return st.Size(), nst.Size(), nil
 }
 
-// compactInto copies src into the new file tmp, checks that every bucket
-// has as many keys as in src, and fsyncs tmp.
+// compactInto copies src into the new file tmp and checks that every
+// bucket has as many keys as in src. The caller fsyncs tmp.
 func compactInto(src *bolt.DB, tmp string) error {
 	dst, err := bolt.Open(tmp, 0o600, &bolt.Options{NoSync: true}) // fsynced once, below
 	if err != nil {
@@ -237,17 +226,6 @@ func compactInto(src *bolt.DB, tmp string) error {
 		})
 	}
 	if cerr := dst.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	f, err := os.OpenFile(tmp, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return err

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/mcpflow/mcpflow/internal/atomicfile"
 )
 
 // TrustFile is the name of the trust store's file in its directory.
@@ -281,46 +283,8 @@ func (s *TrustStore) update(fn func(*trustFile) error) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(s.Path(), append(data, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteFile(s.Path(), append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("%w: %v", ErrTrustStore, err)
 	}
 	return nil
-}
-
-// writeFileAtomic replaces path with data: a temporary file in the same
-// directory is written, fsynced and closed, renamed over path, and the
-// directory is fsynced so that the rename survives a crash.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = tmp.Chmod(perm); err != nil {
-		return err
-	}
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -17,6 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpflow/mcpflow/internal/atomicfile"
 )
 
 // exit ends the process when a fault fires. Tests replace it; when it
@@ -210,7 +212,7 @@ func fireOnce(path string) (bool, error) {
 	if err := f.Close(); err != nil {
 		return false, fmt.Errorf("demo: fault marker: %w", err)
 	}
-	if err := syncDir(filepath.Dir(path)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
 		return false, fmt.Errorf("demo: fault marker: %w", err)
 	}
 	return true, nil

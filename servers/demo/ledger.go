@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/mcpflow/mcpflow/internal/atomicfile"
 )
 
 // ledgerEntry is one line of the ledger file.
@@ -51,7 +53,7 @@ func (l *ledger) append(tool string, args json.RawMessage, key string) (int, err
 		err = cerr
 	}
 	if err == nil && created {
-		err = syncDir(dir)
+		err = atomicfile.SyncDir(dir)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("demo: ledger %s: %w", l.path, err)
@@ -91,14 +93,4 @@ func writeEntry(f *os.File, e ledgerEntry) (seq int, created bool, err error) {
 		return 0, false, err
 	}
 	return e.Seq, len(data) == 0, nil
-}
-
-// syncDir fsyncs a directory so that a file created in it survives a crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

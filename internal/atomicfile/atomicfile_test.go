@@ -1,0 +1,100 @@
+package atomicfile
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func read(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// leftovers lists the files in dir other than want.
+func leftovers(t *testing.T, dir string, want ...string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+outer:
+	for _, e := range entries {
+		for _, w := range want {
+			if e.Name() == w {
+				continue outer
+			}
+		}
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+func TestWriteFileReplacesWithMode(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f.json")
+	if err := os.WriteFile(path, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFile(path, []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, path); got != "new" {
+		t.Errorf("content %q, want new", got)
+	}
+	st, _ := os.Stat(path)
+	if st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v, want 0600", st.Mode().Perm())
+	}
+	if l := leftovers(t, dir, "f.json"); len(l) > 0 {
+		t.Errorf("temporary files left: %v", l)
+	}
+}
+
+func TestReplaceFailureKeepsOldFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err := Replace(path, 0o600, func(f *os.File) error {
+		f.WriteString("half")
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Replace error = %v, want boom", err)
+	}
+	if got := read(t, path); got != "old" {
+		t.Errorf("content %q after a failed Replace, want old", got)
+	}
+	if l := leftovers(t, dir, "f"); len(l) > 0 {
+		t.Errorf("temporary files left: %v", l)
+	}
+}
+
+func TestCreateNeverClobbers(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "j.db")
+	fill := func(s string) func(*os.File) error {
+		return func(f *os.File) error { _, err := f.WriteString(s); return err }
+	}
+	if err := Create(path, 0o600, fill("first")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Create(path, 0o600, fill("second")); err != nil {
+		t.Fatalf("Create over an existing file: %v, want nil (the existing file wins)", err)
+	}
+	if got := read(t, path); got != "first" {
+		t.Errorf("content %q, want first", got)
+	}
+	if l := leftovers(t, dir, "j.db"); len(l) > 0 {
+		t.Errorf("temporary files left: %v", l)
+	}
+}
