@@ -559,7 +559,7 @@ func renderGolden(t *testing.T, wf *workflow.Workflow, script *goldenScript, run
 		}
 		var ds []string
 		for _, d := range inv.Decisions {
-			ds = append(ds, d.Verdict+"/"+d.Reason+"@"+d.View)
+			ds = append(ds, string(d.Verdict)+"/"+d.Reason+"@"+string(d.View))
 		}
 		fmt.Fprintf(&b, "%s %s attempts=%d replays=%d", unitName(inv.Step, inv.Item), inv.State, len(inv.Attempts), inv.Replays())
 		if len(ds) > 0 {

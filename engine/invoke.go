@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpflow/mcpflow/internal/verdict"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/servers"
@@ -28,7 +29,7 @@ const maxFirstDeliveries = 3
 func firstDeliveries(inv *journal.Invocation) int {
 	n := 0
 	for _, d := range inv.Decisions {
-		if d.Verdict == journal.VerdictFirstDelivery {
+		if d.Verdict == verdict.FirstDelivery {
 			n++
 		}
 	}
@@ -128,7 +129,7 @@ func (r *runner) send(ctx context.Context, st unit, sess Session, intent journal
 		}
 		res, callErr := sess.Call(callCtx, intent, st.Tool, args, progress)
 		cancel()
-		class := replay.Classify(callErr)
+		class := servers.Classify(callErr)
 		if callErr == nil && res.IsError {
 			class = replay.ClassToolError
 		}
@@ -232,12 +233,12 @@ func (r *runner) retry(ctx context.Context, st unit, sess Session, intent journa
 	}
 	retries := 0
 	for _, d := range inv.Decisions {
-		if d.Verdict == journal.VerdictRetry {
+		if d.Verdict == verdict.Retry {
 			retries++
 		}
 	}
 	if retries >= st.Retry.Attempts-1 {
-		return journal.Intent{}, &journal.Decision{Verdict: journal.VerdictNotRetried, Reason: "retry_attempts_spent", View: journal.ViewCurrent}, nil, nil
+		return journal.Intent{}, &journal.Decision{Verdict: verdict.NotRetried, Reason: "retry_attempts_spent", View: verdict.Current}, nil, nil
 	}
 	// Trust and annotations as they are now: the journal records what each
 	// attempt was sent under, and a call that may have run is repeated only
@@ -254,12 +255,12 @@ func (r *runner) retry(ctx context.Context, st unit, sess Session, intent journa
 		both := replay.Both(sendTime, now)
 		if both.Verdict != replay.Replay {
 			// The call may have run and the tool is not safe to repeat.
-			return journal.Intent{}, &journal.Decision{Verdict: journal.VerdictNotRetried, Reason: string(both.Reason), View: journal.ViewCurrent}, nil, nil
+			return journal.Intent{}, &journal.Decision{Verdict: verdict.NotRetried, Reason: string(both.Reason), View: verdict.Current}, nil, nil
 		}
 		reason, replayed = string(both.Reason), true
 	}
 	o := journal.Outcome{State: journal.StateIntent, Failure: class.String(),
-		Decision: &journal.Decision{Verdict: journal.VerdictRetry, Reason: reason, View: journal.ViewCurrent}}
+		Decision: &journal.Decision{Verdict: verdict.Retry, Reason: reason, View: verdict.Current}}
 	if callErr != nil {
 		o.Detail = callErr.Error()
 	} else if res != nil {
@@ -317,14 +318,14 @@ func (r *runner) failure(st unit, class replay.Class, callErr error) (journal.St
 // journal. It returns the outcome to journal and whether the run is blocked.
 func (r *runner) decideLoss(inv *journal.Invocation, class replay.Class) (journal.Outcome, bool) {
 	d := replay.Decide(r.policyInput(class, inv.Trust, inv.Annotations, inv.Replays()))
-	verdict := d.Verdict.String()
+	v := d.Verdict
 	if class == replay.ClassNotDelivered {
-		verdict = journal.VerdictFirstDelivery
+		v = verdict.FirstDelivery
 	}
 	o := journal.Outcome{
 		State:    journal.StateIntent,
 		Failure:  class.String(),
-		Decision: &journal.Decision{Verdict: verdict, Reason: string(d.Reason), View: journal.ViewSendTime},
+		Decision: &journal.Decision{Verdict: v, Reason: string(d.Reason), View: verdict.SendTime},
 	}
 	if class == replay.ClassLost && d.Verdict != replay.Replay {
 		o.State, o.Error = journal.StateOutcomeUnknown, outcomeUnknown
@@ -366,7 +367,7 @@ func (r *runner) again(ctx context.Context, st unit, old Session, id journal.ID,
 			freshView = replay.Decide(r.policyInput(class, trust, tool.Annotations, inv.Replays()))
 		}
 		both := replay.Both(sendTime, freshView)
-		d := journal.Decision{Verdict: both.Verdict.String(), Reason: string(both.Reason), View: journal.ViewRediscovered}
+		d := journal.Decision{Verdict: both.Verdict, Reason: string(both.Reason), View: verdict.Rediscovered}
 		if both.Verdict != replay.Replay {
 			if err := r.j.Decide(id, d, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
 				return nil, journal.Intent{}, nil, err

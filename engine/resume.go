@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/mcpflow/mcpflow/internal/verdict"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/servers"
@@ -98,7 +99,7 @@ func (r *runner) resumeStep(ctx context.Context, st unit, inv *journal.Invocatio
 	case journal.StateRetryApproved:
 		// An operator approved sending the call again.
 		return r.resend(ctx, st, inv, journal.NextAttempt{Replay: true, Trust: r.e.Trust(st.Server), Annotations: inv.Annotations,
-			Decision: &journal.Decision{Verdict: journal.VerdictReplay, Reason: "operator_approved", View: journal.ViewOperator}})
+			Decision: &journal.Decision{Verdict: verdict.Replay, Reason: "operator_approved", View: verdict.Operator}})
 	case journal.StateAborted, journal.StateTimedOut:
 		// The call may have run. Only the replay policy may clear a re-send.
 		return r.continueLoss(ctx, st, inv, replay.ClassLost, true)
@@ -110,10 +111,10 @@ func (r *runner) resumeStep(ctx context.Context, st unit, inv *journal.Invocatio
 		}
 		d := inv.LastDecision()
 		class := replay.ClassLost
-		if d != nil && d.Verdict == journal.VerdictFirstDelivery {
+		if d != nil && d.Verdict == verdict.FirstDelivery {
 			class = replay.ClassNotDelivered
 		}
-		if d != nil && d.Verdict == journal.VerdictRetry {
+		if d != nil && d.Verdict == verdict.Retry {
 			// A journaled decision to retry after a failure.
 			if failure, err := replay.ParseClass(last.Failure); err == nil && !failure.MayHaveExecuted() {
 				return r.resend(ctx, st, inv, journal.NextAttempt{Trust: r.e.Trust(st.Server), Annotations: inv.Annotations})
@@ -183,9 +184,9 @@ func (r *runner) resendAfterCheck(ctx context.Context, st unit, inv *journal.Inv
 		freshView = replay.Decide(r.policyInput(class, trust, tool.Annotations, inv.Replays()))
 	}
 	if freshView.Verdict != replay.Replay {
-		return r.unknown(st, inv, journal.Decision{Verdict: replay.OutcomeUnknown.String(), Reason: string(freshView.Reason), View: journal.ViewRediscovered})
+		return r.unknown(st, inv, journal.Decision{Verdict: replay.OutcomeUnknown, Reason: string(freshView.Reason), View: verdict.Rediscovered})
 	}
-	d := journal.Decision{Verdict: journal.VerdictReplay, Reason: string(freshView.Reason), View: journal.ViewRediscovered}
+	d := journal.Decision{Verdict: verdict.Replay, Reason: string(freshView.Reason), View: verdict.Rediscovered}
 	intent, err := r.j.Again(inv.ID, journal.NextAttempt{Replay: true, Trust: trust, Annotations: tool.Annotations, Decision: &d})
 	if err != nil {
 		return stepResult{}, err

@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"time"
+
+	"github.com/mcpflow/mcpflow/internal/verdict"
 )
 
 // Run is one execution of a workflow.
@@ -96,36 +98,13 @@ type Decision struct {
 	// Attempt is the attempt whose failure was decided on.
 	Attempt int       `json:"attempt"`
 	At      time.Time `json:"at"`
-	// Verdict is "replay", "outcome_unknown", "not_applicable" or
-	// "first_delivery" (after a lost connection), or "retry" / "not_retried"
-	// (after a failure the step's retry asked to retry); Reason is the
-	// machine-readable reason.
-	Verdict string `json:"verdict"`
-	Reason  string `json:"reason"`
-	// View says which view of the tool was judged: "send_time" (the snapshot
-	// journaled with the attempt), "rediscovered" (after reconnecting),
-	// "current" (trust and the tool listing read again, same connection) or
-	// "operator" (an operator's approval).
-	View string `json:"view"`
+	// Verdict is what was decided (internal/verdict names every one);
+	// Reason is the machine-readable reason.
+	Verdict verdict.Verdict `json:"verdict"`
+	Reason  string          `json:"reason"`
+	// View says which view of the tool was judged.
+	View verdict.View `json:"view"`
 }
-
-// The verdicts a Decision records.
-const (
-	VerdictReplay         = "replay"
-	VerdictOutcomeUnknown = "outcome_unknown"
-	VerdictNotApplicable  = "not_applicable"
-	VerdictFirstDelivery  = "first_delivery"
-	VerdictRetry          = "retry"
-	VerdictNotRetried     = "not_retried"
-)
-
-// The views of a tool a Decision judged.
-const (
-	ViewSendTime     = "send_time"
-	ViewRediscovered = "rediscovered"
-	ViewCurrent      = "current"
-	ViewOperator     = "operator"
-)
 
 // Result is a tool's result, capped.
 type Result struct {

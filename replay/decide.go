@@ -1,28 +1,17 @@
 package replay
 
-import "strconv"
+import "github.com/mcpflow/mcpflow/internal/verdict"
 
-// Verdict is what to do with a failed invocation.
-type Verdict uint8
+// Verdict is what to do with a failed invocation: NotApplicable, Replay or
+// OutcomeUnknown. Its names are internal/verdict's, which the journal
+// stores.
+type Verdict = verdict.Verdict
 
 const (
-	NotApplicable  Verdict = iota // the failure is not a connection loss; the policy does not apply
-	Replay                        // safe: reconnect, rediscover, check again, then send again
-	OutcomeUnknown                // unsafe: stop; the call may have completed (ErrOutcomeUnknown)
+	NotApplicable  = verdict.NotApplicable  // the failure is not a connection loss; the policy does not apply
+	Replay         = verdict.Replay         // safe: reconnect, rediscover, check again, then send again
+	OutcomeUnknown = verdict.OutcomeUnknown // unsafe: stop; the call may have completed (ErrOutcomeUnknown)
 )
-
-// String returns "not_applicable", "replay" or "outcome_unknown".
-func (v Verdict) String() string {
-	switch v {
-	case NotApplicable:
-		return "not_applicable"
-	case Replay:
-		return "replay"
-	case OutcomeUnknown:
-		return "outcome_unknown"
-	}
-	return "Verdict(" + strconv.Itoa(int(v)) + ")"
-}
 
 // Reason says why a Decision was made. Values are stable snake_case strings
 // that may be journaled and compared.

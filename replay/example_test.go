@@ -3,14 +3,14 @@ package replay_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/mcpflow/mcpflow/replay"
 )
 
 func ExampleDecide() {
-	// A stdio server died while the call was in flight: it may have run.
-	class := replay.Classify(fmt.Errorf("calling %q: %w", "tools/call", io.EOF))
+	// A stdio server died while the call was in flight: it may have run
+	// (servers.Classify says so of io.EOF).
+	class := replay.ClassLost
 
 	for _, raw := range []string{
 		`{"readOnlyHint":true}`,
