@@ -46,7 +46,7 @@ type Server struct {
 	Type string `yaml:"type,omitempty" json:"type,omitempty"`
 	// Trust opts the server into automatic replay of calls that its tools
 	// declare safe. Default false. This is server trust only: workspace
-	// trust is never read from any file (see [TrustStore]).
+	// trust is never read from any file (see package trust).
 	Trust bool `yaml:"trust,omitempty" json:"trust"`
 	// ConnectTimeout bounds starting and initializing the session; 0 means
 	// DefaultConnectTimeout.

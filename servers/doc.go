@@ -5,7 +5,8 @@
 // exactly as declared on the wire ([Tool]), argument checks against a
 // tool's input schema ([Tool.Validate]), the wire-level count of tools/call
 // requests that proves no hidden re-send happened ([Session.CallsSent]),
-// and the user's workspace trust store ([TrustStore], [WorkspaceTrust]).
+// and what a failed call proves about execution ([Classify]). The user's
+// workspace trust store is package trust.
 //
 // The built-in demo server lives in the sub-package demo.
 //
@@ -52,7 +53,7 @@
 // overriding entry brings its own trust or none.
 //
 // Workspace trust is the user's decision about a directory, kept in
-// [TrustStore] outside every workspace (~/.config/mcpflow by default) and
+// package trust's Store, outside every workspace (~/.config/mcpflow by default) and
 // changed only by the user (mcpflow trust add/remove), or granted for one
 // command with --trust-workspace. No file — workflow, mcpflow.yaml or
 // anything imported — can grant it: keys that look like an attempt

@@ -17,10 +17,6 @@ var (
 	ErrUnsetVariable = errors.New("environment variable not set")
 	// ErrInvalidArgs: tool arguments do not match the tool's input schema.
 	ErrInvalidArgs = errors.New("invalid tool arguments")
-	// ErrTrustStore: the workspace trust store cannot be read or written.
-	ErrTrustStore = errors.New("workspace trust store")
-	// ErrNotTrusted: Remove was given a directory that is not in the store.
-	ErrNotTrusted = errors.New("not a trusted workspace")
 )
 
 // ConfigError is an error in server configuration at a position in a file.

@@ -147,28 +147,3 @@ func TestLoadWorkspaceWithoutFile(t *testing.T) {
 		t.Errorf("LoadWorkspace(empty mcpflow.yaml) = %v, %v", set, err)
 	}
 }
-
-// TestNoFileGrantsWorkspaceTrust: whatever an imported file says, it only
-// ever sets server trust, and nothing in the results says anything about
-// the workspace.
-func TestNoFileGrantsWorkspaceTrust(t *testing.T) {
-	set, err := Import(filepath.Join("testdata", "import", "gemini", ".gemini", "settings.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !set["python-tools"].Trust || set["filtered"].Trust || set["sse-server"].Trust {
-		t.Errorf("server trust not carried over as declared: %+v", set)
-	}
-	ws := t.TempDir()
-	os.WriteFile(filepath.Join(ws, WorkspaceFile), []byte("servers:\n  d: {builtin: demo, trust: true}\n"), 0o644)
-	if _, _, err := LoadWorkspace(ws); err != nil {
-		t.Fatal(err)
-	}
-	store := OpenTrustStore(t.TempDir())
-	if ok, src := WorkspaceTrust(store, ws, false); ok || src != "" {
-		t.Errorf("workspace trusted (%q) after reading its files", src)
-	}
-	if l, _ := store.List(); len(l) != 0 {
-		t.Errorf("reading files changed the trust store: %v", l)
-	}
-}

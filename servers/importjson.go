@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpflow/mcpflow/internal/jsonpos"
 )
 
 // dialect is the family of an imported JSON file. They differ in where the
@@ -39,7 +41,7 @@ type jimporter struct {
 }
 
 func (p *jimporter) errAt(off int, server, format string, args ...any) *ConfigError {
-	line, col := lineCol(p.src, off)
+	line, col := jsonpos.LineCol(p.src, off)
 	return &ConfigError{File: p.file, Line: line, Column: col, Server: server, Msg: fmt.Sprintf(format, args...)}
 }
 
@@ -47,25 +49,25 @@ func (p *jimporter) errAt(off int, server, format string, args ...any) *ConfigEr
 // VS Code or Gemini CLI / Qwen Code file.
 func importJSON(file string, src []byte) (Set, error) {
 	p := &jimporter{file: file, src: src, workspace: workspaceOf(file)}
-	root, err := parseJSON(src)
+	root, err := jsonpos.Parse(src)
 	if err != nil {
-		msg, off := jsonErrorPos(src, err)
+		msg, off := jsonpos.ErrorPos(src, err)
 		return nil, p.errAt(off, "", "%s", msg)
 	}
-	if root.kind != jObject {
-		return nil, p.errAt(root.off, "", "expected an object with \"mcpServers\" or \"servers\", found %s", root.kindName())
+	if root.Kind != jsonpos.Object {
+		return nil, p.errAt(root.Off, "", "expected an object with \"mcpServers\" or \"servers\", found %s", root.KindName())
 	}
-	mcp, hasMCP := root.field("mcpServers")
-	vs, hasVS := root.field("servers")
+	mcp, hasMCP := root.Field("mcpServers")
+	vs, hasVS := root.Field("servers")
 	if !hasMCP && !hasVS {
-		if nested, ok := root.field("mcp"); ok {
-			vs, hasVS = nested.field("servers")
+		if nested, ok := root.Field("mcp"); ok {
+			vs, hasVS = nested.Field("servers")
 		}
 	}
-	var servers *jnode
+	var servers *jsonpos.Node
 	switch {
 	case hasMCP && hasVS:
-		return nil, p.errAt(vs.off, "", "has both \"mcpServers\" and \"servers\" (expected one: mcpServers for Claude Desktop, Cursor, .mcp.json, Gemini CLI or Qwen Code; servers for VS Code)")
+		return nil, p.errAt(vs.Off, "", "has both \"mcpServers\" and \"servers\" (expected one: mcpServers for Claude Desktop, Cursor, .mcp.json, Gemini CLI or Qwen Code; servers for VS Code)")
 	case hasMCP:
 		servers, p.dialect = mcp, dialectMCPServers
 		if isGemini(file, mcp) {
@@ -75,37 +77,37 @@ func importJSON(file string, src []byte) (Set, error) {
 		servers, p.dialect = vs, dialectVSCode
 		p.readInputs(root)
 	default:
-		return nil, p.errAt(root.off, "", "no \"mcpServers\" or \"servers\" object (expected {\"mcpServers\": {NAME: {...}}} as in Claude Desktop, Cursor, .mcp.json, Gemini CLI and Qwen Code, or {\"servers\": {NAME: {...}}} as in VS Code)")
+		return nil, p.errAt(root.Off, "", "no \"mcpServers\" or \"servers\" object (expected {\"mcpServers\": {NAME: {...}}} as in Claude Desktop, Cursor, .mcp.json, Gemini CLI and Qwen Code, or {\"servers\": {NAME: {...}}} as in VS Code)")
 	}
-	if servers.kind != jObject {
-		return nil, p.errAt(servers.off, "", "expected an object of servers by name, found %s", servers.kindName())
+	if servers.Kind != jsonpos.Object {
+		return nil, p.errAt(servers.Off, "", "expected an object of servers by name, found %s", servers.KindName())
 	}
 	set := Set{}
-	for _, f := range servers.keys {
-		if f.name == "" {
-			return nil, p.errAt(f.off, "", "empty server name (expected a non-empty name)")
+	for _, f := range servers.Keys {
+		if f.Name == "" {
+			return nil, p.errAt(f.Off, "", "empty server name (expected a non-empty name)")
 		}
-		if _, dup := set[f.name]; dup {
-			return nil, p.errAt(f.off, "", "duplicate server %q (expected each name once)", f.name)
+		if _, dup := set[f.Name]; dup {
+			return nil, p.errAt(f.Off, "", "duplicate server %q (expected each name once)", f.Name)
 		}
-		srv, err := p.entry(f.name, f.val)
+		srv, err := p.entry(f.Name, f.Val)
 		if err != nil {
 			return nil, err
 		}
 		if srv != nil {
-			set[f.name] = srv
+			set[f.Name] = srv
 		}
 	}
 	return set, nil
 }
 
-func isGemini(file string, servers *jnode) bool {
+func isGemini(file string, servers *jsonpos.Node) bool {
 	if filepath.Base(file) == "settings.json" {
 		return true
 	}
-	for _, f := range servers.keys {
+	for _, f := range servers.Keys {
 		for _, k := range geminiKeys {
-			if _, ok := f.val.field(k); ok {
+			if _, ok := f.Val.Field(k); ok {
 				return true
 			}
 		}
@@ -127,19 +129,19 @@ func workspaceOf(file string) string {
 	return dir
 }
 
-func (p *jimporter) readInputs(root *jnode) {
-	in, ok := root.field("inputs")
-	if !ok || in.kind != jArray {
+func (p *jimporter) readInputs(root *jsonpos.Node) {
+	in, ok := root.Field("inputs")
+	if !ok || in.Kind != jsonpos.Array {
 		return
 	}
 	p.inputs = map[string]string{}
-	for _, it := range in.items {
-		id, _ := it.field("id")
-		desc, _ := it.field("description")
-		if id != nil && id.kind == jString {
-			p.inputs[id.str] = ""
-			if desc != nil && desc.kind == jString {
-				p.inputs[id.str] = desc.str
+	for _, it := range in.Items {
+		id, _ := it.Field("id")
+		desc, _ := it.Field("description")
+		if id != nil && id.Kind == jsonpos.String {
+			p.inputs[id.Str] = ""
+			if desc != nil && desc.Kind == jsonpos.String {
+				p.inputs[id.Str] = desc.Str
 			}
 		}
 	}
@@ -147,65 +149,65 @@ func (p *jimporter) readInputs(root *jnode) {
 
 // entry converts one server object. It returns nil, nil for an entry with
 // "disabled": true.
-func (p *jimporter) entry(name string, n *jnode) (*Server, error) {
-	if n.kind != jObject {
-		return nil, p.errAt(n.off, name, "expected an object with command or url, found %s", n.kindName())
+func (p *jimporter) entry(name string, n *jsonpos.Node) (*Server, error) {
+	if n.Kind != jsonpos.Object {
+		return nil, p.errAt(n.Off, name, "expected an object with command or url, found %s", n.KindName())
 	}
-	if d, ok := n.field("disabled"); ok && d.kind == jBool && d.b {
+	if d, ok := n.Field("disabled"); ok && d.Kind == jsonpos.Bool && d.Bool {
 		return nil, nil
 	}
-	line, col := lineCol(p.src, n.off)
+	line, col := jsonpos.LineCol(p.src, n.Off)
 	srv := &Server{Name: name, Origin: fmt.Sprintf("%s:%d:%d", p.file, line, col)}
-	pos := map[string]int{"": n.off} // mcpflow key → offset, for validation errors
+	pos := map[string]int{"": n.Off} // mcpflow key → offset, for validation errors
 	var urlKey string
-	for _, f := range n.keys {
-		v := f.val
+	for _, f := range n.Keys {
+		v := f.Val
 		var err error
-		switch f.name {
+		switch f.Name {
 		case "command":
-			srv.Command, err = p.str(name, f.name, v)
-			pos["command"] = v.off
+			srv.Command, err = p.str(name, f.Name, v)
+			pos["command"] = v.Off
 		case "args":
-			srv.Args, err = p.strList(name, f.name, v)
-			pos["args"] = v.off
+			srv.Args, err = p.strList(name, f.Name, v)
+			pos["args"] = v.Off
 		case "env":
-			srv.Env, err = p.strMap(name, f.name, v)
-			pos["env"] = v.off
+			srv.Env, err = p.strMap(name, f.Name, v)
+			pos["env"] = v.Off
 		case "cwd":
-			srv.Cwd, err = p.str(name, f.name, v)
-			pos["cwd"] = v.off
+			srv.Cwd, err = p.str(name, f.Name, v)
+			pos["cwd"] = v.Off
 		case "headers":
-			srv.Headers, err = p.strMap(name, f.name, v)
-			pos["headers"] = v.off
+			srv.Headers, err = p.strMap(name, f.Name, v)
+			pos["headers"] = v.Off
 		case "url", "httpUrl":
 			if urlKey != "" {
-				return nil, p.errAt(f.off, name, "sets both %s and %s (expected one of them)", urlKey, f.name)
+				return nil, p.errAt(f.Off, name, "sets both %s and %s (expected one of them)", urlKey, f.Name)
 			}
-			urlKey = f.name
-			srv.URL, err = p.str(name, f.name, v)
-			pos["url"] = v.off
+			urlKey = f.Name
+			srv.URL, err = p.str(name, f.Name, v)
+			pos["url"] = v.Off
 		case "type":
 			var t string
-			t, err = p.str(name, f.name, v)
-			pos["type"] = v.off
+			t, err = p.str(name, f.Name, v)
+			pos["type"] = v.Off
 			if err == nil {
 				srv.Type, err = p.transportType(name, t, v)
 			}
 		case "trust":
-			if v.kind != jBool {
-				return nil, p.errAt(v.off, name, "trust: expected true or false, found %s", v.kindName())
+			if v.Kind != jsonpos.Bool {
+				return nil, p.errAt(v.Off, name, "trust: expected true or false, found %s", v.KindName())
 			}
-			srv.Trust = v.b // server trust only; no file grants workspace trust
+			srv.Trust = v.Bool // server trust only; no file grants workspace trust
 		case "timeout":
 			if p.dialect != dialectGemini {
 				continue
 			}
-			ms, perr := strconv.ParseFloat(v.str, 64)
-			if v.kind != jNumber || perr != nil || ms < 0 {
-				return nil, p.errAt(v.off, name, "timeout: expected a number of milliseconds, found %s", v.kindName())
+			ms, perr := strconv.ParseFloat(v.Str, 64)
+			if v.Kind != jsonpos.Number || perr != nil || ms < 0 {
+				return nil, p.errAt(v.Off, name, "timeout: expected a number of milliseconds, found %s", v.KindName())
 			}
 			srv.CallTimeout = time.Duration(ms * float64(time.Millisecond))
-			pos["call_timeout"] = v.off
+			pos["call_timeout"] = v.Off
 		}
 		if err != nil {
 			return nil, err
@@ -227,7 +229,7 @@ func (p *jimporter) entry(name string, n *jnode) (*Server, error) {
 	if pr := srv.check(); pr != nil {
 		off, ok := pos[pr.key]
 		if !ok {
-			off = n.off
+			off = n.Off
 		}
 		return nil, p.errAt(off, name, "%s", jsonWording(pr.msg))
 	}
@@ -241,7 +243,7 @@ func jsonWording(msg string) string {
 		`(expected "command": "PROGRAM" or "url": "https://HOST/PATH")`, 1)
 }
 
-func (p *jimporter) transportType(name, t string, v *jnode) (string, error) {
+func (p *jimporter) transportType(name, t string, v *jsonpos.Node) (string, error) {
 	switch strings.ToLower(t) {
 	case "stdio":
 		return TransportStdio, nil
@@ -250,45 +252,45 @@ func (p *jimporter) transportType(name, t string, v *jnode) (string, error) {
 	case "sse":
 		return TransportSSE, nil
 	}
-	return "", p.errAt(v.off, name, "type: unknown type %q (expected \"stdio\", \"http\" or \"sse\")", t)
+	return "", p.errAt(v.Off, name, "type: unknown type %q (expected \"stdio\", \"http\" or \"sse\")", t)
 }
 
-func (p *jimporter) str(server, key string, v *jnode) (string, error) {
-	if v.kind != jString {
-		return "", p.errAt(v.off, server, "%s: expected a string, found %s", key, v.kindName())
+func (p *jimporter) str(server, key string, v *jsonpos.Node) (string, error) {
+	if v.Kind != jsonpos.String {
+		return "", p.errAt(v.Off, server, "%s: expected a string, found %s", key, v.KindName())
 	}
-	return v.str, nil
+	return v.Str, nil
 }
 
-func (p *jimporter) strList(server, key string, v *jnode) ([]string, error) {
-	if v.kind != jArray {
-		return nil, p.errAt(v.off, server, "%s: expected an array of strings, found %s", key, v.kindName())
+func (p *jimporter) strList(server, key string, v *jsonpos.Node) ([]string, error) {
+	if v.Kind != jsonpos.Array {
+		return nil, p.errAt(v.Off, server, "%s: expected an array of strings, found %s", key, v.KindName())
 	}
-	out := make([]string, 0, len(v.items))
-	for i, it := range v.items {
-		switch it.kind {
-		case jString, jNumber:
-			out = append(out, it.str)
+	out := make([]string, 0, len(v.Items))
+	for i, it := range v.Items {
+		switch it.Kind {
+		case jsonpos.String, jsonpos.Number:
+			out = append(out, it.Str)
 		default:
-			return nil, p.errAt(it.off, server, "%s[%d]: expected a string, found %s", key, i, it.kindName())
+			return nil, p.errAt(it.Off, server, "%s[%d]: expected a string, found %s", key, i, it.KindName())
 		}
 	}
 	return out, nil
 }
 
-func (p *jimporter) strMap(server, key string, v *jnode) (map[string]string, error) {
-	if v.kind != jObject {
-		return nil, p.errAt(v.off, server, "%s: expected an object of \"NAME\": \"VALUE\", found %s", key, v.kindName())
+func (p *jimporter) strMap(server, key string, v *jsonpos.Node) (map[string]string, error) {
+	if v.Kind != jsonpos.Object {
+		return nil, p.errAt(v.Off, server, "%s: expected an object of \"NAME\": \"VALUE\", found %s", key, v.KindName())
 	}
 	out := map[string]string{}
-	for _, f := range v.keys {
-		switch f.val.kind {
-		case jString, jNumber:
-			out[f.name] = f.val.str
-		case jBool:
-			out[f.name] = strconv.FormatBool(f.val.b)
+	for _, f := range v.Keys {
+		switch f.Val.Kind {
+		case jsonpos.String, jsonpos.Number:
+			out[f.Name] = f.Val.Str
+		case jsonpos.Bool:
+			out[f.Name] = strconv.FormatBool(f.Val.Bool)
 		default:
-			return nil, p.errAt(f.val.off, server, "%s.%s: expected a string, found %s", key, f.name, f.val.kindName())
+			return nil, p.errAt(f.Val.Off, server, "%s.%s: expected a string, found %s", key, f.Name, f.Val.KindName())
 		}
 	}
 	return out, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
@@ -12,24 +11,14 @@ import (
 	"github.com/mcpflow/mcpflow/servers/demo"
 )
 
-// The test binary doubles as two helpers, chosen before any test runs:
-//
-//   - "TESTBINARY demo-server FLAGS…" serves the demo over stdio, as
-//     "mcpflow demo-server" does, so builtin servers can use the test binary
-//     as Options.Self (no build of cmd/mcpflow needed);
-//   - with trustChildEnv set, it adds directories to a trust store and
-//     exits: a second process for the concurrent-writer test.
-const (
-	trustChildEnv  = "MCPFLOW_SERVERS_TEST_TRUST_STORE"
-	trustChildDirs = "MCPFLOW_SERVERS_TEST_TRUST_DIRS"
-)
+// The test binary doubles as a helper, chosen before any test runs:
+// "TESTBINARY demo-server FLAGS…" serves the demo over stdio, as "mcpflow
+// demo-server" does, so builtin servers can use the test binary as
+// Options.Self (no build of cmd/mcpflow needed).
 
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "demo-server" {
 		os.Exit(serveDemo(os.Args[2:]))
-	}
-	if store := os.Getenv(trustChildEnv); store != "" {
-		os.Exit(trustChild(store, os.Getenv(trustChildDirs)))
 	}
 	if os.Getenv("GORACE") == "" {
 		// Under -race a process sleeps 1s at exit by default; the demo
@@ -50,17 +39,6 @@ func serveDemo(args []string) int {
 	if err := demo.Serve(context.Background(), cfg, os.Stdin, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
-	}
-	return 0
-}
-
-func trustChild(store, dirs string) int {
-	s := OpenTrustStore(store)
-	for _, d := range strings.Split(dirs, string(os.PathListSeparator)) {
-		if err := s.Add(d); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
 	}
 	return 0
 }

@@ -24,6 +24,17 @@ type Source struct {
 	// ones override earlier ones). Optional imports that do not exist are
 	// not listed.
 	Imports []string `json:"imports"`
+	// Absent are the optional imports that did not exist when the file was
+	// read: creating one changes the configuration.
+	Absent []string `json:"-"`
+}
+
+// Files lists every file the configuration depends on: mcpflow.yaml (even
+// when absent), its imports, and the optional imports that are absent.
+func (s *Source) Files(dir string) []string {
+	out := []string{filepath.Join(dir, WorkspaceFile)}
+	out = append(out, s.Imports...)
+	return append(out, s.Absent...)
 }
 
 // LoadWorkspace reads DIR/mcpflow.yaml if it exists:
@@ -77,6 +88,27 @@ func LoadWorkspace(dir string) (Set, *Source, error) {
 func Import(path string) (Set, error) {
 	set, _, err := importFile(path, true)
 	return set, err
+}
+
+// LoadExternal reads the servers configured outside workflows: the
+// workspace's mcpflow.yaml (with its imports), then serversFile (--servers;
+// "" for none), whose entries win. It also returns every file that
+// configuration depends on, so that a caller can tell when it changed.
+func LoadExternal(workspace, serversFile string) (Set, []string, error) {
+	ws, src, err := LoadWorkspace(workspace)
+	if err != nil {
+		return nil, nil, err
+	}
+	files := src.Files(workspace)
+	if serversFile == "" {
+		return ws, files, nil
+	}
+	flag, nested, err := importFile(serversFile, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	files = append(append(files, serversFile), nested...)
+	return Merge(ws, flag), files, nil
 }
 
 func importFile(path string, allowImport bool) (Set, []string, error) {
@@ -140,6 +172,7 @@ func loadYAML(file string, src []byte, base string, allowImport bool) (set Set, 
 			path = resolvePath(base, path)
 			if optional {
 				if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+					source.Absent = append(source.Absent, path)
 					continue
 				}
 			} else if _, err := os.Stat(path); err != nil {

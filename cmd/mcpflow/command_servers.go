@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/trust"
 )
 
 func newServersCommand(g *globals) *cobra.Command {
@@ -189,7 +190,7 @@ func newServersToolsCommand(g *globals, workflow *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			wsTrusted, _ := servers.WorkspaceTrust(g.trustStore(), g.workspace, trustWorkspace)
+			wsTrusted, _ := trust.Workspace(g.trustStore(), g.workspace, trustWorkspace)
 			names := make([]string, 0, len(tools))
 			for n := range tools {
 				names = append(names, n)

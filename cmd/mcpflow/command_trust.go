@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/trust"
 )
 
 func newTrustCommand(g *globals) *cobra.Command {
@@ -41,7 +41,7 @@ workspace for that command only.`,
 			if err := store.Add(dirArg(args)); err != nil {
 				return err
 			}
-			canon, _ := servers.CanonicalPath(dirArg(args))
+			canon, _ := trust.CanonicalPath(dirArg(args))
 			fmt.Fprintf(cmd.OutOrStdout(), "trusted %s (kept in %s)\n", canon, store.Path())
 			return nil
 		},

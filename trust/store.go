@@ -1,4 +1,4 @@
-package servers
+package trust
 
 import (
 	"bytes"
@@ -13,32 +13,33 @@ import (
 	"time"
 
 	"github.com/mcpflow/mcpflow/internal/atomicfile"
+	"github.com/mcpflow/mcpflow/internal/jsonpos"
 )
 
-// TrustFile is the name of the trust store's file in its directory.
-const TrustFile = "trusted-workspaces.json"
+// File is the name of the trust store's file in its directory.
+const File = "trusted-workspaces.json"
 
 // trustVersion is the version of the file format this package writes.
 const trustVersion = 1
 
-// TrustStore is the user's list of trusted workspace directories: the
+// Store is the user's list of trusted workspace directories: the
 // workspace trust gate of the replay rule. It lives outside any workspace
 // (by default in ~/.config/mcpflow), so no file in a workspace can trust
 // that workspace; only the user can, with Add (mcpflow trust add) or, for
-// one command, --trust-workspace (see [WorkspaceTrust]).
+// one command, --trust-workspace (see [Workspace]).
 //
 // A trusted directory covers its subdirectories, matched by whole path
 // components: trusting /a/b trusts /a/b/c but not /a/bc. Paths are stored
 // canonical: absolute, cleaned, symlinks resolved, so a symlinked workspace
 // matches the directory it points to.
 //
-// Writes (Add, Remove) hold an exclusive flock on TrustFile+".lock" for the
+// Writes (Add, Remove) hold an exclusive flock on File+".lock" for the
 // read-modify-write, and replace the file atomically (temporary file in the
 // same directory, fsync, rename, fsync of the directory): concurrent
 // writers in any number of processes lose nothing, and a crash leaves the
 // old or the new list. Reads take no lock. A file that does not parse is
 // reported and never overwritten.
-type TrustStore struct {
+type Store struct {
 	dir string
 	err error // why there is no dir
 }
@@ -54,32 +55,32 @@ type trustEntry struct {
 	Added time.Time `json:"added"`
 }
 
-// DefaultTrustDir is $XDG_CONFIG_HOME/mcpflow, or ~/.config/mcpflow when
+// DefaultDir is $XDG_CONFIG_HOME/mcpflow, or ~/.config/mcpflow when
 // XDG_CONFIG_HOME is unset or not absolute.
-func DefaultTrustDir() (string, error) {
+func DefaultDir() (string, error) {
 	if x := os.Getenv("XDG_CONFIG_HOME"); x != "" && filepath.IsAbs(x) {
 		return filepath.Join(x, "mcpflow"), nil
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {
-		return "", fmt.Errorf("%w: no configuration directory: %v", ErrTrustStore, err)
+		return "", fmt.Errorf("%w: no configuration directory: %v", ErrStore, err)
 	}
 	return filepath.Join(home, ".config", "mcpflow"), nil
 }
 
-// OpenTrustStore returns the store in dir ("" = DefaultTrustDir()).
+// OpenStore returns the store in dir ("" = DefaultDir()).
 // Nothing is read or created until a method needs it; the directory is
 // created 0700 and the file 0600 on the first Add.
-func OpenTrustStore(dir string) *TrustStore {
+func OpenStore(dir string) *Store {
 	if dir == "" {
-		d, err := DefaultTrustDir()
-		return &TrustStore{dir: d, err: err}
+		d, err := DefaultDir()
+		return &Store{dir: d, err: err}
 	}
-	return &TrustStore{dir: dir}
+	return &Store{dir: dir}
 }
 
 // Path is the store's file.
-func (s *TrustStore) Path() string { return filepath.Join(s.dir, TrustFile) }
+func (s *Store) Path() string { return filepath.Join(s.dir, File) }
 
 // CanonicalPath returns path absolute, cleaned and with symlinks resolved.
 // The path must exist.
@@ -93,10 +94,10 @@ func CanonicalPath(path string) (string, error) {
 
 // Add trusts the directory at path (and so its subdirectories). Adding a
 // directory already in the store changes nothing.
-func (s *TrustStore) Add(path string) error {
+func (s *Store) Add(path string) error {
 	dir, err := CanonicalPath(path)
 	if err != nil {
-		return fmt.Errorf("trust %s: %w", path, unwrapPathError(err))
+		return fmt.Errorf("trust %s: %w", path, unwrapPath(err))
 	}
 	if fi, err := os.Stat(dir); err != nil {
 		return fmt.Errorf("trust %s: %w", path, err)
@@ -118,7 +119,7 @@ func (s *TrustStore) Add(path string) error {
 // longer exists is matched as given (absolute and cleaned), so stale entries
 // can be removed. Removing a directory that is not in the store is an error
 // wrapping ErrNotTrusted; it says so when a trusted parent still covers it.
-func (s *TrustStore) Remove(path string) error {
+func (s *Store) Remove(path string) error {
 	dir, err := CanonicalPath(path)
 	if err != nil {
 		if dir, err = filepath.Abs(path); err != nil {
@@ -140,7 +141,7 @@ func (s *TrustStore) Remove(path string) error {
 }
 
 // List returns the trusted directories, sorted.
-func (s *TrustStore) List() ([]string, error) {
+func (s *Store) List() ([]string, error) {
 	f, err := s.read()
 	if err != nil {
 		return nil, err
@@ -155,10 +156,10 @@ func (s *TrustStore) List() ([]string, error) {
 
 // Trusted reports whether the directory at path is trusted, and by which
 // stored directory (itself or the nearest trusted parent).
-func (s *TrustStore) Trusted(path string) (bool, string, error) {
+func (s *Store) Trusted(path string) (bool, string, error) {
 	dir, err := CanonicalPath(path)
 	if err != nil {
-		return false, "", fmt.Errorf("check trust of %s: %w", path, unwrapPathError(err))
+		return false, "", fmt.Errorf("check trust of %s: %w", path, unwrapPath(err))
 	}
 	f, err := s.read()
 	if err != nil {
@@ -193,13 +194,13 @@ func covers(trusted, dir string) bool {
 	return strings.HasPrefix(dir, prefix)
 }
 
-// WorkspaceTrust is the workspace trust gate. flag is --trust-workspace,
+// Workspace is the workspace trust gate. flag is --trust-workspace,
 // which trusts the workspace for that one command: source "flag". Else the
 // store decides: source "store:DIR", DIR being the trusted directory that
 // matched. Untrusted: false, "". A store that cannot be read (store nil,
 // corrupt, unreadable) fails closed: untrusted; call store.Trusted to
 // learn why.
-func WorkspaceTrust(store *TrustStore, workspace string, flag bool) (trusted bool, source string) {
+func Workspace(store *Store, workspace string, flag bool) (trusted bool, source string) {
 	if flag {
 		return true, "flag"
 	}
@@ -214,7 +215,7 @@ func WorkspaceTrust(store *TrustStore, workspace string, flag bool) (trusted boo
 }
 
 // read loads the store; a missing file is an empty store.
-func (s *TrustStore) read() (*trustFile, error) {
+func (s *Store) read() (*trustFile, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
@@ -223,21 +224,21 @@ func (s *TrustStore) read() (*trustFile, error) {
 		return &trustFile{Version: trustVersion}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrTrustStore, err)
+		return nil, fmt.Errorf("%w: %v", ErrStore, err)
 	}
-	return parseTrustFile(s.Path(), data)
+	return parseFile(s.Path(), data)
 }
 
-func parseTrustFile(path string, data []byte) (*trustFile, error) {
+func parseFile(path string, data []byte) (*trustFile, error) {
 	corrupt := func(format string, args ...any) error {
-		return fmt.Errorf("%w %s is corrupt: %s (fix or delete the file; mcpflow will not overwrite it)", ErrTrustStore, path, fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w %s is corrupt: %s (fix or delete the file; mcpflow will not overwrite it)", ErrStore, path, fmt.Sprintf(format, args...))
 	}
 	var f trustFile
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		msg, off := jsonErrorPos(data, err)
-		line, col := lineCol(data, off)
+		msg, off := jsonpos.ErrorPos(data, err)
+		line, col := jsonpos.LineCol(data, off)
 		return nil, corrupt("line %d, column %d: %s", line, col, msg)
 	}
 	if dec.More() {
@@ -247,7 +248,7 @@ func parseTrustFile(path string, data []byte) (*trustFile, error) {
 	case f.Version == 0:
 		return nil, corrupt("no version")
 	case f.Version > trustVersion:
-		return nil, fmt.Errorf("%w %s has version %d, written by a newer mcpflow (this one reads version %d)", ErrTrustStore, path, f.Version, trustVersion)
+		return nil, fmt.Errorf("%w %s has version %d, written by a newer mcpflow (this one reads version %d)", ErrStore, path, f.Version, trustVersion)
 	}
 	for i, e := range f.Workspaces {
 		if !filepath.IsAbs(e.Path) || filepath.Clean(e.Path) != e.Path {
@@ -258,16 +259,16 @@ func parseTrustFile(path string, data []byte) (*trustFile, error) {
 }
 
 // update runs fn on the store under the lock and writes the result.
-func (s *TrustStore) update(fn func(*trustFile) error) error {
+func (s *Store) update(fn func(*trustFile) error) error {
 	if s.err != nil {
 		return s.err
 	}
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return fmt.Errorf("%w: %v", ErrTrustStore, err)
+		return fmt.Errorf("%w: %v", ErrStore, err)
 	}
 	unlock, err := lockFile(s.Path() + ".lock")
 	if err != nil {
-		return fmt.Errorf("%w: lock: %v", ErrTrustStore, err)
+		return fmt.Errorf("%w: lock: %v", ErrStore, err)
 	}
 	defer unlock()
 	f, err := s.read()
@@ -284,7 +285,17 @@ func (s *TrustStore) update(fn func(*trustFile) error) error {
 		return err
 	}
 	if err := atomicfile.WriteFile(s.Path(), append(data, '\n'), 0o600); err != nil {
-		return fmt.Errorf("%w: %v", ErrTrustStore, err)
+		return fmt.Errorf("%w: %v", ErrStore, err)
 	}
 	return nil
+}
+
+// unwrapPath drops the *fs.PathError wrapper, whose path the message names
+// already.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }

@@ -1,4 +1,4 @@
-package servers
+package trust
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mcpflow/mcpflow/servers"
 )
 
 // canon is the canonical form of a test directory (t.TempDir may itself
@@ -32,7 +34,7 @@ func mkdirs(t *testing.T, root string, names ...string) {
 	}
 }
 
-func wantTrusted(t *testing.T, s *TrustStore, path string, want bool, wantMatch string) {
+func wantTrusted(t *testing.T, s *Store, path string, want bool, wantMatch string) {
 	t.Helper()
 	ok, match, err := s.Trusted(path)
 	if err != nil {
@@ -53,7 +55,7 @@ func TestTrustStoreSymlinkedWorkspace(t *testing.T) {
 	if err := os.Symlink(filepath.Join(root, "real", "project"), link); err != nil {
 		t.Fatal(err)
 	}
-	s := OpenTrustStore(t.TempDir())
+	s := OpenStore(t.TempDir())
 	if err := s.Add(link + "/./"); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func TestTrustStoreSymlinkedWorkspace(t *testing.T) {
 func TestTrustStoreParentCoversChild(t *testing.T) {
 	root := t.TempDir()
 	mkdirs(t, root, "a/b/c/d", "a/bc", "a/b2")
-	s := OpenTrustStore(t.TempDir())
+	s := OpenStore(t.TempDir())
 	if err := s.Add(filepath.Join(root, "a", "b")); err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestTrustStoreParentCoversChild(t *testing.T) {
 func TestTrustStoreRemove(t *testing.T) {
 	root := t.TempDir()
 	mkdirs(t, root, "p/child", "gone")
-	s := OpenTrustStore(filepath.Join(t.TempDir(), "cfg"))
+	s := OpenStore(filepath.Join(t.TempDir(), "cfg"))
 	p := canon(t, filepath.Join(root, "p"))
 	for _, d := range []string{"p", "gone"} {
 		if err := s.Add(filepath.Join(root, d)); err != nil {
@@ -138,7 +140,7 @@ func TestTrustStoreRemove(t *testing.T) {
 
 func TestTrustStoreFiles(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "mcpflow")
-	s := OpenTrustStore(dir)
+	s := OpenStore(dir)
 	if l, err := s.List(); err != nil || len(l) != 0 {
 		t.Fatalf("List of a store never written = %v, %v", l, err)
 	}
@@ -161,14 +163,14 @@ func TestTrustStoreFiles(t *testing.T) {
 			t.Errorf("temporary file left behind: %s", e.Name())
 		}
 	}
-	if err := s.Add(filepath.Join(dir, TrustFile)); err == nil || !strings.Contains(err.Error(), "not a directory") {
+	if err := s.Add(filepath.Join(dir, File)); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("Add(a file) = %v", err)
 	}
 }
 
 func TestTrustStoreCorruptFile(t *testing.T) {
 	root := t.TempDir()
-	s := OpenTrustStore(root)
+	s := OpenStore(root)
 	for _, tc := range []struct{ content, want string }{
 		{"{\n  \"version\": 1,\n  \"workspaces\": [\n    {\"path\": \"/a\"},,\n  ]\n}\n", "line 4, column 20: invalid character ','"},
 		{"{\"version\": 1, \"workspaces\": [{\"path\": \"relative/dir\"}]}", `workspaces[0]: "relative/dir" is not a clean absolute path`},
@@ -181,13 +183,13 @@ func TestTrustStoreCorruptFile(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := s.List()
-		if !errors.Is(err, ErrTrustStore) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), s.Path()) {
-			t.Errorf("List of %q: %v; want ErrTrustStore naming the file and %q", tc.content, err, tc.want)
+		if !errors.Is(err, ErrStore) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), s.Path()) {
+			t.Errorf("List of %q: %v; want ErrStore naming the file and %q", tc.content, err, tc.want)
 		}
-		if err := s.Add(t.TempDir()); !errors.Is(err, ErrTrustStore) {
-			t.Errorf("Add over %q: %v, want ErrTrustStore", tc.content, err)
+		if err := s.Add(t.TempDir()); !errors.Is(err, ErrStore) {
+			t.Errorf("Add over %q: %v, want ErrStore", tc.content, err)
 		}
-		if ok, src := WorkspaceTrust(s, root, false); ok || src != "" {
+		if ok, src := Workspace(s, root, false); ok || src != "" {
 			t.Errorf("a corrupt store trusted the workspace (%q)", src)
 		}
 		if got, _ := os.ReadFile(s.Path()); string(got) != tc.content {
@@ -236,7 +238,7 @@ func TestTrustStoreConcurrentWriters(t *testing.T) {
 	}
 	for _, d := range local {
 		wg.Go(func() {
-			if err := OpenTrustStore(storeDir).Add(d); err != nil {
+			if err := OpenStore(storeDir).Add(d); err != nil {
 				errs <- err
 			}
 		})
@@ -246,7 +248,7 @@ func TestTrustStoreConcurrentWriters(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	got, err := OpenTrustStore(storeDir).List()
+	got, err := OpenStore(storeDir).List()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,15 +266,15 @@ func TestTrustStoreConcurrentWriters(t *testing.T) {
 	}
 }
 
-func TestWorkspaceTrust(t *testing.T) {
+func TestWorkspace(t *testing.T) {
 	root := t.TempDir()
 	mkdirs(t, root, "trusted/ws", "other")
-	s := OpenTrustStore(t.TempDir())
+	s := OpenStore(t.TempDir())
 	if err := s.Add(filepath.Join(root, "trusted")); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		store *TrustStore
+		store *Store
 		ws    string
 		flag  bool
 		ok    bool
@@ -286,24 +288,49 @@ func TestWorkspaceTrust(t *testing.T) {
 		{nil, filepath.Join(root, "other"), true, true, "flag"},
 		{s, filepath.Join(root, "missing"), false, false, ""},
 	} {
-		ok, src := WorkspaceTrust(tc.store, tc.ws, tc.flag)
+		ok, src := Workspace(tc.store, tc.ws, tc.flag)
 		if ok != tc.ok || src != tc.src {
-			t.Errorf("WorkspaceTrust(%s, flag %v) = %v, %q; want %v, %q", tc.ws, tc.flag, ok, src, tc.ok, tc.src)
+			t.Errorf("Workspace(%s, flag %v) = %v, %q; want %v, %q", tc.ws, tc.flag, ok, src, tc.ok, tc.src)
 		}
 	}
 }
 
-func TestDefaultTrustDir(t *testing.T) {
+func TestDefaultDir(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", "/xdg")
-	if d, err := DefaultTrustDir(); err != nil || d != filepath.Join("/xdg", "mcpflow") {
+	if d, err := DefaultDir(); err != nil || d != filepath.Join("/xdg", "mcpflow") {
 		t.Errorf("with XDG_CONFIG_HOME: %q, %v", d, err)
 	}
 	t.Setenv("XDG_CONFIG_HOME", "relative")
 	t.Setenv("HOME", "/home/someone")
-	if d, err := DefaultTrustDir(); runtime.GOOS != "windows" && (err != nil || d != "/home/someone/.config/mcpflow") {
+	if d, err := DefaultDir(); runtime.GOOS != "windows" && (err != nil || d != "/home/someone/.config/mcpflow") {
 		t.Errorf("with a relative XDG_CONFIG_HOME: %q, %v; want ~/.config/mcpflow", d, err)
 	}
-	if got := OpenTrustStore("").Path(); runtime.GOOS != "windows" && got != "/home/someone/.config/mcpflow/"+TrustFile {
-		t.Errorf("OpenTrustStore(\"\").Path() = %q", got)
+	if got := OpenStore("").Path(); runtime.GOOS != "windows" && got != "/home/someone/.config/mcpflow/"+File {
+		t.Errorf("OpenStore(\"\").Path() = %q", got)
+	}
+}
+
+// TestNoFileGrantsWorkspaceTrust: whatever an imported file says, it only
+// ever sets server trust, and nothing in the results says anything about
+// the workspace.
+func TestNoFileGrantsWorkspace(t *testing.T) {
+	set, err := servers.Import(filepath.Join("..", "servers", "testdata", "import", "gemini", ".gemini", "settings.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !set["python-tools"].Trust || set["filtered"].Trust || set["sse-server"].Trust {
+		t.Errorf("server trust not carried over as declared: %+v", set)
+	}
+	ws := t.TempDir()
+	os.WriteFile(filepath.Join(ws, servers.WorkspaceFile), []byte("servers:\n  d: {builtin: demo, trust: true}\n"), 0o644)
+	if _, _, err := servers.LoadWorkspace(ws); err != nil {
+		t.Fatal(err)
+	}
+	store := OpenStore(t.TempDir())
+	if ok, src := Workspace(store, ws, false); ok || src != "" {
+		t.Errorf("workspace trusted (%q) after reading its files", src)
+	}
+	if l, _ := store.List(); len(l) != 0 {
+		t.Errorf("reading files changed the trust store: %v", l)
 	}
 }

@@ -1,4 +1,16 @@
-package servers
+// Package jsonpos is mcpflow's positioned JSON reader: [Parse] reads JSON or
+// JSONC (comments and trailing commas, as VS Code and Gemini CLI accept)
+// into a tree of [Node]s that remember their byte offsets, so that errors
+// about imported client configurations and the trust store can name a line
+// and a column ([LineCol], [ErrorPos]).
+//
+// # Caveats
+//
+//   - Offsets refer to the original source: comments are blanked, never
+//     removed ([StripJSONC]).
+//   - Duplicate keys are kept in order; [Node.Field] returns the last, as
+//     encoding/json does.
+package jsonpos
 
 import (
 	"bytes"
@@ -9,68 +21,70 @@ import (
 	"unicode/utf8"
 )
 
-// jnode is a JSON value that remembers where it starts in its source, so
+// Node is a JSON value that remembers where it starts in its source, so
 // that errors about imported files can name a line and a column.
-type jnode struct {
-	kind  jkind
-	off   int      // byte offset of the value's first byte
-	str   string   // jString: the value; jNumber: its text
-	b     bool     // jBool
-	keys  []jfield // jObject, in source order (duplicates kept)
-	items []*jnode // jArray
+type Node struct {
+	Kind  Kind
+	Off   int     // byte offset of the value's first byte
+	Str   string  // String: the value; Number: its text
+	Bool  bool    // Bool
+	Keys  []Field // Object, in source order (duplicates kept)
+	Items []*Node // Array
 }
 
-type jfield struct {
-	name string
-	off  int // byte offset of the key
-	val  *jnode
+type Field struct {
+	Name string
+	Off  int // byte offset of the key
+	Val  *Node
 }
 
-type jkind int
+type Kind int
 
 const (
-	jNull jkind = iota
-	jBool
-	jNumber
-	jString
-	jArray
-	jObject
+	Null Kind = iota
+	Bool
+	Number
+	String
+	Array
+	Object
 )
 
-func (n *jnode) kindName() string {
-	switch n.kind {
-	case jNull:
+// KindName says what a value is, for errors: "null", true/false, "the
+// number 3", "the string \"x\"", "an array" or "an object".
+func (n *Node) KindName() string {
+	switch n.Kind {
+	case Null:
 		return "null"
-	case jBool:
-		return fmt.Sprint(n.b)
-	case jNumber:
-		return "the number " + n.str
-	case jString:
-		return fmt.Sprintf("the string %q", n.str)
-	case jArray:
+	case Bool:
+		return fmt.Sprint(n.Bool)
+	case Number:
+		return "the number " + n.Str
+	case String:
+		return fmt.Sprintf("the string %q", n.Str)
+	case Array:
 		return "an array"
 	}
 	return "an object"
 }
 
-// field returns the value of the last key named name (JSON's "last wins").
-func (n *jnode) field(name string) (*jnode, bool) {
-	if n == nil || n.kind != jObject {
+// Field returns the value of the last key named name (JSON's "last wins").
+func (n *Node) Field(name string) (*Node, bool) {
+	if n == nil || n.Kind != Object {
 		return nil, false
 	}
-	for i := len(n.keys) - 1; i >= 0; i-- {
-		if n.keys[i].name == name {
-			return n.keys[i].val, true
+	for i := len(n.Keys) - 1; i >= 0; i-- {
+		if n.Keys[i].Name == name {
+			return n.Keys[i].Val, true
 		}
 	}
 	return nil, false
 }
 
-// parseJSON parses src, which may be JSONC (comments and trailing commas,
+// Parse parses src, which may be JSONC (comments and trailing commas,
 // as VS Code and Gemini CLI accept). Syntax errors are positioned. The
 // returned tree's offsets refer to src.
-func parseJSON(src []byte) (*jnode, error) {
-	clean := stripJSONC(src)
+func Parse(src []byte) (*Node, error) {
+	clean := StripJSONC(src)
 	if i := unclosedComment(clean); i >= 0 {
 		return nil, &jsonPosError{off: i, msg: "unterminated /* comment (expected */)"}
 	}
@@ -104,7 +118,7 @@ func (p *jparser) next() (json.Token, int, error) {
 	return tok, off, err
 }
 
-func (p *jparser) value() (*jnode, error) {
+func (p *jparser) value() (*Node, error) {
 	tok, off, err := p.next()
 	if err != nil {
 		return nil, err
@@ -112,21 +126,21 @@ func (p *jparser) value() (*jnode, error) {
 	return p.valueFrom(tok, off)
 }
 
-func (p *jparser) valueFrom(tok json.Token, off int) (*jnode, error) {
-	n := &jnode{off: off}
+func (p *jparser) valueFrom(tok json.Token, off int) (*Node, error) {
+	n := &Node{Off: off}
 	switch t := tok.(type) {
 	case nil:
-		n.kind = jNull
+		n.Kind = Null
 	case bool:
-		n.kind, n.b = jBool, t
+		n.Kind, n.Bool = Bool, t
 	case json.Number:
-		n.kind, n.str = jNumber, string(t)
+		n.Kind, n.Str = Number, string(t)
 	case string:
-		n.kind, n.str = jString, t
+		n.Kind, n.Str = String, t
 	case json.Delim:
 		switch t {
 		case '{':
-			n.kind = jObject
+			n.Kind = Object
 			for {
 				tok, koff, err := p.next()
 				if err != nil {
@@ -140,10 +154,10 @@ func (p *jparser) valueFrom(tok json.Token, off int) (*jnode, error) {
 				if err != nil {
 					return nil, err
 				}
-				n.keys = append(n.keys, jfield{name: name, off: koff, val: v})
+				n.Keys = append(n.Keys, Field{Name: name, Off: koff, Val: v})
 			}
 		case '[':
-			n.kind = jArray
+			n.Kind = Array
 			for {
 				tok, voff, err := p.next()
 				if err != nil {
@@ -156,7 +170,7 @@ func (p *jparser) valueFrom(tok json.Token, off int) (*jnode, error) {
 				if err != nil {
 					return nil, err
 				}
-				n.items = append(n.items, v)
+				n.Items = append(n.Items, v)
 			}
 		}
 		return nil, fmt.Errorf("unexpected %v", t)
@@ -192,15 +206,15 @@ func unclosedComment(clean []byte) int {
 
 // lineCol converts a byte offset into a 1-based line and a 1-based column
 // counted in characters.
-func lineCol(src []byte, off int) (line, col int) {
+func LineCol(src []byte, off int) (line, col int) {
 	off = max(0, min(off, len(src)))
 	start := bytes.LastIndexByte(src[:off], '\n') + 1
 	return bytes.Count(src[:off], []byte{'\n'}) + 1, utf8.RuneCount(src[start:off]) + 1
 }
 
-// jsonErrorPos turns an encoding/json error into a message and the byte
+// ErrorPos turns an encoding/json error into a message and the byte
 // offset it is about.
-func jsonErrorPos(src []byte, err error) (msg string, off int) {
+func ErrorPos(src []byte, err error) (msg string, off int) {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	var pos *jsonPosError
@@ -222,10 +236,10 @@ func jsonErrorPos(src []byte, err error) (msg string, off int) {
 	return err.Error() + " (expected valid JSON)", 0
 }
 
-// stripJSONC blanks out // and /* */ comments and trailing commas with
+// StripJSONC blanks out // and /* */ comments and trailing commas with
 // spaces (newlines kept), so that offsets, lines and columns still match the
 // original text. A UTF-8 byte order mark is blanked too.
-func stripJSONC(src []byte) []byte {
+func StripJSONC(src []byte) []byte {
 	out := bytes.Clone(src)
 	if bytes.HasPrefix(out, []byte("\xef\xbb\xbf")) {
 		copy(out, "   ")
