@@ -409,7 +409,7 @@ steps:
 		t.Fatalf("first run: %v %v", run, err)
 	}
 	t.Setenv("MCPFLOW_TEST_FLAG", "1")
-	run, err = eng.Resume(context.Background(), run.ID, nil, nil)
+	run, _, err = eng.Resume(context.Background(), run, wf, nil)
 	if err != nil || run.Status != journal.RunSucceeded {
 		t.Fatalf("resume: status %v, error %v, run error %v", run.Status, err, run.Error)
 	}

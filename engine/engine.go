@@ -184,7 +184,7 @@ const (
 )
 
 // Run executes wf with inputs (already typed by ParseInputs) and returns the
-// final run record. A run that failed, was blocked or was cancelled is not an
+// run record as committed at its end. A run that failed, was blocked or was cancelled is not an
 // error: see the returned status. An error means the journal could not be
 // written, and the run's state is whatever was journaled before.
 func (e *Engine) Run(ctx context.Context, wf *workflow.Workflow, inputs map[string]any, workspace string) (*journal.Run, error) {
@@ -388,16 +388,36 @@ func (r *runner) skip(u unit) (stepResult, error) {
 	if err := r.j.Skip(inv); err != nil {
 		return stepResult{}, err
 	}
-	r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: u.ID, Item: -1, Server: u.Server, Tool: u.Tool, Invocation: inv.ID, State: journal.StateSkipped})
-	return stepResult{value: value, status: journal.RunSucceeded}, nil
+	out := stepResult{value: value, status: journal.RunSucceeded, invocation: inv.ID, state: journal.StateSkipped}
+	r.finished(u, out)
+	return out, nil
 }
 
-// unit runs or resumes one invocation.
+// unit runs or resumes one invocation, and reports how it ended.
 func (r *runner) unit(ctx context.Context, u unit) (stepResult, error) {
+	var out stepResult
+	var err error
 	if inv, ok := r.prior[unitKey{u.ID, u.item}]; ok {
-		return r.resumeStep(ctx, u, inv)
+		out, err = r.resumeUnit(ctx, u, inv)
+	} else {
+		out, err = r.begin(ctx, u)
 	}
-	return r.step(ctx, u)
+	if err == nil {
+		r.finished(u, out)
+	}
+	return out, err
+}
+
+// finished reports the end of a unit whose invocation is journaled: the one
+// place a StepFinished event is built. A unit that ended before its intent
+// was journaled (an expression, a server that did not start, invalid
+// arguments) reports nothing here; the run's end says why.
+func (r *runner) finished(u unit, out stepResult) {
+	if out.invocation.IsZero() {
+		return
+	}
+	r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: u.ID, Item: u.item, Server: u.Server, Tool: u.Tool,
+		Invocation: out.invocation, State: out.state, Attempt: out.attempt, Elapsed: out.elapsed, Text: out.text, Err: out.err})
 }
 
 // fanOut runs one invocation per item with at most st.Concurrency in
@@ -487,19 +507,28 @@ func (r *runner) finish(status journal.RunStatus, runErr *journal.Error, cause e
 	if err := r.j.EndRun(r.run.ID, status, runErr, r.run.Outputs); err != nil {
 		return nil, errors.Join(cause, err)
 	}
-	r.run.Status, r.run.Error = status, runErr
-	r.emit(Event{Kind: RunFinished, Run: r.run.ID, Workflow: r.wf.Name, Status: status, Err: runErr, Elapsed: r.e.now().Sub(r.start)})
-	return r.run, cause
+	run, err := r.j.Run(r.run.ID) // as committed: status, error (scrubbed), outputs, times
+	if err != nil {
+		return nil, errors.Join(cause, err)
+	}
+	r.emit(Event{Kind: RunFinished, Run: run.ID, Workflow: r.wf.Name, Status: run.Status, Err: run.Error, Elapsed: r.e.now().Sub(r.start)})
+	return run, cause
 }
 
 // stepResult is what one step produced: the value later expressions see as
-// steps.ID, or the run status it ends the run with.
+// steps.ID, or the run status it ends the run with; and, for a unit whose
+// invocation is journaled, how that invocation ended (the StepFinished
+// event).
 type stepResult struct {
 	value  map[string]any
 	status journal.RunStatus
 	err    *journal.Error
-	// state is the invocation's state when the step ended early.
-	state journal.State
+
+	invocation journal.ID // zero: no invocation was journaled
+	state      journal.State
+	attempt    int
+	elapsed    time.Duration // of the newest attempt sent
+	text       string        // a completed call's text, one line
 }
 
 func failed(code, format string, args ...any) stepResult {

@@ -5,36 +5,60 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/mcpflow/mcpflow/internal/verdict"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
-	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
-// Resume continues a run from the journal. The definition and inputs come
-// from the journal, not from the file on disk. Completed steps are never
-// called again (their journaled results feed later expressions); an
-// invocation interrupted by a crash is treated exactly like a lost
-// connection; a decision already journaled is followed, never re-decided;
-// an outcome_unknown invocation keeps the run blocked until an operator
-// resolves it. Resuming a run that succeeded changes nothing.
+// Resume continues run from the journal. wf is the run's journaled
+// definition (run.Definition), loaded by the caller against the servers
+// configured now; the inputs come from the journal, except secret ones,
+// which the journal never holds: secrets supplies them, and a run that used
+// one cannot be resumed without it.
 //
-// secrets supplies the values of secret inputs, which the journal never
-// holds; a run that used one cannot be resumed without it. external is the
-// servers configured outside the workflow, read afresh.
-func (e *Engine) Resume(ctx context.Context, id journal.ID, secrets map[string]any, external servers.Set) (*journal.Run, error) {
-	run, err := e.Journal.Run(id)
-	if err != nil {
-		return nil, err
-	}
+// Completed steps are never called again (their journaled results feed
+// later expressions). Each journaled invocation is continued as
+// PlanResume says: an invocation interrupted by a crash is treated exactly
+// like a lost connection; a decision already journaled is followed, never
+// re-decided; an outcome_unknown invocation keeps the run blocked until an
+// operator resolves it.
+//
+// It returns the run as committed, and whether anything was done: resuming
+// a run that succeeded, or one still blocked on an unresolved outcome,
+// writes nothing.
+func (e *Engine) Resume(ctx context.Context, run *journal.Run, wf *workflow.Workflow, secrets map[string]any) (*journal.Run, bool, error) {
 	if run.Status == journal.RunSucceeded {
-		return run, nil
+		return run, false, nil
 	}
-	wf, err := workflow.Load(run.Source, run.Definition, external)
+	inputs, err := resumeInputs(run, wf, secrets)
 	if err != nil {
-		return nil, fmt.Errorf("run %s: journaled definition: %w", id.Short(), err)
+		return nil, false, err
 	}
+	invs, err := e.Journal.RunInvocations(run.ID)
+	if err != nil {
+		return nil, false, err
+	}
+	prior := map[unitKey]*journal.Invocation{}
+	for i := range invs {
+		prior[unitKey{invs[i].Step, invs[i].Item}] = &invs[i] // newest wins: ids are time-ordered
+		if invs[i].State == journal.StateOutcomeUnknown && run.Status == journal.RunBlocked {
+			// Blocked until an operator resolves it: nothing to do, nothing
+			// written. (A run that crashed is still "running": resume goes on
+			// to journal a decision for its other in-flight calls and blocks.)
+			return run, false, nil
+		}
+	}
+	if err := e.Journal.SetRunStatus(run.ID, journal.RunRunning, nil); err != nil {
+		return nil, false, err
+	}
+	run.Status = journal.RunRunning
+	e.emit(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
+	out, err := newRunner(e, wf, run, inputs, prior).execute(ctx)
+	return out, true, err
+}
+
+// resumeInputs are the journaled inputs with the secret ones supplied again.
+func resumeInputs(run *journal.Run, wf *workflow.Workflow, secrets map[string]any) (map[string]any, error) {
 	inputs := map[string]any{}
 	for k, v := range run.Inputs {
 		inputs[k] = v
@@ -46,185 +70,82 @@ func (e *Engine) Resume(ctx context.Context, id journal.ID, secrets map[string]a
 		v, ok := secrets[in.Name]
 		if !ok {
 			if _, used := run.Inputs[in.Name]; used {
-				return nil, fmt.Errorf("%w: run %s used secret input %q, which the journal does not keep: pass --input %s=VALUE", workflow.ErrInput, id.Short(), in.Name, in.Name)
+				return nil, fmt.Errorf("%w: run %s used secret input %q, which the journal does not keep: pass --input %s=VALUE", workflow.ErrInput, run.ID.Short(), in.Name, in.Name)
 			}
 			continue
 		}
 		inputs[in.Name] = v
 	}
-	invs, err := e.Journal.RunInvocations(id)
-	if err != nil {
-		return nil, err
-	}
-	prior := map[unitKey]*journal.Invocation{}
-	for i := range invs {
-		prior[unitKey{invs[i].Step, invs[i].Item}] = &invs[i] // newest wins: ids are time-ordered
-		if invs[i].State == journal.StateOutcomeUnknown && run.Status == journal.RunBlocked {
-			// Blocked until an operator resolves it: nothing to do, nothing
-			// written. (A run that crashed is still "running": resume goes on
-			// to journal a decision for its other in-flight calls and blocks.)
-			return run, nil
-		}
-	}
-	if err := e.Journal.SetRunStatus(id, journal.RunRunning, nil); err != nil {
-		return nil, err
-	}
-	run.Status = journal.RunRunning
-	e.emit(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
-	return newRunner(e, wf, run, inputs, prior).execute(ctx)
+	return inputs, nil
 }
 
-// resumeStep continues a step that has a journaled invocation.
-func (r *runner) resumeStep(ctx context.Context, st unit, inv *journal.Invocation) (stepResult, error) {
-	ev := Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: inv.State, Attempt: len(inv.Attempts)}
-	switch inv.State {
-	case journal.StateCompleted:
-		out := completed(st, journaledValue(inv.Result))
-		ev.Err, ev.Text = out.err, "(journaled result)"
-		r.emit(ev)
+// resumeUnit continues a unit that has a journaled invocation, as
+// PlanResume says, handing any further attempt to the attempt loop.
+func (r *runner) resumeUnit(ctx context.Context, u unit, inv *journal.Invocation) (stepResult, error) {
+	p, err := PlanResume(inv)
+	if err != nil {
+		return stepResult{}, fmt.Errorf("step %s: %w", u.name(), err)
+	}
+	stands := func(out stepResult) (stepResult, error) {
+		out.invocation, out.state, out.attempt = inv.ID, inv.State, len(inv.Attempts)
 		return out, nil
-	case journal.StateOutcomeUnknown:
-		ev.Err = outcomeUnknown
-		r.emit(ev)
-		return stepResult{status: journal.RunBlocked, err: outcomeUnknown}, nil
-	case journal.StateFailed:
-		if last := inv.LastAttempt(); len(inv.Resolutions) == 0 && last != nil &&
-			(last.Failure == replay.ClassRejected.String() || last.Failure == replay.ClassNotDelivered.String()) {
-			// The call provably did not run (rejected before execution, or
-			// never sent): send it again.
-			return r.resend(ctx, st, inv, journal.NextAttempt{Trust: inv.Trust, Annotations: inv.Annotations})
+	}
+	var next *cause
+	switch p.Kind {
+	case PlanCompleted:
+		out := completed(u, journaledValue(inv.Result))
+		out.text = "(journaled result)"
+		return stands(out)
+	case PlanBlocked:
+		return stands(stepResult{status: journal.RunBlocked, err: outcomeUnknown})
+	case PlanFailed:
+		return stands(stepResult{status: journal.RunFailed, err: inv.Error})
+	case PlanResend:
+		next = &cause{kind: causeResend, replay: p.Replay, decision: p.Decision}
+	case PlanFollow:
+		next = &cause{kind: causeLost}
+		if p.Class == replay.ClassNotDelivered {
+			next.kind = causeNotDelivered
 		}
-		r.emit(ev)
-		return stepResult{status: journal.RunFailed, err: inv.Error}, nil
-	case journal.StateRetryApproved:
-		// An operator approved sending the call again.
-		return r.resend(ctx, st, inv, journal.NextAttempt{Replay: true, Trust: r.e.Trust(st.Server), Annotations: inv.Annotations,
-			Decision: &journal.Decision{Verdict: verdict.Replay, Reason: "operator_approved", View: verdict.Operator}})
-	case journal.StateAborted, journal.StateTimedOut:
-		// The call may have run. Only the replay policy may clear a re-send.
-		return r.continueLoss(ctx, st, inv, replay.ClassLost, true)
-	case journal.StateIntent:
-		last := inv.LastAttempt()
-		if last != nil && last.EndedAt == nil {
-			// A crash while the call was in flight is a lost connection.
-			return r.continueLoss(ctx, st, inv, replay.ClassLost, false)
-		}
-		d := inv.LastDecision()
-		class := replay.ClassLost
-		if d != nil && d.Verdict == verdict.FirstDelivery {
-			class = replay.ClassNotDelivered
-		}
-		if d != nil && d.Verdict == verdict.Retry {
-			// A journaled decision to retry after a failure.
-			if failure, err := replay.ParseClass(last.Failure); err == nil && !failure.MayHaveExecuted() {
-				return r.resend(ctx, st, inv, journal.NextAttempt{Trust: r.e.Trust(st.Server), Annotations: inv.Annotations})
+	case PlanJudge:
+		// The call may have run: judge the send-time snapshot and journal
+		// the decision before acting on it.
+		o, c := lossOutcome(inv, replay.ClassLost)
+		switch {
+		case p.Interrupted:
+			o.Detail = "mcpflow stopped while the call was in flight"
+			if err := r.j.Interrupted(inv.ID, o); err != nil {
+				return stepResult{}, err
+			}
+		case c == nil:
+			// Aborted or timed out, and not safe to send again: its
+			// outcome is unknown, journaled, never to be re-decided.
+			if err := r.j.Decide(inv.ID, *o.Decision, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
+				return stepResult{}, err
 			}
 		}
-		return r.follow(ctx, st, inv, class)
-	}
-	return stepResult{}, fmt.Errorf("step %s: invocation %s in state %s cannot be resumed", st.name(), inv.ID.Short(), inv.State)
-}
-
-// continueLoss decides on an invocation whose call may have run and whose
-// outcome was never recorded: journal the decision, then act on it.
-func (r *runner) continueLoss(ctx context.Context, st unit, inv *journal.Invocation, class replay.Class, settled bool) (stepResult, error) {
-	o, blocked := r.decideLoss(inv, class)
-	if settled {
-		// An aborted or timed-out call may have run: it is sent again only
-		// when the policy clears it; otherwise its outcome is unknown, and
-		// that decision is journaled, never to be re-decided.
-		if blocked {
-			return r.unknown(st, inv, *o.Decision)
+		if c == nil {
+			return *blocked(inv.ID), nil
 		}
-		return r.resendAfterCheck(ctx, st, inv, class)
+		next = c
 	}
-	o.Detail = "mcpflow stopped while the call was in flight"
-	if err := r.j.Interrupted(inv.ID, o); err != nil {
-		return stepResult{}, err
-	}
-	if blocked {
-		r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: journal.StateOutcomeUnknown, Err: outcomeUnknown})
-		return stepResult{status: journal.RunBlocked, err: outcomeUnknown}, nil
-	}
-	return r.follow(ctx, st, inv, class)
-}
-
-// follow carries out a journaled decision to send again.
-func (r *runner) follow(ctx context.Context, st unit, inv *journal.Invocation, class replay.Class) (stepResult, error) {
-	args, out := r.arguments(st, inv)
+	args, out := r.arguments(u, inv)
 	if out != nil {
 		return *out, nil
 	}
-	sess, intent, res, err := r.again(ctx, st, nil, inv.ID, class)
-	if err != nil || res != nil {
-		if res == nil {
-			return stepResult{}, err
-		}
-		r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: res.state, Err: res.err})
-		return *res, err
-	}
-	return r.send(ctx, st, sess, intent, args)
-}
-
-// resendAfterCheck re-sends an aborted or timed-out call the policy cleared,
-// after rediscovery confirms the fresh view is safe too.
-func (r *runner) resendAfterCheck(ctx context.Context, st unit, inv *journal.Invocation, class replay.Class) (stepResult, error) {
-	args, out := r.arguments(st, inv)
-	if out != nil {
-		return *out, nil
-	}
-	sess, err := r.reconnect(ctx, st.Server, nil)
-	if err != nil {
-		return failed(CodeServerUnavailable, "step %s: server %q unavailable: %v", st.name(), st.Server, err), nil
-	}
-	trust := r.e.Trust(st.Server)
-	tool, toolErr := sess.Tool(ctx, st.Tool)
-	freshView := replay.Decision{Verdict: replay.OutcomeUnknown, Reason: replay.ReasonToolMissing}
-	if toolErr == nil {
-		freshView = replay.Decide(r.policyInput(class, trust, tool.Annotations, inv.Replays()))
-	}
-	if freshView.Verdict != replay.Replay {
-		return r.unknown(st, inv, journal.Decision{Verdict: replay.OutcomeUnknown, Reason: string(freshView.Reason), View: verdict.Rediscovered})
-	}
-	d := journal.Decision{Verdict: verdict.Replay, Reason: string(freshView.Reason), View: verdict.Rediscovered}
-	intent, err := r.j.Again(inv.ID, journal.NextAttempt{Replay: true, Trust: trust, Annotations: tool.Annotations, Decision: &d})
-	if err != nil {
-		return stepResult{}, err
-	}
-	return r.send(ctx, st, sess, intent, args)
-}
-
-// resend starts a new attempt without consulting the replay policy: the
-// call provably did not run, or an operator approved it.
-func (r *runner) resend(ctx context.Context, st unit, inv *journal.Invocation, next journal.NextAttempt) (stepResult, error) {
-	args, out := r.arguments(st, inv)
-	if out != nil {
-		return *out, nil
-	}
-	sess, err := r.e.Connect(ctx, st.Server)
-	if err != nil {
-		return failed(CodeServerUnavailable, "step %s: server %q unavailable: %v", st.name(), st.Server, err), nil
-	}
-	if tool, err := sess.Tool(ctx, st.Tool); err == nil {
-		next.Annotations = tool.Annotations
-	}
-	intent, err := r.j.Again(inv.ID, next)
-	if err != nil {
-		return stepResult{}, err
-	}
-	return r.send(ctx, st, sess, intent, args)
+	return r.attempts(ctx, u, args, inv.ID, nil, journal.Intent{}, next)
 }
 
 // arguments re-evaluates a step's arguments for another attempt and checks
 // that they are exactly what the first attempt sent (their digest is
 // journaled): another attempt never sends different arguments.
-func (r *runner) arguments(st unit, inv *journal.Invocation) (json.RawMessage, *stepResult) {
-	args, out := r.evalArgs(context.Background(), st)
+func (r *runner) arguments(u unit, inv *journal.Invocation) (json.RawMessage, *stepResult) {
+	args, out := r.evalArgs(context.Background(), u)
 	if out != nil {
 		return nil, out
 	}
 	if got := journal.Digest(r.redact(args)); inv.ArgumentsDigest != "" && got != inv.ArgumentsDigest {
-		res := failed(CodeExpression, "step %s: its arguments evaluate differently than when invocation %s was first sent (the results they depend on were capped); resolve the invocation instead", st.name(), inv.ID.Short())
+		res := failed(CodeExpression, "step %s: its arguments evaluate differently than when invocation %s was first sent (the results they depend on were capped); resolve the invocation instead", u.name(), inv.ID.Short())
 		return nil, &res
 	}
 	return args, nil
@@ -236,14 +157,4 @@ func journaledValue(res *journal.Result) map[string]any {
 		return newValue(false, false)
 	}
 	return resultValue(res.Content, res.StructuredContent, res.IsError)
-}
-
-// unknown journals that an aborted or timed-out invocation's outcome is
-// unknown, with the decision that says why, and blocks the run.
-func (r *runner) unknown(st unit, inv *journal.Invocation, d journal.Decision) (stepResult, error) {
-	if err := r.j.Decide(inv.ID, d, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
-		return stepResult{}, err
-	}
-	r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: st.ID, Item: st.item, Server: st.Server, Tool: st.Tool, Invocation: inv.ID, State: journal.StateOutcomeUnknown, Err: outcomeUnknown})
-	return stepResult{status: journal.RunBlocked, err: outcomeUnknown}, nil
 }

@@ -1,6 +1,10 @@
 package replay
 
-import "github.com/mcpflow/mcpflow/internal/verdict"
+import (
+	"encoding/json"
+
+	"github.com/mcpflow/mcpflow/internal/verdict"
+)
 
 // Verdict is what to do with a failed invocation: NotApplicable, Replay or
 // OutcomeUnknown. Its names are internal/verdict's, which the journal
@@ -28,7 +32,8 @@ const (
 	ReasonContradictoryReadOnly Reason = "contradictory_read_only"              // readOnlyHint: true with destructiveHint: true or idempotentHint: false
 	ReasonNotDeclared           Reason = "not_declared_idempotent_or_read_only" // neither safe declaration
 	ReasonBudgetSpent           Reason = "budget_spent"                         // the invocation has used its replays
-	ReasonToolMissing           Reason = "tool_missing"                         // for callers: the tool is gone after rediscovery
+	ReasonToolMissing           Reason = "tool_missing"                         // the tool is gone after rediscovery (Judge)
+	ReasonMalformedAnnotations  Reason = "malformed_annotations"                // the annotations object does not parse (Judge)
 )
 
 // MaxReplays is the default number of replays per invocation.
@@ -116,4 +121,49 @@ func Both(sendTime, fresh Decision) Decision {
 		return sendTime
 	}
 	return fresh
+}
+
+// View is one view of a tool, as the replay rule judges it: the two trust
+// gates and the tool's annotations exactly as they came over the wire.
+type View struct {
+	ServerTrusted    bool
+	WorkspaceTrusted bool
+	// Annotations are the raw annotations object; nil when the tool sent
+	// none.
+	Annotations json.RawMessage
+	// Missing: the tool is not listed (any more).
+	Missing bool
+}
+
+// Judge applies the replay rule to one view of a tool whose call may have
+// run (ClassLost), with the replays already made. It is the one function
+// that turns trust and wire annotations into a verdict: the engine judges
+// every send-time snapshot and every fresh view with it, and `mcpflow
+// servers tools` shows it. A missing tool is ReasonToolMissing; annotations
+// that do not parse declare nothing: once both trust gates pass, they are
+// ReasonMalformedAnnotations.
+func Judge(v View, replays int) Decision {
+	if v.Missing {
+		return Decision{OutcomeUnknown, ReasonToolMissing}
+	}
+	ann, err := ParseAnnotations(v.Annotations)
+	d := Decide(Input{Class: ClassLost, ServerTrusted: v.ServerTrusted, WorkspaceTrusted: v.WorkspaceTrusted, Annotations: ann, Replays: replays})
+	if err != nil && d.Reason == ReasonNoAnnotations {
+		return Decision{OutcomeUnknown, ReasonMalformedAnnotations}
+	}
+	return d
+}
+
+// JudgeBoth judges the send-time snapshot and the view now (Judge on each)
+// and combines them with Both: Replay only when both views are safe.
+func JudgeBoth(sendTime, now View, replays int) Decision {
+	return Both(Judge(sendTime, replays), Judge(now, replays))
+}
+
+// Declared is the verdict on a tool's wire annotations alone, as if both
+// trust gates passed and no replay had been made: whether the tool declares
+// itself safe to replay, and why.
+func Declared(annotations json.RawMessage) (bool, Reason) {
+	d := Judge(View{ServerTrusted: true, WorkspaceTrusted: true, Annotations: annotations}, 0)
+	return d.Verdict == Replay, d.Reason
 }

@@ -189,6 +189,14 @@ func (l *loader) outputs(n *yaml.Node, wf *Workflow) error {
 // value compiles a YAML value holding ${{ … }} expressions and checks every
 // name they read.
 func (l *loader) value(n *yaml.Node, what string, sc scope) (*Value, error) {
+	if n.Tag == LiteralTag {
+		// Sent exactly as written: no ${{ … }} in it is evaluated.
+		var raw any
+		if err := n.Decode(&raw); err != nil {
+			return nil, l.errAt(n, "%s: %v", what, err)
+		}
+		return &Value{literal: jsonShape(raw)}, nil
+	}
 	switch n.Kind {
 	case yaml.MappingNode:
 		out := &Value{mapping: map[string]*Value{}}

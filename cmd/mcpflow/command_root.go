@@ -2,12 +2,15 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/service"
+	"github.com/mcpflow/mcpflow/trust"
 )
 
 // globals are the flags every command shares.
@@ -48,10 +51,10 @@ server and the workspace are trusted — otherwise the call is marked outcome un
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table, json or jsonl")
 	root.PersistentFlags().BoolVar(&g.noColor, "no-color", false, "disable colour (also NO_COLOR)")
 	root.AddCommand(
-		newRunCommand(g),
-		newResumeCommand(g),
-		newValidateCommand(g),
-		newCallCommand(g),
+		newRunCommand(g, nil),
+		newResumeCommand(g, nil),
+		newValidateCommand(g, nil),
+		newCallCommand(g, nil),
 		newServersCommand(g),
 		newTrustCommand(g),
 		newRunsCommand(g),
@@ -95,16 +98,53 @@ func (g *globals) resolve(cmd *cobra.Command) error {
 	return nil
 }
 
-// openJournal opens the journal for writing.
-func (g *globals) openJournal() (*journal.Journal, error) {
-	return journal.Open(g.journalPath, nil)
+// ioStreams are a command's standard streams, taken from cobra when the
+// command runs (tests set them with SetIn, SetOut, SetErr).
+type ioStreams struct {
+	In       io.Reader
+	Out, Err io.Writer
 }
 
-// readJournal opens the journal for reading; a missing journal is an
-// explanation, not a stack of errors.
-func (g *globals) readJournal() (*journal.Journal, error) {
-	if _, err := os.Stat(g.journalPath); os.IsNotExist(err) {
-		return nil, &exitError{code: exitFailed, err: fmt.Errorf("no journal at %s: nothing has run in this workspace yet (try 'mcpflow run FILE', or pass --journal)", g.journalPath)}
-	}
-	return journal.Open(g.journalPath, &journal.Options{ReadOnly: true})
+func streams(cmd *cobra.Command) ioStreams {
+	return ioStreams{In: cmd.InOrStdin(), Out: cmd.OutOrStdout(), Err: cmd.ErrOrStderr()}
 }
+
+// journalMode says how a command needs the journal.
+type journalMode uint8
+
+const (
+	noJournal    journalMode = iota // servers, validate, trust: no journal
+	readJournal                     // queries: read-only, and it must exist
+	writeJournal                    // run, resume, call, resolve, prune: created if missing
+)
+
+// service returns the service every command works through, and the
+// function that closes it. The service opens the journal as the command
+// needs it, when a request first touches it: a request refused before (a
+// workflow that does not load) leaves no journal behind.
+func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
+	o := &service.Options{Workspace: g.workspace, ServersFile: g.serversFile, TrustStore: g.trustStore()}
+	switch mode {
+	case readJournal:
+		o.OpenJournal = func() (*journal.Journal, error) {
+			if _, err := os.Stat(g.journalPath); os.IsNotExist(err) {
+				return nil, &exitError{code: exitFailed, err: fmt.Errorf("no journal at %s: nothing has run in this workspace yet (try 'mcpflow run FILE', or pass --journal)", g.journalPath)}
+			}
+			return journal.Open(g.journalPath, &journal.Options{ReadOnly: true})
+		}
+	case writeJournal:
+		o.OpenJournal = func() (*journal.Journal, error) { return journal.Open(g.journalPath, nil) }
+	}
+	s, err := service.New(nil, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, func() { s.Close() }, nil
+}
+
+// trustStore is the user's store of trusted workspaces.
+func (g *globals) trustStore() *trust.Store { return trust.OpenStore("") }
+
+// printer is the one printer of every command, in the format --output
+// chose.
+func (g *globals) printer(w io.Writer) printer { return printer{w: w, format: g.output} }

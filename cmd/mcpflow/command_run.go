@@ -7,23 +7,20 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/service"
 )
 
 type runOptions struct {
+	ioStreams
+	g              *globals
+	file           string
 	inputs         []string
 	trustWorkspace bool
 }
 
-func (o *runOptions) AddFlags(cmd *cobra.Command) {
-	cmd.Flags().StringArrayVarP(&o.inputs, "input", "i", nil, "workflow input as key=value (repeatable)")
-	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this command only (allows replay of calls the tool declares safe on trusted servers)")
-}
-
-func newRunCommand(g *globals) *cobra.Command {
-	o := &runOptions{}
+func newRunCommand(g *globals, runF func(context.Context, *runOptions) error) *cobra.Command {
+	o := &runOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "run FILE",
 		Short: "Run a workflow",
@@ -34,70 +31,49 @@ func newRunCommand(g *globals) *cobra.Command {
   mcpflow run deploy.yaml --input version=1.4.2 -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runWorkflow(cmd.Context(), g, o, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr())
+			o.ioStreams, o.file = streams(cmd), args[0]
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return runRun(cmd.Context(), o)
 		},
 	}
-	o.AddFlags(cmd)
+	cmd.Flags().StringArrayVarP(&o.inputs, "input", "i", nil, "workflow input as key=value (repeatable)")
+	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this command only (allows replay of calls the tool declares safe on trusted servers)")
 	return cmd
 }
 
-func runWorkflow(ctx context.Context, g *globals, o *runOptions, file string, stdout, stderr io.Writer) error {
-	external, err := g.external()
+func runRun(ctx context.Context, o *runOptions) error {
+	svc, done, err := o.g.service(writeJournal)
 	if err != nil {
 		return err
 	}
-	wf, err := loadWorkflow(file, external)
-	if err != nil {
-		return err
-	}
-	inputs, err := wf.ParseInputs(o.inputs)
-	if err != nil {
-		return err
-	}
-	j, err := g.openJournal()
-	if err != nil {
-		return err
-	}
-	defer j.Close()
-
-	pool := servers.NewPool(wf.Servers, &servers.Options{Workspace: g.workspace})
-	defer pool.Close()
-	progress := progressFor(g, stdout)
+	defer done()
+	progress := progressFor(o.g, o.Out)
 	defer progress.close()
-	eng := newEngine(j, pool, g.trustFunc(wf, o.trustWorkspace), progress.event)
-	run, err := eng.Run(ctx, wf, inputs, g.workspace)
+	rep, err := svc.Run(ctx, service.RunRequest{File: o.file, Inputs: o.inputs, TrustWorkspace: o.trustWorkspace, Events: progress.event})
 	progress.close()
 	if err != nil {
 		return err
 	}
-	if g.output == "table" {
-		printOutputs(stdout, run.Outputs)
-	}
-	if g.output != "table" {
-		invs, err := j.RunInvocations(run.ID)
-		if err != nil {
-			return err
-		}
-		stored, err := j.Run(run.ID)
-		if err != nil {
-			return err
-		}
-		if err := g.writeObject(stdout, runView(stored, invs)); err != nil {
-			return err
-		}
-	}
-	if run.Status == journal.RunBlocked {
-		reportBlocked(stderr, j, run)
-	}
-	return &exitError{code: statusCode(run.Status)}
+	return reportRun(o.g, o.ioStreams, rep)
 }
 
-// newEngine wires the engine to the journal, the server pool and the trust
-// gates.
-func newEngine(j *journal.Journal, pool *servers.Pool, trust func(string) journal.Trust, events func(engine.Event)) *engine.Engine {
-	e := &engine.Engine{Journal: j, Trust: trust, Events: events}
-	e.UsePool(pool)
-	return e
+// reportRun prints a run's end as run and resume do: its outputs (table) or
+// the run object (json, jsonl), and on stderr what a blocked run waits for.
+// It returns the exit code of the run's status.
+func reportRun(g *globals, s ioStreams, rep *service.Report) error {
+	err := g.printer(s.Out).print(runView(rep.Run, rep.Invocations), func(w io.Writer) error {
+		printOutputs(w, rep.Run.Outputs)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if rep.Run.Status == journal.RunBlocked {
+		reportBlocked(s.Err, rep)
+	}
+	return &exitError{code: statusCode(rep.Run.Status)}
 }
 
 func round(d time.Duration) time.Duration {

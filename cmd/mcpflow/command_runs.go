@@ -19,64 +19,7 @@ func newRunsCommand(g *globals) *cobra.Command {
 			return usageError("missing subcommand: try 'mcpflow runs list' or 'mcpflow runs show RUN_ID'")
 		},
 	}
-	cmd.AddCommand(newRunsListCommand(g), newRunsShowCommand(g))
-	return cmd
-}
-
-func newRunsListCommand(g *globals) *cobra.Command {
-	var status string
-	var limit int
-	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List runs, newest first",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			f := journal.RunFilter{Limit: limit}
-			if status != "" {
-				s, err := journal.ParseRunStatus(status)
-				if err != nil {
-					return usageError("--status: %v", err)
-				}
-				f.Status = s
-			}
-			j, err := g.readJournal()
-			if err != nil {
-				return err
-			}
-			defer j.Close()
-			runs, err := j.Runs(f)
-			if err != nil {
-				return err
-			}
-			views := make([]runObject, len(runs))
-			for i := range runs {
-				invs, err := j.RunInvocations(runs[i].ID)
-				if err != nil {
-					return err
-				}
-				views[i] = runView(&runs[i], invs)
-			}
-			out := cmd.OutOrStdout()
-			switch g.output {
-			case "json":
-				return writeJSON(out, views)
-			case "jsonl":
-				return writeJSONL(out, views)
-			}
-			if len(runs) == 0 {
-				fmt.Fprintln(out, "no runs match")
-				return nil
-			}
-			t := newTable(out, "ID", "WORKFLOW", "STATUS", "STEPS", "STARTED", "DURATION")
-			now := time.Now()
-			for i, r := range runs {
-				t.row(r.ID.Short(), r.Workflow, r.Status.String(), fmt.Sprint(len(views[i].Steps)), ago(now, r.StartedAt), duration(r))
-			}
-			return t.flush()
-		},
-	}
-	cmd.Flags().StringVar(&status, "status", "", "only runs in this status: running, succeeded, failed, blocked, cancelled")
-	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many (0: all)")
+	cmd.AddCommand(newRunsListCommand(g, nil), newRunsShowCommand(g, nil))
 	return cmd
 }
 
@@ -85,38 +28,6 @@ func duration(r journal.Run) string {
 		return "-"
 	}
 	return round(r.FinishedAt.Sub(r.StartedAt)).String()
-}
-
-func newRunsShowCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
-		Use:   "show RUN_ID",
-		Short: "Show a run: its steps, states, timings, attempts and the audit trail of resolutions",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			j, err := g.readJournal()
-			if err != nil {
-				return err
-			}
-			defer j.Close()
-			id, err := j.FindRun(args[0])
-			if err != nil {
-				return usageError("%v", err)
-			}
-			run, err := j.Run(id)
-			if err != nil {
-				return err
-			}
-			invs, err := j.RunInvocations(id)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if g.output != "table" {
-				return g.writeObject(out, runView(run, invs))
-			}
-			return showRun(out, run, invs)
-		},
-	}
 }
 
 func showRun(w io.Writer, run *journal.Run, invs []journal.Invocation) error {

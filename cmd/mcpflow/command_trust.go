@@ -1,11 +1,7 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
-
-	"github.com/mcpflow/mcpflow/trust"
 )
 
 func newTrustCommand(g *globals) *cobra.Command {
@@ -26,82 +22,35 @@ workspace for that command only.`,
 			return usageError("missing subcommand: try 'mcpflow trust add [DIR]', 'remove [DIR]' or 'list'")
 		},
 	}
-	dirArg := func(args []string) string {
-		if len(args) == 1 {
-			return args[0]
-		}
-		return g.workspace
-	}
-	add := &cobra.Command{
-		Use:   "add [DIR]",
-		Short: "Trust a directory (default: the workspace) and everything under it",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			store := g.trustStore()
-			if err := store.Add(dirArg(args)); err != nil {
-				return err
-			}
-			canon, _ := trust.CanonicalPath(dirArg(args))
-			fmt.Fprintf(cmd.OutOrStdout(), "trusted %s (kept in %s)\n", canon, store.Path())
-			return nil
-		},
-	}
-	remove := &cobra.Command{
-		Use:   "remove [DIR]",
-		Short: "Stop trusting a directory (default: the workspace)",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.trustStore().Remove(dirArg(args)); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "no longer trusted: %s\n", dirArg(args))
-			return nil
-		},
-	}
-	list := &cobra.Command{
-		Use:   "list [DIR]",
-		Short: "List trusted directories, or say whether DIR is trusted",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			store := g.trustStore()
-			out := cmd.OutOrStdout()
-			if len(args) == 1 {
-				ok, by, err := store.Trusted(args[0])
-				if err != nil {
-					return err
-				}
-				if g.output != "table" {
-					return g.writeObject(out, map[string]any{"path": args[0], "trusted": ok, "by": by})
-				}
-				if ok {
-					fmt.Fprintf(out, "%s is trusted (by %s)\n", args[0], by)
-				} else {
-					fmt.Fprintf(out, "%s is not trusted\n", args[0])
-				}
-				return nil
-			}
-			dirs, err := store.List()
-			if err != nil {
-				return err
-			}
-			if g.output != "table" {
-				if dirs == nil {
-					dirs = []string{}
-				}
-				if g.output == "jsonl" {
-					return writeJSONL(out, dirs)
-				}
-				return writeJSON(out, dirs)
-			}
-			if len(dirs) == 0 {
-				fmt.Fprintln(out, "no trusted workspaces (mcpflow trust add [DIR] adds one)")
-			}
-			for _, d := range dirs {
-				fmt.Fprintln(out, d)
-			}
-			return nil
-		},
-	}
-	cmd.AddCommand(add, remove, list)
+	cmd.AddCommand(newTrustAddCommand(g, nil), newTrustRemoveCommand(g, nil), newTrustListCommand(g, nil))
 	return cmd
+}
+
+// trustOptions are the options of trust add, remove and list: one
+// directory, the workspace by default.
+type trustOptions struct {
+	ioStreams
+	g   *globals
+	dir string
+	// given: the directory was named on the command line.
+	given bool
+}
+
+func trustCommand(g *globals, use, short string, runF, run func(*trustOptions) error) *cobra.Command {
+	o := &trustOptions{g: g}
+	return &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.ioStreams, o.dir, o.given = streams(cmd), g.workspace, len(args) == 1
+			if o.given {
+				o.dir = args[0]
+			}
+			if runF != nil {
+				return runF(o)
+			}
+			return run(o)
+		},
+	}
 }

@@ -2,18 +2,23 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpflow/mcpflow/servers"
-	"github.com/mcpflow/mcpflow/workflow"
+	"github.com/mcpflow/mcpflow/service"
 )
 
-func newValidateCommand(g *globals) *cobra.Command {
-	var discover bool
+type validateOptions struct {
+	ioStreams
+	g        *globals
+	file     string
+	discover bool
+}
+
+func newValidateCommand(g *globals, runF func(context.Context, *validateOptions) error) *cobra.Command {
+	o := &validateOptions{g: g}
 	cmd := &cobra.Command{
 		Use:   "validate FILE",
 		Short: "Check a workflow without running it",
@@ -25,52 +30,34 @@ tool exists (naming the ones that do) and that literal arguments match the
 tool's input schema. Nothing is called.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return validate(cmd.Context(), g, args[0], discover, cmd.OutOrStdout())
+			o.ioStreams, o.file = streams(cmd), args[0]
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return runValidate(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().BoolVar(&discover, "discover", false, "connect to the servers and check tools and arguments")
+	cmd.Flags().BoolVar(&o.discover, "discover", false, "connect to the servers and check tools and arguments")
 	return cmd
 }
 
-func validate(ctx context.Context, g *globals, file string, discover bool, w io.Writer) error {
-	external, err := g.external()
+func runValidate(ctx context.Context, o *validateOptions) error {
+	svc, done, err := o.g.service(noJournal)
 	if err != nil {
 		return err
 	}
-	wf, err := loadWorkflow(file, external)
+	defer done()
+	wf, err := svc.Validate(ctx, service.ValidateRequest{File: o.file, Discover: o.discover})
 	if err != nil {
 		return err
 	}
-	if discover {
-		pool := servers.NewPool(wf.Servers, &servers.Options{Workspace: g.workspace})
-		defer pool.Close()
-		var problems []error
-		for _, st := range wf.Steps {
-			sess, err := pool.Session(ctx, st.Server)
-			if err != nil {
-				problems = append(problems, fmt.Errorf("step %s: server %q: %v", st.ID, st.Server, err))
-				continue
-			}
-			tool, err := sess.Tool(ctx, st.Tool)
-			if err != nil {
-				problems = append(problems, fmt.Errorf("step %s: %v", st.ID, err))
-				continue
-			}
-			if err := workflow.CheckLiteralArguments(st, tool); err != nil {
-				problems = append(problems, fmt.Errorf("step %s: %v", st.ID, err))
-			}
+	v := map[string]any{"file": o.file, "valid": true, "workflow": wf.Name, "steps": len(wf.Steps), "discovered": o.discover}
+	return o.g.printer(o.Out).print(v, func(w io.Writer) error {
+		checked := "checked"
+		if o.discover {
+			checked = "checked against the servers"
 		}
-		if len(problems) > 0 {
-			return &exitError{code: exitUsage, err: fmt.Errorf("%s: %w", file, errors.Join(problems...))}
-		}
-	}
-	if g.output != "table" {
-		return g.writeObject(w, map[string]any{"file": file, "valid": true, "workflow": wf.Name, "steps": len(wf.Steps), "discovered": discover})
-	}
-	checked := "checked"
-	if discover {
-		checked = "checked against the servers"
-	}
-	fmt.Fprintf(w, "%s: workflow %q is valid (%d steps, %s)\n", file, wf.Name, len(wf.Steps), checked)
-	return nil
+		_, err := fmt.Fprintf(w, "%s: workflow %q is valid (%d steps, %s)\n", o.file, wf.Name, len(wf.Steps), checked)
+		return err
+	})
 }

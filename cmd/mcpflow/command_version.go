@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
@@ -22,11 +23,10 @@ func newVersionCommand(g *globals) *cobra.Command {
 			if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 				v = bi.Main.Version
 			}
-			if g.output != "table" {
-				return g.writeObject(cmd.OutOrStdout(), map[string]any{"version": v, "journal_schema": journal.SchemaVersion})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "mcpflow %s (journal schema %d)\n", v, journal.SchemaVersion)
-			return nil
+			return g.printer(cmd.OutOrStdout()).print(map[string]any{"version": v, "journal_schema": journal.SchemaVersion}, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "mcpflow %s (journal schema %d)\n", v, journal.SchemaVersion)
+				return err
+			})
 		},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/service"
 )
 
 // Shell completion (cobra's `mcpflow completion bash|zsh|fish|powershell`)
@@ -16,16 +17,16 @@ func completeRunIDs(g *globals) cobra.CompletionFunc {
 		if len(args) > 0 || g.resolve(cmd) != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		j, err := journal.Open(g.journalPath, &journal.Options{ReadOnly: true})
+		svc, done, err := g.service(readJournal)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		defer j.Close()
-		runs, _ := j.Runs(journal.RunFilter{Limit: 100})
+		defer done()
+		runs, _ := svc.Runs(service.RunQuery{Limit: 100})
 		var out []cobra.Completion
 		for _, r := range runs {
-			if id := r.ID.String(); strings.HasPrefix(id, toComplete) {
-				out = append(out, cobra.CompletionWithDesc(id, r.Workflow+" "+r.Status.String()))
+			if id := r.Run.ID.String(); strings.HasPrefix(id, toComplete) {
+				out = append(out, cobra.CompletionWithDesc(id, r.Run.Workflow+" "+r.Run.Status.String()))
 			}
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
@@ -37,16 +38,16 @@ func completeInvocationIDs(g *globals) cobra.CompletionFunc {
 		if len(args) > 0 || g.resolve(cmd) != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		j, err := journal.Open(g.journalPath, &journal.Options{ReadOnly: true})
+		svc, done, err := g.service(readJournal)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		defer j.Close()
-		f := journal.Filter{Limit: 100}
+		defer done()
+		q := service.InvocationQuery{Limit: 100}
 		if cmd.Name() == "resolve" {
-			f.State = journal.StateOutcomeUnknown
+			q.State = journal.StateOutcomeUnknown.String()
 		}
-		invs, _ := j.Invocations(f)
+		invs, _ := svc.Invocations(q)
 		var out []cobra.Completion
 		for _, inv := range invs {
 			if id := inv.ID.String(); strings.HasPrefix(id, toComplete) {
@@ -63,7 +64,12 @@ func completeServerNames(g *globals) cobra.CompletionFunc {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		workflow, _ := cmd.Flags().GetString("workflow")
-		set, err := g.serverSet(workflow)
+		svc, done, err := g.service(noJournal)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer done()
+		set, err := svc.ServerSet(workflow)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

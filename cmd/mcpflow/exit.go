@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/service"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -62,7 +63,8 @@ func codeFor(err error) int {
 	case errors.Is(err, journal.ErrLocked), errors.Is(err, journal.ErrDamaged),
 		errors.Is(err, journal.ErrNotJournal), errors.Is(err, journal.ErrNewerSchema):
 		return exitJournal
-	case errors.Is(err, workflow.ErrInvalid), errors.Is(err, workflow.ErrInput), errors.Is(err, servers.ErrConfig):
+	case errors.Is(err, workflow.ErrInvalid), errors.Is(err, workflow.ErrInput), errors.Is(err, servers.ErrConfig),
+		errors.Is(err, service.ErrInvalid):
 		return exitUsage
 	case errors.Is(err, context.Canceled):
 		return exitInterrupted

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
@@ -87,48 +85,6 @@ func runView(r *journal.Run, invs []journal.Invocation) runObject {
 	}
 	return v
 }
-
-// writeJSON writes v indented, followed by a newline.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// writeObject writes one object in the chosen format: indented for json,
-// one line for jsonl.
-func (g *globals) writeObject(w io.Writer, v any) error {
-	if g.output == "jsonl" {
-		return json.NewEncoder(w).Encode(v)
-	}
-	return writeJSON(w, v)
-}
-
-// writeJSONL writes each element on its own line.
-func writeJSONL[T any](w io.Writer, items []T) error {
-	enc := json.NewEncoder(w)
-	for _, it := range items {
-		if err := enc.Encode(it); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// table writes aligned columns.
-type table struct {
-	tw *tabwriter.Writer
-}
-
-func newTable(w io.Writer, headers ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
-	t.row(headers...)
-	return t
-}
-
-func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
-
-func (t *table) flush() error { return t.tw.Flush() }
 
 func ago(now, t time.Time) string {
 	d := now.Sub(t)

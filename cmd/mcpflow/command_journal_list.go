@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpflow/mcpflow/service"
+)
+
+type journalListOptions struct {
+	ioStreams
+	g                               *globals
+	run, state, server, tool, since string
+	limit                           int
+	payload                         bool
+}
+
+func newJournalListCommand(g *globals, runF func(context.Context, *journalListOptions) error) *cobra.Command {
+	o := &journalListOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List invocations, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.ioStreams = streams(cmd)
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return runJournalList(o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.run, "run", "", "only this run (id or unique prefix)")
+	f.StringVar(&o.state, "state", "", "only this state: intent, completed, failed, outcome_unknown, aborted, timed_out, skipped, retry_approved")
+	f.StringVar(&o.server, "server", "", "only this server")
+	f.StringVar(&o.tool, "tool", "", "only this tool")
+	f.StringVar(&o.since, "since", "", "only invocations created since: a duration (90m, 24h) or a date (2026-12-01, RFC 3339)")
+	f.IntVar(&o.limit, "limit", 50, "at most this many (0: all)")
+	f.BoolVar(&o.payload, "payload", false, "include arguments and results (JSON output)")
+	return cmd
+}
+
+func runJournalList(o *journalListOptions) error {
+	q := service.InvocationQuery{Run: o.run, State: o.state, Server: o.server, Tool: o.tool, Limit: o.limit}
+	if o.since != "" {
+		var err error
+		if q.Since, err = parseSince(o.since, time.Now()); err != nil {
+			return usageError("--since: %v", err)
+		}
+	}
+	svc, done, err := o.g.service(readJournal)
+	if err != nil {
+		return err
+	}
+	defer done()
+	invs, err := svc.Invocations(q)
+	if err != nil {
+		return err
+	}
+	views := make([]invocationView, len(invs))
+	for i := range invs {
+		views[i] = invView(&invs[i], o.payload)
+	}
+	return o.g.printer(o.Out).print(views, func(w io.Writer) error {
+		if len(invs) == 0 {
+			_, err := fmt.Fprintln(w, "no invocations match")
+			return err
+		}
+		t := newTable(w, "ID", "RUN", "STEP", "SERVER", "TOOL", "STATE", "ATTEMPTS", "CREATED")
+		now := time.Now()
+		for _, inv := range invs {
+			t.row(inv.ID.Short(), inv.RunID.Short(), stepName(&inv), inv.Server, inv.Tool, inv.State.String(), fmt.Sprint(len(inv.Attempts)), ago(now, inv.CreatedAt))
+		}
+		return t.flush()
+	})
+}

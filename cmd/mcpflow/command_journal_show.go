@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpflow/mcpflow/journal"
+)
+
+type journalShowOptions struct {
+	ioStreams
+	g          *globals
+	invocation string
+	payload    bool
+}
+
+func newJournalShowCommand(g *globals, runF func(context.Context, *journalShowOptions) error) *cobra.Command {
+	o := &journalShowOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "show INVOCATION_ID",
+		Short: "Show one invocation: attempts, decisions, resolutions (arguments and result with --payload)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.ioStreams, o.invocation = streams(cmd), args[0]
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return runJournalShow(o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.payload, "payload", false, "include the arguments and the result")
+	return cmd
+}
+
+func runJournalShow(o *journalShowOptions) error {
+	svc, done, err := o.g.service(readJournal)
+	if err != nil {
+		return err
+	}
+	defer done()
+	inv, err := svc.Invocation(o.invocation)
+	if err != nil {
+		return err
+	}
+	return o.g.printer(o.Out).print(invDetail(inv, o.payload), func(w io.Writer) error {
+		return showInvocation(w, inv, o.payload)
+	})
+}
+
+// invocationDetail is the JSON shape of journal show.
+type invocationDetail struct {
+	invocationView
+	Annotations     json.RawMessage      `json:"annotations"`
+	Trust           journal.Trust        `json:"trust"`
+	ArgumentsDigest string               `json:"arguments_digest"`
+	AttemptLog      []journal.Attempt    `json:"attempt_log"`
+	Decisions       []journal.Decision   `json:"decisions"`
+	Resolutions     []journal.Resolution `json:"resolutions"`
+}
+
+func invDetail(inv *journal.Invocation, payload bool) invocationDetail {
+	d := invocationDetail{
+		invocationView: invView(inv, payload), Annotations: inv.Annotations, Trust: inv.Trust,
+		ArgumentsDigest: inv.ArgumentsDigest, AttemptLog: inv.Attempts, Decisions: inv.Decisions, Resolutions: inv.Resolutions,
+	}
+	if d.Annotations == nil {
+		d.Annotations = json.RawMessage("null")
+	}
+	if d.AttemptLog == nil {
+		d.AttemptLog = []journal.Attempt{}
+	}
+	if d.Decisions == nil {
+		d.Decisions = []journal.Decision{}
+	}
+	if d.Resolutions == nil {
+		d.Resolutions = []journal.Resolution{}
+	}
+	return d
+}
+
+func showInvocation(w io.Writer, inv *journal.Invocation, payload bool) error {
+	ann := "none declared"
+	if inv.Annotations != nil {
+		ann = string(inv.Annotations)
+	}
+	trust := fmt.Sprintf("server %v, workspace %v", inv.Trust.Server, inv.Trust.Workspace)
+	if inv.Trust.WorkspaceSource != "" {
+		trust += " (" + inv.Trust.WorkspaceSource + ")"
+	}
+	fmt.Fprintf(w, "Invocation:   %s\nRun:          %s\nStep:         %s\nTool:         %s/%s\nState:        %s\nIdempotency:  %s\nAnnotations:  %s\nTrust:        %s\nArguments:    %s\n",
+		inv.ID, inv.RunID, stepName(inv), inv.Server, inv.Tool, inv.State, inv.IdempotencyKey, ann, trust, inv.ArgumentsDigest)
+	if inv.Error != nil {
+		fmt.Fprintf(w, "Error:        %s\n", inv.Error.Error())
+	}
+	fmt.Fprintln(w, "\nAttempts:")
+	for _, a := range inv.Attempts {
+		line := fmt.Sprintf("  %d  sent %s", a.N, a.SentAt.Local().Format("2006-01-02 15:04:05.000"))
+		if a.Replay {
+			line += "  (replay)"
+		}
+		if a.EndedAt != nil {
+			line += "  ended after " + round(a.EndedAt.Sub(a.SentAt)).String()
+		} else {
+			line += "  no outcome recorded"
+		}
+		if a.Failure != "" {
+			line += "  failure: " + a.Failure
+		}
+		fmt.Fprintln(w, line)
+	}
+	if len(inv.Decisions) > 0 {
+		fmt.Fprintln(w, "\nDecisions:")
+		for _, d := range inv.Decisions {
+			fmt.Fprintf(w, "  attempt %d  %s  %s (%s view)\n", d.Attempt, d.Verdict, d.Reason, d.View)
+		}
+	}
+	if len(inv.Resolutions) > 0 {
+		fmt.Fprintln(w, "\nResolutions:")
+		for _, r := range inv.Resolutions {
+			fmt.Fprintf(w, "  %s  %s: %s → %s: %s\n", r.At.Local().Format(time.RFC3339), r.By, r.From, r.As, r.Why)
+		}
+	}
+	if payload {
+		fmt.Fprintf(w, "\nArguments:\n  %s\n", inv.Arguments)
+		if inv.Result != nil {
+			b, _ := json.Marshal(inv.Result)
+			fmt.Fprintf(w, "Result:\n  %s\n", b)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,536 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpflow/mcpflow/internal/verdict"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/replay"
+	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/workflow"
+)
+
+// MetaIdempotencyKey is the _meta key carrying the invocation id on every
+// tools/call, unchanged across replays, so servers that de-duplicate can.
+const MetaIdempotencyKey = "io.mcpflow/idempotency-key"
+
+// maxFirstDeliveries bounds how often a call that provably never left this
+// process is sent again after reconnecting.
+const maxFirstDeliveries = 3
+
+// maxBackoff caps the delay between retries.
+const maxBackoff = 5 * time.Minute
+
+// reconnectTries bounds connecting after a lost connection.
+const reconnectTries = 4
+
+// outcomeUnknown is the stable error journaled for an unsafe lost call. It
+// never carries arguments or upstream error text.
+var outcomeUnknown = &journal.Error{Code: replay.Code, Message: replay.Message}
+
+// causeKind says why the attempt loop makes another attempt.
+type causeKind uint8
+
+const (
+	// causeLost: the connection failed after the call may have reached the
+	// server, and the send-time snapshot cleared a replay. Reconnect,
+	// rediscover, and replay only if the fresh view is safe too.
+	causeLost causeKind = iota + 1
+	// causeNotDelivered: the call provably never left this process.
+	// Reconnect, rediscover, and send it as a first delivery.
+	causeNotDelivered
+	// causeResend: the call provably did not run (or an operator approved
+	// it): connect and send it again without the replay rule.
+	causeResend
+	// causeRetry: the step's retry asked for another attempt, the decision
+	// is journaled and its backoff has passed: same session.
+	causeRetry
+)
+
+// cause is why the loop makes another attempt, and what that attempt is
+// journaled with.
+type cause struct {
+	kind causeKind
+	// replay marks a causeResend or causeRetry attempt as a replay (an
+	// operator approved a call that may have run; a retry of one that may
+	// have run).
+	replay bool
+	// decision is journaled with the next attempt (causeResend).
+	decision *journal.Decision
+	// trust and annotations are the view a causeRetry was judged on.
+	trust       journal.Trust
+	annotations json.RawMessage
+}
+
+// view is one view of a tool for the replay rule.
+func view(t journal.Trust, annotations json.RawMessage, missing bool) replay.View {
+	return replay.View{ServerTrusted: t.Server, WorkspaceTrusted: t.Workspace, Annotations: annotations, Missing: missing}
+}
+
+// sendTimeView is the snapshot an invocation's newest attempt was sent with.
+func sendTimeView(inv *journal.Invocation) replay.View {
+	return view(inv.Trust, inv.Annotations, false)
+}
+
+// begin evaluates a unit's arguments, connects, discovers the tool, checks
+// the arguments against its schema, journals the intent and hands it to
+// the attempt loop. Nothing is journaled or sent before the arguments are
+// known to be valid. The returned error is a journal failure; everything
+// else is in stepResult.
+func (r *runner) begin(ctx context.Context, u unit) (stepResult, error) {
+	args, out := r.evalArgs(ctx, u)
+	if out != nil {
+		return *out, nil
+	}
+	sess, out := r.connect(ctx, u, nil, 1, false)
+	if out != nil {
+		return *out, nil
+	}
+	tool, err := sess.Tool(ctx, u.Tool)
+	if err != nil {
+		if !errors.Is(err, servers.ErrUnknownTool) {
+			return failed(CodeServerUnavailable, "step %s: listing the tools of server %q failed: %v", u.name(), u.Server, err), nil
+		}
+		return failed(CodeUnknownTool, "step %s: %v", u.name(), err), nil
+	}
+	if ctx.Err() != nil {
+		// Interrupted before anything was journaled or sent.
+		return stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before the call was sent", u.name())}}, nil
+	}
+	// A call whose arguments violate the tool's input schema is a
+	// validation error: no intent is written, nothing is sent.
+	if err := tool.Validate(args); err != nil {
+		return failed(CodeInvalidArguments, "step %s: %v", u.name(), err), nil
+	}
+	redacted := r.redact(args)
+	inv := &journal.Invocation{
+		RunID:           r.run.ID,
+		Step:            u.ID,
+		Item:            u.item,
+		Server:          u.Server,
+		Tool:            u.Tool,
+		Arguments:       journal.CapJSON(redacted, r.e.limit()),
+		ArgumentsDigest: journal.Digest(redacted), // of a secret, not even a digest
+		Annotations:     tool.Annotations,
+		Trust:           r.e.Trust(u.Server),
+	}
+	intent, err := r.j.Begin(inv)
+	if err != nil {
+		return stepResult{}, err
+	}
+	return r.attempts(ctx, u, args, intent.ID, sess, intent, nil)
+}
+
+// evalArgs evaluates a unit's arguments to JSON.
+func (r *runner) evalArgs(ctx context.Context, u unit) (json.RawMessage, *stepResult) {
+	var argv any = map[string]any{}
+	if u.With != nil {
+		v, err := u.With.Eval(ctx, r.vars(u))
+		if err != nil {
+			out := failed(CodeExpression, "step %s: %v", u.name(), err)
+			return nil, &out
+		}
+		argv = v
+	}
+	args, err := json.Marshal(argv)
+	if err != nil {
+		out := failed(CodeExpression, "step %s: arguments are not JSON: %v", u.name(), err)
+		return nil, &out
+	}
+	return args, nil
+}
+
+// attempts is the one attempt loop. Every attempt of every invocation goes
+// through it: the first send, a retry, a replay after a lost connection, a
+// first delivery, a re-send on resume. Each turn:
+//
+//  1. connect (one reconnect policy: r.connect), rediscover the tool;
+//  2. judge the send-time snapshot and the view now with one function
+//     (replay.JudgeBoth) when the call may have run;
+//  3. journal the decision and the new attempt (durable before the send);
+//  4. send the tools/call and classify what came back (servers.Classify);
+//  5. journal the outcome, with the decision on what happens next;
+//
+// then loop or end. Without a cause (next nil) the loop starts at 4 with
+// the intent begin journaled; with one (resume) at 1, for invocation id.
+func (r *runner) attempts(ctx context.Context, u unit, args json.RawMessage, id journal.ID, sess Session, intent journal.Intent, next *cause) (stepResult, error) {
+	for {
+		if next != nil {
+			var out *stepResult
+			var err error
+			sess, intent, out, err = r.again(ctx, u, sess, id, *next)
+			if err != nil || out != nil {
+				if out == nil {
+					return stepResult{}, err
+				}
+				return *out, nil
+			}
+		}
+		var out *stepResult
+		var err error
+		next, out, err = r.send(ctx, u, sess, intent, args)
+		if err != nil {
+			return stepResult{}, err
+		}
+		if out != nil {
+			return *out, nil
+		}
+	}
+}
+
+// again carries out a decision to send an invocation again: connect (or
+// reconnect), rediscover the tool, judge the view now when the call may
+// have run (both views must clear it), and journal the next attempt — or
+// the outcome_unknown decision that stops it. A non-nil stepResult ends the
+// step.
+func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID, c cause) (Session, journal.Intent, *stepResult, error) {
+	if c.kind == causeRetry {
+		next := journal.NextAttempt{Replay: c.replay, Trust: c.trust, Annotations: c.annotations}
+		intent, err := r.j.Again(id, next)
+		return sess, intent, nil, err
+	}
+	tries := 1
+	if c.kind == causeLost || c.kind == causeNotDelivered {
+		tries = reconnectTries
+	}
+	sess, out := r.connect(ctx, u, sess, tries, c.kind != causeResend)
+	if out != nil {
+		out.invocation, out.state = id, journal.StateIntent
+		return nil, journal.Intent{}, out, nil
+	}
+	inv, err := r.j.Invocation(id)
+	if err != nil {
+		return nil, journal.Intent{}, nil, err
+	}
+	trust := r.e.Trust(u.Server)
+	tool, toolErr := sess.Tool(ctx, u.Tool)
+	next := journal.NextAttempt{Trust: trust, Annotations: inv.Annotations}
+	if toolErr == nil {
+		next.Annotations = tool.Annotations
+	}
+	switch c.kind {
+	case causeNotDelivered:
+		if toolErr != nil {
+			out := failed(CodeUnknownTool, "step %s: %v", u.name(), toolErr)
+			out.invocation, out.state = id, journal.StateIntent
+			return nil, journal.Intent{}, &out, nil
+		}
+	case causeLost:
+		d := replay.JudgeBoth(sendTimeView(inv), view(trust, tool.Annotations, toolErr != nil), inv.Replays())
+		jd := journal.Decision{Verdict: d.Verdict, Reason: string(d.Reason), View: verdict.Rediscovered}
+		if d.Verdict != replay.Replay {
+			if err := r.j.Decide(id, jd, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
+				return nil, journal.Intent{}, nil, err
+			}
+			return nil, journal.Intent{}, blocked(id), nil
+		}
+		next.Replay, next.Decision = true, &jd
+	case causeResend:
+		next.Replay, next.Decision = c.replay, c.decision
+	}
+	intent, err := r.j.Again(id, next)
+	if err != nil {
+		return nil, journal.Intent{}, nil, err
+	}
+	return sess, intent, nil, nil
+}
+
+// connect returns a session for the unit's server: old when it is still
+// usable, else a new one, trying up to tries times with jittered
+// exponential backoff (the one reconnect policy). afterLoss says a decision
+// to send again was reached, which the error then says. Interrupted, it
+// ends the step as cancelled, whatever it was doing.
+func (r *runner) connect(ctx context.Context, u unit, old Session, tries int, afterLoss bool) (Session, *stepResult) {
+	base := r.e.Backoff
+	if base <= 0 {
+		base = 100 * time.Millisecond
+	}
+	var lastErr error
+	for try := 0; try < tries && ctx.Err() == nil; try++ {
+		if try > 0 {
+			d := base << (try - 1)
+			d = d/2 + rand.N(d)
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		var s Session
+		var err error
+		if old == nil {
+			s, err = r.e.Connect(ctx, u.Server)
+		} else {
+			s, err = r.e.Reconnect(ctx, u.Server, old)
+		}
+		if err == nil {
+			return s, nil
+		}
+		lastErr, old = err, nil
+	}
+	if ctx.Err() != nil {
+		verb := "connecting"
+		if afterLoss {
+			verb = "reconnecting"
+		}
+		return nil, &stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("interrupted while %s to server %s", verb, u.Server)}}
+	}
+	if afterLoss {
+		out := failed(CodeServerUnavailable, "step %s: server %q unavailable after the connection was lost (%v); `mcpflow resume` will try again", u.name(), u.Server, lastErr)
+		return nil, &out
+	}
+	out := failed(CodeServerUnavailable, "step %s: server %q unavailable: %v", u.name(), u.Server, lastErr)
+	return nil, &out
+}
+
+// send puts one attempt's tools/call on the wire, classifies what came
+// back, and journals the outcome together with the decision on what comes
+// next. It returns the cause of another attempt, or the step's end.
+func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.Intent, args json.RawMessage) (*cause, *stepResult, error) {
+	started := r.e.now()
+	r.emit(Event{Kind: StepStarted, Run: r.run.ID, Step: u.ID, Item: u.item, Server: u.Server, Tool: u.Tool, Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt})
+	progress := func(p, total float64, msg string) {
+		r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: u.ID, Item: u.item, Invocation: intent.ID, Attempt: intent.Attempt, Progress: p, Total: total, Message: msg, Elapsed: r.e.now().Sub(started)})
+	}
+	callCtx, cancel := ctx, context.CancelFunc(func() {})
+	if u.Timeout > 0 {
+		// On expiry go-sdk sends notifications/cancelled to the server.
+		callCtx, cancel = context.WithTimeout(ctx, u.Timeout)
+	}
+	res, callErr := sess.Call(callCtx, intent, u.Tool, args, progress)
+	cancel()
+	class := servers.Classify(callErr)
+	if callErr == nil && res.IsError {
+		class = replay.ClassToolError
+	}
+	end := func(out stepResult, state journal.State) *stepResult {
+		out.invocation, out.state, out.attempt, out.elapsed = intent.ID, state, intent.Attempt, r.e.now().Sub(started)
+		return &out
+	}
+	detail := ""
+	if callErr != nil {
+		detail = callErr.Error()
+	} else if res.IsError {
+		detail = oneLine(resultText(res))
+	}
+
+	switch {
+	case class == replay.ClassLost || class == replay.ClassNotDelivered:
+		next, out, err := r.lost(u, intent, class, detail)
+		if out != nil {
+			return nil, end(*out, out.state), err
+		}
+		return next, nil, err
+	}
+
+	// A result, or a failure that is not about the connection: the step's
+	// retry may ask for another attempt.
+	next, declined, out, err := r.retry(ctx, u, sess, intent, class, detail)
+	if err != nil || next != nil {
+		return next, nil, err
+	}
+	if out != nil {
+		return nil, end(*out, journal.StateIntent), nil
+	}
+	if class.Executed() {
+		if err := r.j.Finish(intent, journal.Outcome{State: journal.StateCompleted, Result: r.result(res), Decision: declined}); err != nil {
+			return nil, nil, err
+		}
+		done := completed(u, stepValue(res))
+		if done.err == nil {
+			done.text = oneLine(resultText(res))
+		}
+		return nil, end(done, journal.StateCompleted), nil
+	}
+	state, failure := r.failure(u, class, callErr)
+	o := journal.Outcome{State: state, Error: failure.err, Failure: class.String(), Detail: detail, Decision: declined}
+	if err := r.j.Finish(intent, o); err != nil {
+		return nil, nil, err
+	}
+	return nil, end(failure, state), nil
+}
+
+// lost journals the outcome of an attempt whose connection failed: either
+// provably before the request left this process (a first delivery may
+// follow) or after it may have arrived (only the replay rule, judged on the
+// send-time snapshot, may clear a re-send). The decision is journaled with
+// the outcome, before it is acted on.
+func (r *runner) lost(u unit, intent journal.Intent, class replay.Class, detail string) (*cause, *stepResult, error) {
+	inv, err := r.j.Invocation(intent.ID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if class == replay.ClassNotDelivered && firstDeliveries(inv) >= maxFirstDeliveries {
+		// The session keeps breaking before the call leaves: the server
+		// is unusable. The call never ran; resume may try again.
+		o := journal.Outcome{State: journal.StateFailed, Failure: class.String(), Detail: detail,
+			Error: &journal.Error{Code: CodeServerUnavailable, Message: fmt.Sprintf("step %s: server %q broke the session %d times before the call could be sent", u.name(), u.Server, maxFirstDeliveries+1)}}
+		if err := r.j.Finish(intent, o); err != nil {
+			return nil, nil, err
+		}
+		return nil, &stepResult{status: journal.RunFailed, err: o.Error, state: journal.StateFailed}, nil
+	}
+	o, next := lossOutcome(inv, class)
+	o.Detail = detail
+	if err := r.j.Finish(intent, o); err != nil {
+		return nil, nil, err
+	}
+	if next == nil {
+		out := blocked(intent.ID)
+		return nil, out, nil
+	}
+	return next, nil, nil
+}
+
+// lossOutcome is the outcome to journal for an attempt whose connection
+// failed, with the send-time decision, and the cause of the next attempt
+// (nil: the outcome is unknown).
+func lossOutcome(inv *journal.Invocation, class replay.Class) (journal.Outcome, *cause) {
+	o := journal.Outcome{State: journal.StateIntent, Failure: class.String()}
+	if class == replay.ClassNotDelivered {
+		o.Decision = &journal.Decision{Verdict: verdict.FirstDelivery, Reason: string(replay.ReasonNotDelivered), View: verdict.SendTime}
+		return o, &cause{kind: causeNotDelivered}
+	}
+	d := replay.Judge(sendTimeView(inv), inv.Replays())
+	o.Decision = &journal.Decision{Verdict: d.Verdict, Reason: string(d.Reason), View: verdict.SendTime}
+	if d.Verdict != replay.Replay {
+		o.State, o.Error = journal.StateOutcomeUnknown, outcomeUnknown
+		return o, nil
+	}
+	return o, &cause{kind: causeLost}
+}
+
+func firstDeliveries(inv *journal.Invocation) int {
+	n := 0
+	for _, d := range inv.Decisions {
+		if d.Verdict == verdict.FirstDelivery {
+			n++
+		}
+	}
+	return n
+}
+
+// retry decides whether a failure the step's retry covers is retried: a
+// tool error (the author's explicit choice), a rejection before execution,
+// or — only when the replay rule clears both the send-time snapshot and the
+// current view — a timeout or a server error, after which the call may have
+// run. When it is, the decision is journaled with the attempt's outcome,
+// the backoff is waited out, and the cause of the next attempt returned. A
+// failure that is not retried returns the decision saying why (declined),
+// journaled with the outcome by the caller. A result that ends the step is
+// returned when the run is interrupted during the backoff: the journaled
+// decision to retry is then carried out by resume.
+func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal.Intent, class replay.Class, detail string) (*cause, *journal.Decision, *stepResult, error) {
+	if class == replay.ClassNone || u.Retry.Attempts <= 1 || class == replay.ClassAborted {
+		return nil, nil, nil, nil
+	}
+	inv, err := r.j.Invocation(intent.ID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	retries := 0
+	for _, d := range inv.Decisions {
+		if d.Verdict == verdict.Retry {
+			retries++
+		}
+	}
+	if retries >= u.Retry.Attempts-1 {
+		return nil, &journal.Decision{Verdict: verdict.NotRetried, Reason: "retry_attempts_spent", View: verdict.Current}, nil, nil
+	}
+	// Trust and annotations as they are now: the journal records what each
+	// attempt was sent under, and a call that may have run is repeated only
+	// if the send-time snapshot and the current view are both safe.
+	trust := r.e.Trust(u.Server)
+	tool, toolErr := sess.Tool(ctx, u.Tool)
+	next := &cause{kind: causeRetry, trust: trust, annotations: inv.Annotations}
+	if toolErr == nil {
+		next.annotations = tool.Annotations
+	}
+	reason := "retry_requested"
+	if class.MayHaveExecuted() {
+		d := replay.JudgeBoth(sendTimeView(inv), view(trust, tool.Annotations, toolErr != nil), inv.Replays())
+		if d.Verdict != replay.Replay {
+			// The call may have run and the tool is not safe to repeat.
+			return nil, &journal.Decision{Verdict: verdict.NotRetried, Reason: string(d.Reason), View: verdict.Current}, nil, nil
+		}
+		reason, next.replay = string(d.Reason), true
+	}
+	o := journal.Outcome{State: journal.StateIntent, Failure: class.String(), Detail: detail,
+		Decision: &journal.Decision{Verdict: verdict.Retry, Reason: reason, View: verdict.Current}}
+	if err := r.j.Finish(intent, o); err != nil {
+		return nil, nil, nil, err
+	}
+	delay := min(u.Retry.Backoff<<min(retries, 20), maxBackoff)
+	r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: u.ID, Item: u.item, Invocation: intent.ID, Attempt: intent.Attempt,
+		Message: fmt.Sprintf("attempt %d: %s; retrying in %s", intent.Attempt, strings.ReplaceAll(class.String(), "_", " "), delay)})
+	select {
+	case <-time.After(delay):
+	case <-ctx.Done():
+		// The decision to retry is journaled; resume carries it out.
+		return nil, nil, &stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before retrying; `mcpflow resume` will retry", u.name())}}, nil
+	}
+	return next, nil, nil, nil
+}
+
+// completed is the step result of a call whose result arrived: a tool error
+// (isError) fails the step; anything else feeds later steps.
+func completed(u unit, value map[string]any) stepResult {
+	if isErr, _ := value["isError"].(bool); isErr {
+		// The tool's own error result stays visible to later steps (with
+		// continue_on_error) as steps.ID.text, .structuredContent, …
+		e := &journal.Error{Code: CodeToolError, Message: fmt.Sprintf("step %s: tool %s returned an error: %s", u.name(), u.Tool, oneLine(workflow.Text(value["text"])))}
+		value["error"] = map[string]any{"code": e.Code, "message": e.Message}
+		return stepResult{value: value, status: journal.RunFailed, err: e}
+	}
+	return stepResult{value: value, status: journal.RunSucceeded}
+}
+
+// failure maps a failure that is not a connection loss to the invocation's
+// state and the step's result.
+func (r *runner) failure(u unit, class replay.Class, callErr error) (journal.State, stepResult) {
+	switch class {
+	case replay.ClassAborted:
+		return journal.StateAborted, stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted while the call was in flight; it may have run", u.name())}}
+	case replay.ClassTimedOut:
+		return journal.StateTimedOut, failed(CodeTimedOut, "step %s: timed out while the call was in flight; it may have run", u.name())
+	case replay.ClassRejected:
+		return journal.StateFailed, failed(CodeRejected, "step %s: server rejected the call before running it: %v", u.name(), callErr)
+	}
+	return journal.StateFailed, failed(CodeServerError, "step %s: server returned an error; the tool may have run: %v", u.name(), callErr)
+}
+
+// blocked is the end of a step whose invocation's outcome is unknown.
+func blocked(id journal.ID) *stepResult {
+	return &stepResult{status: journal.RunBlocked, err: outcomeUnknown, invocation: id, state: journal.StateOutcomeUnknown}
+}
+
+func (r *runner) result(res *mcp.CallToolResult) *journal.Result {
+	out := &journal.Result{IsError: res.IsError}
+	if b, err := json.Marshal(res.Content); err == nil {
+		out.Content = journal.CapJSON(r.redact(b), r.e.limit())
+	}
+	if res.StructuredContent != nil {
+		if b, err := json.Marshal(res.StructuredContent); err == nil {
+			out.StructuredContent = journal.CapJSON(r.redact(b), r.e.limit())
+		}
+	}
+	return out
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:200]) + "…"
+	}
+	return s
+}

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/workflow"
+)
+
+// redact removes the values of secret inputs from JSON bound for the journal.
+func (r *runner) redact(b json.RawMessage) json.RawMessage {
+	if len(r.secrets) == 0 {
+		return b
+	}
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return json.RawMessage(`"` + workflow.Redacted + `"`)
+	}
+	out, _ := json.Marshal(redactValue(v, r.secrets))
+	return out
+}
+
+// scrub removes the values of secret inputs from text bound for the
+// journal or for output (tool error text, upstream errors, results).
+func (r *runner) scrub(s string) string {
+	for _, secret := range r.secrets {
+		s = strings.ReplaceAll(s, secret, workflow.Redacted)
+	}
+	return s
+}
+
+func (r *runner) scrubError(e *journal.Error) *journal.Error {
+	if e == nil || len(r.secrets) == 0 {
+		return e
+	}
+	return &journal.Error{Code: e.Code, Message: r.scrub(e.Message)}
+}
+
+// emit reports an event with secrets scrubbed from its text.
+func (r *runner) emit(ev Event) {
+	if len(r.secrets) > 0 {
+		ev.Text, ev.Message, ev.Err = r.scrub(ev.Text), r.scrub(ev.Message), r.scrubError(ev.Err)
+	}
+	r.e.emit(ev)
+}
+
+// scrubbing is the journal as a run writes it: every error text and failure
+// detail goes through scrub first, so no secret reaches the file.
+type scrubbing struct {
+	Journal
+	r *runner
+}
+
+func (s scrubbing) Finish(in journal.Intent, o journal.Outcome) error {
+	o.Error, o.Detail = s.r.scrubError(o.Error), s.r.scrub(o.Detail)
+	return s.Journal.Finish(in, o)
+}
+
+func (s scrubbing) Interrupted(id journal.ID, o journal.Outcome) error {
+	o.Error, o.Detail = s.r.scrubError(o.Error), s.r.scrub(o.Detail)
+	return s.Journal.Interrupted(id, o)
+}
+
+func (s scrubbing) Decide(id journal.ID, d journal.Decision, st journal.State, e *journal.Error) error {
+	return s.Journal.Decide(id, d, st, s.r.scrubError(e))
+}
+
+func (s scrubbing) EndRun(id journal.ID, st journal.RunStatus, e *journal.Error, outputs map[string]any) error {
+	return s.Journal.EndRun(id, st, s.r.scrubError(e), outputs)
+}
+
+func redactValue(v any, secrets []string) any {
+	switch x := v.(type) {
+	case string:
+		for _, s := range secrets {
+			x = strings.ReplaceAll(x, s, workflow.Redacted)
+		}
+		return x
+	case map[string]any:
+		for k, e := range x {
+			x[k] = redactValue(e, secrets)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = redactValue(e, secrets)
+		}
+	default:
+		for _, s := range secrets {
+			if workflow.Text(x) == s {
+				return workflow.Redacted
+			}
+		}
+	}
+	return v
+}

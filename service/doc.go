@@ -1,0 +1,19 @@
+// Package service is mcpflow as every front end uses it: the CLI today, the
+// HTTP API of `mcpflow server` next. A [Service] works on one journal and
+// offers Run, Resume, Call, Resolve and Cancel, the queries (runs,
+// invocations, servers, tools with their replay verdicts) and validation,
+// as request and report types. Methods that run anything take a context
+// (cancelling it cancels the run, journaled) and a sink for engine.Events,
+// and return the durable record: the run and its invocations as committed.
+//
+// Below it, package engine runs workflows with one attempt loop; above it,
+// front ends only parse their input and present what comes back.
+//
+// # Caveats
+//
+//   - The service builds, per run, the server pool and the trust resolver
+//     (package trust) the engine uses; server and workspace trust are read
+//     from the files as they are at each decision.
+//   - Cancel reaches only runs going in this process.
+//   - Errors a user can fix by changing the request wrap [ErrInvalid].
+package service

@@ -1,0 +1,27 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalid marks a request that cannot be carried out as given: an
+	// unknown or ambiguous id, an unknown server or tool, arguments that do
+	// not fit the tool, a resolution the invocation's state does not allow.
+	// Front ends show it as a usage error (exit 2, HTTP 400).
+	ErrInvalid = errors.New("invalid request")
+	// ErrNotRunning: Cancel was given a run that is not going in this
+	// service.
+	ErrNotRunning = errors.New("run is not running here")
+)
+
+// invalidError is an ErrInvalid with its own message.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string { return e.msg }
+func (e *invalidError) Unwrap() error { return ErrInvalid }
+
+func invalid(format string, args ...any) error {
+	return &invalidError{msg: fmt.Sprintf(format, args...)}
+}

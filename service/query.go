@@ -1,0 +1,170 @@
+package service
+
+import (
+	"errors"
+	"io"
+	"time"
+
+	"github.com/mcpflow/mcpflow/journal"
+)
+
+// RunQuery selects runs, newest first.
+type RunQuery struct {
+	// Status, when set, is a run status name (running, succeeded, …).
+	Status string
+	// Limit caps the runs returned (0: all).
+	Limit int
+}
+
+// RunSummary is a run with its invocations.
+type RunSummary struct {
+	Run         journal.Run
+	Invocations []journal.Invocation
+}
+
+// Runs lists runs with their invocations.
+func (s *Service) Runs(q RunQuery) ([]RunSummary, error) {
+	f := journal.RunFilter{Limit: q.Limit}
+	if q.Status != "" {
+		st, err := ParseRunStatus(q.Status)
+		if err != nil {
+			return nil, err
+		}
+		f.Status = st
+	}
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	runs, err := s.j.Runs(f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]RunSummary, len(runs))
+	for i := range runs {
+		invs, err := s.j.RunInvocations(runs[i].ID)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = RunSummary{Run: runs[i], Invocations: invs}
+	}
+	return out, nil
+}
+
+// ParseRunStatus reads a run status name; a bad one is an invalid request.
+func ParseRunStatus(name string) (journal.RunStatus, error) {
+	st, err := journal.ParseRunStatus(name)
+	if err != nil {
+		return 0, invalid("--status: %v", err)
+	}
+	return st, nil
+}
+
+// RunDetail returns one run (by id or unique prefix) with its invocations.
+func (s *Service) RunDetail(ref string) (*Report, error) {
+	id, err := s.findRun(ref)
+	if err != nil {
+		return nil, err
+	}
+	return s.report(id, false)
+}
+
+// InvocationQuery selects invocations, newest first.
+type InvocationQuery struct {
+	// Run is a run id or unique prefix ("" for all runs).
+	Run string
+	// State is a state name ("" for all).
+	State        string
+	Server, Tool string
+	Since        time.Time
+	Limit        int
+}
+
+// Invocations lists invocations.
+func (s *Service) Invocations(q InvocationQuery) ([]journal.Invocation, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	f := journal.Filter{Server: q.Server, Tool: q.Tool, Since: q.Since, Limit: q.Limit}
+	if q.Run != "" {
+		id, err := s.j.FindRun(q.Run)
+		if err != nil {
+			return nil, invalid("--run: %v", err)
+		}
+		f.Run = id
+	}
+	if q.State != "" {
+		st, err := journal.ParseState(q.State)
+		if err != nil {
+			return nil, invalid("--state: %v", err)
+		}
+		f.State = st
+	}
+	return s.j.Invocations(f)
+}
+
+// Invocation returns one invocation by id or unique prefix.
+func (s *Service) Invocation(ref string) (*journal.Invocation, error) {
+	id, err := s.findInvocation(ref)
+	if err != nil {
+		return nil, err
+	}
+	return s.j.Invocation(id)
+}
+
+// ResolveRequest records an operator's decision on an invocation whose
+// outcome mcpflow could not know.
+type ResolveRequest struct {
+	// Invocation is an invocation id or unique prefix.
+	Invocation string
+	// As is completed, failed or retry_approved.
+	As journal.State
+	// Result is the call's result, with As completed.
+	Result *journal.Result
+	// Reason says why, for the audit trail; By is who decided.
+	Reason, By string
+}
+
+// Resolve journals the resolution (who, when, why) and returns the
+// invocation as committed. A resolution its state does not allow is an
+// invalid request and writes nothing.
+func (s *Service) Resolve(req ResolveRequest) (*journal.Invocation, error) {
+	id, err := s.findInvocation(req.Invocation)
+	if err != nil {
+		return nil, err
+	}
+	err = s.j.Resolve(id, journal.Resolution{By: req.By, As: req.As, Why: req.Reason}, req.Result)
+	if errors.Is(err, journal.ErrTransition) {
+		return nil, invalid("%v", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.j.Invocation(id)
+}
+
+// Export writes every invocation created since since as JSON Lines, oldest
+// first.
+func (s *Service) Export(w io.Writer, since time.Time) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	return s.j.Export(w, since)
+}
+
+// Check verifies the journal: the file, its indexes and every invariant.
+func (s *Service) Check() ([]journal.Problem, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	return s.j.Check()
+}
+
+// Prune removes the runs that finished before a time, with their
+// invocations, keeping every run with an unsettled invocation; with dryRun
+// it only reports.
+func (s *Service) Prune(before time.Time, dryRun bool) (journal.PruneReport, error) {
+	if err := s.open(); err != nil {
+		return journal.PruneReport{}, err
+	}
+	return s.j.Prune(before, dryRun)
+}

@@ -1,0 +1,140 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/workflow"
+)
+
+// RunRequest starts a workflow.
+type RunRequest struct {
+	// File is the workflow file.
+	File string
+	// Inputs are KEY=VALUE pairs, typed by the workflow's declared inputs.
+	Inputs []string
+	// TrustWorkspace trusts the workspace for this run only
+	// (--trust-workspace).
+	TrustWorkspace bool
+	// Events receives the run's progress; it must not block for long.
+	Events func(engine.Event)
+}
+
+// Run loads, validates and runs a workflow in the service's workspace. A
+// run that failed, was blocked or was cancelled is not an error: see the
+// report's run status. Errors are invalid requests (a bad workflow, bad
+// inputs) or a journal that could not be written.
+func (s *Service) Run(ctx context.Context, req RunRequest) (*Report, error) {
+	ws := s.o.Workspace
+	external, err := s.External(ws)
+	if err != nil {
+		return nil, err
+	}
+	wf, err := workflow.LoadFile(req.File, external)
+	if err != nil {
+		return nil, err
+	}
+	inputs, err := wf.ParseInputs(req.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	return s.runWorkflow(ctx, wf, inputs, ws, req.TrustWorkspace, req.Events)
+}
+
+// runWorkflow runs a loaded workflow and reports it as committed.
+func (s *Service) runWorkflow(ctx context.Context, wf *workflow.Workflow, inputs map[string]any, ws string, trustWorkspace bool, events func(engine.Event)) (*Report, error) {
+	x := s.prepare(wf.Servers, wf.Own, ws, trustWorkspace)
+	defer x.close()
+	run, err := s.track(ctx, events, func(ctx context.Context, events func(engine.Event)) (*journal.Run, error) {
+		return s.engine(x, events).Run(ctx, wf, inputs, ws)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.report(run.ID, true)
+}
+
+// ResumeRequest continues a run.
+type ResumeRequest struct {
+	// Run is a run id or a unique prefix of one.
+	Run string
+	// Secrets are the secret inputs as KEY=VALUE (the journal keeps every
+	// other input, never a secret one).
+	Secrets []string
+	// TrustWorkspace trusts the run's workspace for this resume only.
+	TrustWorkspace bool
+	// Events receives the run's progress.
+	Events func(engine.Event)
+}
+
+// Resume continues a run from the journal (see engine.Engine.Resume). The
+// definition and inputs come from the journal, not from the file on disk;
+// the run belongs to the workspace it started in, whose configuration and
+// trust apply, whichever workspace the service has. The report says
+// whether anything was done.
+func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error) {
+	id, err := s.findRun(req.Run)
+	if err != nil {
+		return nil, err
+	}
+	run, err := s.j.Run(id)
+	if err != nil {
+		return nil, err
+	}
+	ws := s.o.Workspace
+	if run.Workspace != "" && run.Workspace != ws {
+		if st, err := os.Stat(run.Workspace); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("run %s belongs to workspace %s, which no longer exists", id.Short(), run.Workspace)
+		}
+		ws = run.Workspace
+	}
+	external, err := s.External(ws)
+	if err != nil {
+		return nil, err
+	}
+	wf, err := workflow.Load(run.Source, run.Definition, external)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: journaled definition: %w", id.Short(), err)
+	}
+	secrets, err := wf.ParseSecretInputs(req.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	x := s.prepare(wf.Servers, wf.Own, ws, req.TrustWorkspace)
+	defer x.close()
+	acted := false
+	_, err = s.track(ctx, req.Events, func(ctx context.Context, events func(engine.Event)) (*journal.Run, error) {
+		out, did, err := s.engine(x, events).Resume(ctx, run, wf, secrets)
+		acted = did
+		return out, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.report(id, acted)
+}
+
+// Resumable lists the runs that did not succeed, newest first within each
+// status: running (interrupted), failed, cancelled, blocked.
+func (s *Service) Resumable() ([]journal.ID, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	var ids []journal.ID
+	for _, st := range []journal.RunStatus{journal.RunRunning, journal.RunFailed, journal.RunCancelled, journal.RunBlocked} {
+		runs, err := s.j.Runs(journal.RunFilter{Status: st})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range runs {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids, nil
+}

@@ -1,0 +1,189 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/mcpflow/mcpflow/replay"
+	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/trust"
+	"github.com/mcpflow/mcpflow/workflow"
+)
+
+// ServerSet is the configured servers: the workspace's and --servers', and
+// with workflowFile ("" for none) that workflow's own, which win.
+func (s *Service) ServerSet(workflowFile string) (servers.Set, error) {
+	ext, err := s.External(s.o.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	if workflowFile == "" {
+		return ext, nil
+	}
+	wf, err := workflow.LoadFile(workflowFile, ext)
+	if err != nil {
+		return nil, err
+	}
+	return wf.Servers, nil
+}
+
+// ServerStatus is a configured server and, when checked, whether it
+// connects and how many tools it lists.
+type ServerStatus struct {
+	Server  *servers.Server
+	Checked bool
+	Tools   int
+	Err     error // why it did not connect
+}
+
+// Servers lists the configured servers (see ServerSet) by name; with
+// connect, each is started or connected to and its tools counted.
+func (s *Service) Servers(ctx context.Context, workflowFile string, connect bool) ([]ServerStatus, error) {
+	set, err := s.ServerSet(workflowFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := servers.NewPool(set, &servers.Options{Workspace: s.o.Workspace, Self: s.o.Self})
+	defer pool.Close()
+	out := make([]ServerStatus, 0, len(set))
+	for _, name := range set.Names() {
+		st := ServerStatus{Server: set[name], Checked: connect}
+		if connect {
+			cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			sess, err := pool.Session(cctx, name)
+			if err == nil {
+				var tools map[string]servers.Tool
+				tools, err = sess.Tools(cctx)
+				st.Tools = len(tools)
+			}
+			cancel()
+			st.Err = err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// ToolsRequest asks for a server's tools with their replay verdicts.
+type ToolsRequest struct {
+	Server string
+	// Workflow, when set, is a workflow file whose servers are used too.
+	Workflow string
+	// TrustWorkspace judges as if the workspace were trusted.
+	TrustWorkspace bool
+}
+
+// ToolVerdict is a tool as discovered, with the verdict the engine would
+// journal for a lost call of it now.
+type ToolVerdict struct {
+	Tool servers.Tool
+	// Verdict is replay.Judge on the tool's annotations as declared, under
+	// the current server and workspace trust: the same function, on the
+	// same inputs, as the engine's decision.
+	Verdict replay.Decision
+	// Declared is the verdict on the annotations alone, trust assumed.
+	Declared replay.Reason
+}
+
+// ToolsReport is a server's tools and the trust they were judged under.
+type ToolsReport struct {
+	Server           *servers.Server
+	ServerTrusted    bool
+	WorkspaceTrusted bool
+	Tools            []ToolVerdict // by name
+}
+
+// Tools connects to a server and judges each of its tools under the replay
+// rule, with trust as the engine would read it for a run now.
+func (s *Service) Tools(ctx context.Context, req ToolsRequest) (*ToolsReport, error) {
+	set, err := s.ServerSet(req.Workflow)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := set.Lookup(req.Server)
+	if err != nil {
+		if req.Workflow == "" {
+			return nil, invalid("%v; servers a workflow declares need --workflow FILE", err)
+		}
+		return nil, invalid("%v", err)
+	}
+	sess, err := servers.Connect(ctx, srv, &servers.Options{Workspace: s.o.Workspace, Self: s.o.Self})
+	if err != nil {
+		return nil, err
+	}
+	defer sess.Close()
+	tools, err := sess.Tools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t := trust.NewResolver(&trust.Options{
+		Workspace: s.o.Workspace, Flag: req.TrustWorkspace, Store: s.o.TrustStore,
+		Own: servers.Set{srv.Name: srv},
+	}).Trust(srv.Name)
+	rep := &ToolsReport{Server: srv, ServerTrusted: t.Server, WorkspaceTrusted: t.Workspace}
+	names := make([]string, 0, len(tools))
+	for n := range tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		tool := tools[n]
+		_, declared := replay.Declared(tool.Annotations)
+		rep.Tools = append(rep.Tools, ToolVerdict{
+			Tool:     tool,
+			Verdict:  replay.Judge(replay.View{ServerTrusted: t.Server, WorkspaceTrusted: t.Workspace, Annotations: tool.Annotations}, 0),
+			Declared: declared,
+		})
+	}
+	return rep, nil
+}
+
+// ValidateRequest checks a workflow without running it.
+type ValidateRequest struct {
+	File string
+	// Discover connects to the servers the steps use and checks that each
+	// tool exists and that literal arguments fit its input schema.
+	Discover bool
+}
+
+// Validate loads and checks a workflow; with Discover, against the servers.
+// Nothing is journaled or called. Problems found by discovery are an
+// invalid request naming every one.
+func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*workflow.Workflow, error) {
+	external, err := s.External(s.o.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	wf, err := workflow.LoadFile(req.File, external)
+	if err != nil {
+		return nil, err
+	}
+	if !req.Discover {
+		return wf, nil
+	}
+	pool := servers.NewPool(wf.Servers, &servers.Options{Workspace: s.o.Workspace, Self: s.o.Self})
+	defer pool.Close()
+	var problems []error
+	for _, st := range wf.Steps {
+		sess, err := pool.Session(ctx, st.Server)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("step %s: server %q: %v", st.ID, st.Server, err))
+			continue
+		}
+		tool, err := sess.Tool(ctx, st.Tool)
+		if err != nil {
+			problems = append(problems, fmt.Errorf("step %s: %v", st.ID, err))
+			continue
+		}
+		if err := workflow.CheckLiteralArguments(st, tool); err != nil {
+			problems = append(problems, fmt.Errorf("step %s: %v", st.ID, err))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &invalidError{msg: fmt.Sprintf("%s: %v", req.File, errors.Join(problems...))}
+	}
+	return wf, nil
+}

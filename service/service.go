@@ -1,0 +1,258 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/trust"
+)
+
+// Options configure a Service. Nil Options mean the defaults.
+type Options struct {
+	// Workspace is the directory runs belong to: its mcpflow.yaml configures
+	// servers, its workspace trust gates replays, stdio servers run in it.
+	// Default: the current directory.
+	Workspace string
+	// ServersFile is --servers: another file of servers (Claude Desktop,
+	// Cursor, VS Code, Gemini CLI or mcpflow.yaml format), whose entries
+	// win over the workspace's.
+	ServersFile string
+	// TrustStore is the user's workspace trust store (nil: the default,
+	// ~/.config/mcpflow).
+	TrustStore *trust.Store
+	// Self is the executable that serves builtin servers (nil: this one).
+	Self string
+	// OpenJournal opens the journal when New was given none: the service
+	// calls it once, when a request first needs the journal, so that a
+	// request refused before (a workflow that does not load) creates no
+	// journal. Close closes what it opened.
+	OpenJournal func() (*journal.Journal, error)
+}
+
+// Service is mcpflow as every front end uses it: the CLI today, an HTTP API
+// next. Each method takes a request and returns the durable record — the
+// run and its invocations as committed — and, for the methods that run
+// anything, streams progress as engine.Events to the request's sink.
+//
+// A Service works on one open journal, which the caller owns; methods that
+// write need it opened for writing. It is safe for concurrent use: many
+// runs may go at once, each with its own server sessions.
+type Service struct {
+	o Options
+
+	jmu     sync.Mutex
+	j       *journal.Journal // set by open
+	opened  bool             // j came from Options.OpenJournal
+	openErr error
+
+	mu     sync.Mutex
+	active map[journal.ID]context.CancelCauseFunc // runs going in this process
+}
+
+// New returns a service on j, or on the journal Options.OpenJournal opens
+// when j is nil.
+func New(j *journal.Journal, o *Options) (*Service, error) {
+	s := &Service{j: j, active: map[journal.ID]context.CancelCauseFunc{}}
+	if o != nil {
+		s.o = *o
+	}
+	if s.o.Workspace == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, err
+		}
+		s.o.Workspace = wd
+	}
+	if s.o.TrustStore == nil {
+		s.o.TrustStore = trust.OpenStore("")
+	}
+	return s, nil
+}
+
+// open makes sure the journal is open: every method that reads or writes
+// it calls open first.
+func (s *Service) open() error {
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
+	if s.j != nil || s.openErr != nil {
+		return s.openErr
+	}
+	if s.o.OpenJournal == nil {
+		s.openErr = errors.New("service: no journal")
+		return s.openErr
+	}
+	s.j, s.openErr = s.o.OpenJournal()
+	s.opened = s.openErr == nil
+	return s.openErr
+}
+
+// Close closes the journal the service opened itself (Options.OpenJournal);
+// a journal given to New is the caller's to close.
+func (s *Service) Close() error {
+	s.jmu.Lock()
+	defer s.jmu.Unlock()
+	if !s.opened {
+		return nil
+	}
+	s.opened = false
+	return s.j.Close()
+}
+
+// Workspace is the service's workspace directory.
+func (s *Service) Workspace() string { return s.o.Workspace }
+
+// TrustStore is the user's workspace trust store.
+func (s *Service) TrustStore() *trust.Store { return s.o.TrustStore }
+
+// External reads the servers configured outside workflows in workspace:
+// its mcpflow.yaml (with imports), then the service's servers file.
+func (s *Service) External(workspace string) (servers.Set, error) {
+	set, _, err := servers.LoadExternal(workspace, s.o.ServersFile)
+	return set, err
+}
+
+// Report is what Run, Resume and Call return: the run and its invocations
+// as committed when the request ended.
+type Report struct {
+	Run         *journal.Run
+	Invocations []journal.Invocation
+	// Acted is false when Resume found nothing to do (the run succeeded, or
+	// is blocked on an unresolved outcome) and wrote nothing.
+	Acted bool
+}
+
+// Waiting lists the invocations an operator must resolve before the run can
+// go on: outcome unknown, aborted or timed out.
+func (r *Report) Waiting() []journal.Invocation {
+	var out []journal.Invocation
+	for _, inv := range r.Invocations {
+		switch inv.State {
+		case journal.StateOutcomeUnknown, journal.StateAborted, journal.StateTimedOut:
+			out = append(out, inv)
+		}
+	}
+	return out
+}
+
+// report reads a run and its invocations as committed.
+func (s *Service) report(id journal.ID, acted bool) (*Report, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	run, err := s.j.Run(id)
+	if err != nil {
+		return nil, err
+	}
+	invs, err := s.j.RunInvocations(id)
+	if err != nil {
+		return nil, err
+	}
+	return &Report{Run: run, Invocations: invs, Acted: acted}, nil
+}
+
+// execution is what one run needs: its servers' sessions and its trust,
+// built once for the run.
+type execution struct {
+	pool  *servers.Pool
+	trust *trust.Resolver
+}
+
+func (x *execution) close() { x.pool.Close() }
+
+// prepare builds the pool and the trust resolver of a run in workspace
+// using the servers in set; own are the entries whose trust the run's
+// definition fixes (a workflow's own servers:).
+func (s *Service) prepare(set, own servers.Set, workspace string, trustWorkspace bool) *execution {
+	return &execution{
+		pool: servers.NewPool(set, &servers.Options{Workspace: workspace, Self: s.o.Self}),
+		trust: trust.NewResolver(&trust.Options{
+			Workspace: workspace,
+			Flag:      trustWorkspace,
+			Store:     s.o.TrustStore,
+			Own:       own,
+			External:  func() (servers.Set, []string, error) { return servers.LoadExternal(workspace, s.o.ServersFile) },
+		}),
+	}
+}
+
+// engine is the engine for one run.
+func (s *Service) engine(x *execution, events func(engine.Event)) *engine.Engine {
+	e := &engine.Engine{Journal: s.j, Trust: x.trust.Trust, Events: events}
+	e.UsePool(x.pool)
+	return e
+}
+
+// track runs fn with a context that Cancel can cancel once the run it
+// starts is known (its RunStarted event).
+func (s *Service) track(ctx context.Context, events func(engine.Event), fn func(ctx context.Context, events func(engine.Event)) (*journal.Run, error)) (*journal.Run, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var id journal.ID
+	defer func() {
+		if !id.IsZero() {
+			s.mu.Lock()
+			delete(s.active, id)
+			s.mu.Unlock()
+		}
+	}()
+	return fn(ctx, func(ev engine.Event) {
+		if ev.Kind == engine.RunStarted && id.IsZero() {
+			id = ev.Run
+			s.mu.Lock()
+			s.active[id] = cancel
+			s.mu.Unlock()
+		}
+		if events != nil {
+			events(ev)
+		}
+	})
+}
+
+// Cancel cancels a run going in this service: no new call is sent, a call
+// in flight is aborted and journaled under the replay rule, and the run
+// ends cancelled. It returns ErrNotRunning when the run is not going here.
+func (s *Service) Cancel(ref string, reason string) error {
+	id, err := s.findRun(ref)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	cancel, ok := s.active[id]
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: run %s", ErrNotRunning, id.Short())
+	}
+	if reason == "" {
+		reason = "cancelled"
+	}
+	cancel(errors.New(reason))
+	return nil
+}
+
+func (s *Service) findRun(ref string) (journal.ID, error) {
+	if err := s.open(); err != nil {
+		return journal.ID{}, err
+	}
+	id, err := s.j.FindRun(ref)
+	if err != nil {
+		return journal.ID{}, invalid("%v (list runs with 'mcpflow runs list')", err)
+	}
+	return id, nil
+}
+
+func (s *Service) findInvocation(ref string) (journal.ID, error) {
+	if err := s.open(); err != nil {
+		return journal.ID{}, err
+	}
+	id, err := s.j.FindInvocation(ref)
+	if err != nil {
+		return journal.ID{}, invalid("%v", err)
+	}
+	return id, nil
+}
