@@ -34,6 +34,9 @@
 // whose JSON carries the declared annotations. Config.SDKHints turns the
 // rewrite off, so that clients can be tested against the SDK's default shape
 // too (greet then reads {"readOnlyHint":true,"idempotentHint":false}).
+// Config.Annotations (--annotations TOOL=JSON, env MCPFLOW_DEMO_ANNOTATIONS
+// one a line) sends any JSON as a tool's annotations, exactly: a malformed
+// declaration such as {"idempotentHint":null} included.
 //
 // # Ledger
 //

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -76,10 +77,12 @@ type demo struct {
 	cfg    Config
 	fault  fault
 	ledger ledger
-	marker string          // <ledger>.fault-fired, for the -once modes
-	after  string          // Config.AfterFault, when the marker existed at start
-	done   <-chan struct{} // closed when Serve shuts down; nil = never
-	conns  connRegistry
+	marker string // <ledger>.fault-fired, for the -once modes
+	after  string // Config.AfterFault, when the marker existed at start
+	// annotations replace what tools declare (Config.Annotations).
+	annotations map[string]json.RawMessage
+	done        <-chan struct{} // closed when Serve shuts down; nil = never
+	conns       connRegistry
 }
 
 func newDemo(cfg Config) (*demo, error) {
@@ -99,11 +102,23 @@ func newDemo(cfg Config) (*demo, error) {
 	if _, ok := declared[cfg.FaultTool]; cfg.FaultTool != "" && !ok {
 		return nil, fmt.Errorf("%w %q for --fault-tool", ErrUnknownTool, cfg.FaultTool)
 	}
+	overrides := map[string]json.RawMessage{}
+	for _, kv := range cfg.Annotations {
+		name, raw, ok := strings.Cut(kv, "=")
+		if _, known := declared[name]; !ok || !known {
+			return nil, fmt.Errorf("demo: --annotations %q: want TOOL=JSON with a demo tool", kv)
+		}
+		if !json.Valid([]byte(raw)) {
+			return nil, fmt.Errorf("demo: --annotations %s: %q is not JSON", name, raw)
+		}
+		overrides[name] = json.RawMessage(raw)
+	}
 	d := &demo{
-		cfg:    cfg,
-		fault:  f,
-		ledger: ledger{path: cfg.Ledger},
-		marker: cfg.Ledger + ".fault-fired",
+		cfg:         cfg,
+		fault:       f,
+		ledger:      ledger{path: cfg.Ledger},
+		marker:      cfg.Ledger + ".fault-fired",
+		annotations: overrides,
 	}
 	switch cfg.AfterFault {
 	case "":

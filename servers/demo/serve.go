@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -32,6 +33,10 @@ type Config struct {
 	Delay      time.Duration // --delay D (env MCPFLOW_DEMO_DELAY): sleep before executing each call
 	PageSize   int           // --page-size N (env MCPFLOW_DEMO_PAGE_SIZE): tools/list page size, 0 = SDK default
 	SDKHints   bool          // --sdk-hints: let go-sdk emit its default always-present readOnlyHint/idempotentHint booleans instead of sparse annotations
+	// Annotations replace what tools declare on the wire, exactly: TOOL=JSON
+	// (--annotations, repeatable; env MCPFLOW_DEMO_ANNOTATIONS, one a line).
+	// The JSON may be anything, a malformed annotations object included.
+	Annotations []string
 
 	envErr error // an environment default AddFlags could not parse; Serve returns it
 }
@@ -68,6 +73,11 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.FaultTool, "fault-tool", os.Getenv("MCPFLOW_DEMO_FAULT_TOOL"), "apply the fault only to calls of `tool` (default every tool; env MCPFLOW_DEMO_FAULT_TOOL)")
 	fs.DurationVar(&c.Delay, "delay", delay, "sleep before executing each call (env MCPFLOW_DEMO_DELAY)")
 	fs.IntVar(&c.PageSize, "page-size", pageSize, "tools/list page size, 0 = SDK default (env MCPFLOW_DEMO_PAGE_SIZE)")
+	var ann []string
+	if v := os.Getenv("MCPFLOW_DEMO_ANNOTATIONS"); v != "" {
+		ann = strings.Split(strings.TrimSpace(v), "\n")
+	}
+	fs.StringArrayVar(&c.Annotations, "annotations", ann, "send `TOOL=JSON` as the tool's annotations, exactly (repeatable; env MCPFLOW_DEMO_ANNOTATIONS, one a line)")
 	fs.BoolVar(&c.SDKHints, "sdk-hints", false, "send go-sdk's always-present readOnlyHint/idempotentHint instead of the declared sparse annotations")
 
 	// A flag given on the command line replaces a bad environment default.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -373,6 +374,7 @@ func TestAddFlags(t *testing.T) {
 	t.Setenv("MCPFLOW_DEMO_FAULT_TOOL", "greet")
 	t.Setenv("MCPFLOW_DEMO_DELAY", "250ms")
 	t.Setenv("MCPFLOW_DEMO_PAGE_SIZE", "3")
+	t.Setenv("MCPFLOW_DEMO_ANNOTATIONS", "greet={}\nupper={\"idempotentHint\":\"yes\"}\n")
 	var c Config
 	fs := pflag.NewFlagSet("demo-server", pflag.ContinueOnError)
 	c.AddFlags(fs)
@@ -380,19 +382,19 @@ func TestAddFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{HTTPAddr: "127.0.0.1:0", Ledger: "/tmp/l.jsonl", Fault: "hang-after-commit", FaultTool: "greet",
-		Delay: 250 * time.Millisecond, PageSize: 4, SDKHints: true}
-	if c != want {
+		Delay: 250 * time.Millisecond, PageSize: 4, SDKHints: true, Annotations: []string{"greet={}", `upper={"idempotentHint":"yes"}`}}
+	if !reflect.DeepEqual(c, want) {
 		t.Errorf("config = %+v, want %+v", c, want)
 	}
 	var names []string
 	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	if wantNames := []string{"after-fault", "delay", "fault", "fault-tool", "http", "ledger", "page-size", "sdk-hints", "sse"}; !slices.Equal(names, wantNames) {
+	if wantNames := []string{"after-fault", "annotations", "delay", "fault", "fault-tool", "http", "ledger", "page-size", "sdk-hints", "sse"}; !slices.Equal(names, wantNames) {
 		t.Errorf("flags = %v, want %v", names, wantNames)
 	}
 }
 
 func TestAddFlagsDefaults(t *testing.T) {
-	for _, k := range []string{"LEDGER", "FAULT", "FAULT_TOOL", "DELAY", "PAGE_SIZE"} {
+	for _, k := range []string{"LEDGER", "FAULT", "FAULT_TOOL", "DELAY", "PAGE_SIZE", "ANNOTATIONS"} {
 		t.Setenv("MCPFLOW_DEMO_"+k, "")
 	}
 	var c Config
@@ -401,7 +403,7 @@ func TestAddFlagsDefaults(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if want := (Config{Ledger: DefaultLedger}); c != want {
+	if want := (Config{Ledger: DefaultLedger}); !reflect.DeepEqual(c, want) {
 		t.Errorf("config = %+v, want %+v", c, want)
 	}
 }

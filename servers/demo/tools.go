@@ -61,7 +61,7 @@ func (d *demo) declaredAnnotations(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
-			return &declaredList{ListToolsResult: lr, after: d.after, faultTool: d.cfg.FaultTool}, nil
+			return &declaredList{ListToolsResult: lr, after: d.after, faultTool: d.cfg.FaultTool, overrides: d.annotations}, nil
 		}
 		return res, err
 	}
@@ -74,6 +74,7 @@ type declaredList struct {
 	*mcp.ListToolsResult
 	after     string // the after-fault behaviour in force, if any
 	faultTool string
+	overrides map[string]json.RawMessage
 }
 
 func (l *declaredList) MarshalJSON() ([]byte, error) {
@@ -95,9 +96,12 @@ func (l *declaredList) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 		h, ok := declared[name]
+		raw, override := l.overrides[name]
 		switch {
 		case !ok:
 			continue
+		case override && l.after != AfterFaultStripAnnotations:
+			tool["annotations"] = raw
 		case h == nil || l.after == AfterFaultStripAnnotations:
 			delete(tool, "annotations")
 		default:

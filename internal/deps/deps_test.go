@@ -1,0 +1,107 @@
+package deps
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/mcpflow/mcpflow"
+
+type pkg struct {
+	ImportPath string
+	Imports    []string // direct
+	Deps       []string // transitive
+}
+
+// packages lists the module's packages with `go list`.
+func packages(t *testing.T) map[string]pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", module+"/...")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	all := map[string]pkg{}
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		all[strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")] = p
+	}
+	return all
+}
+
+// ours keeps the module's own packages of list, without the module prefix.
+func ours(list []string) []string {
+	var out []string
+	for _, p := range list {
+		if p == module || strings.HasPrefix(p, module+"/") {
+			out = append(out, strings.TrimPrefix(strings.TrimPrefix(p, module), "/"))
+		}
+	}
+	return out
+}
+
+func internal(p string) bool { return strings.HasPrefix(p, "internal/") }
+
+// TestPackageGraph is the design's package graph as a test:
+//
+//   - journal and replay import nothing of ours but internal/ leaf packages,
+//     and replay nothing outside the standard library;
+//   - internal/ packages are leaves: they import nothing of ours but other
+//     internal/ packages;
+//   - servers, trust and workflow never depend on engine, service or cmd;
+//   - engine never depends on service or cmd; service never on cmd;
+//   - nothing imports cmd.
+func TestPackageGraph(t *testing.T) {
+	all := packages(t)
+	for _, must := range []string{"journal", "replay", "servers", "trust", "workflow", "engine", "service", "cmd/mcpflow"} {
+		if _, ok := all[must]; !ok {
+			t.Fatalf("package %s not found in %v", must, all)
+		}
+	}
+	for name, p := range all {
+		imports, deps := ours(p.Imports), ours(p.Deps)
+		switch {
+		case name == "journal" || name == "replay" || internal(name):
+			for _, imp := range imports {
+				if !internal(imp) {
+					t.Errorf("%s imports %s: it may import only internal/ leaf packages", name, imp)
+				}
+			}
+		}
+		if name == "replay" {
+			// The rule is pure: the standard library and internal/ only.
+			for _, imp := range p.Imports {
+				if first := strings.Split(imp, "/")[0]; strings.Contains(first, ".") && !strings.HasPrefix(imp, module+"/internal/") {
+					t.Errorf("replay imports %s: it may import only the standard library and internal/ packages", imp)
+				}
+			}
+		}
+		forbidden := map[string][]string{
+			"servers":  {"engine", "service", "cmd/mcpflow", "trust", "workflow"},
+			"trust":    {"engine", "service", "cmd/mcpflow", "workflow"},
+			"workflow": {"engine", "service", "cmd/mcpflow", "trust"},
+			"engine":   {"service", "cmd/mcpflow"},
+			"service":  {"cmd/mcpflow"},
+		}
+		for _, f := range forbidden[strings.Split(name, "/")[0]] {
+			if slices.Contains(deps, f) && !strings.HasPrefix(name, f) {
+				t.Errorf("%s depends on %s", name, f)
+			}
+		}
+		for _, imp := range imports {
+			if strings.HasPrefix(imp, "cmd/") {
+				t.Errorf("%s imports %s: nothing imports a command", name, imp)
+			}
+		}
+	}
+}
