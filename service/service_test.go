@@ -1,0 +1,302 @@
+package service_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/journaltest"
+	"github.com/mcpflow/mcpflow/servers/demo"
+	"github.com/mcpflow/mcpflow/service"
+	"github.com/mcpflow/mcpflow/trust"
+)
+
+// The test binary serves the demo when started as "TESTBINARY demo-server
+// FLAGS…", so builtin servers run as real stdio subprocesses of it.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "demo-server" {
+		var cfg demo.Config
+		fs := pflag.NewFlagSet("demo-server", pflag.ContinueOnError)
+		cfg.AddFlags(fs)
+		if err := fs.Parse(os.Args[2:]); err != nil {
+			os.Exit(2)
+		}
+		if err := demo.Serve(context.Background(), cfg, os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if os.Getenv("GORACE") == "" {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
+	os.Exit(m.Run())
+}
+
+// rig is a workspace with the demo server configured, and a service whose
+// journal is opened on first use.
+type rig struct {
+	t         *testing.T
+	workspace string
+	journal   string
+	svc       *service.Service
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "mcpflow.yaml"), []byte("servers:\n  demo: {builtin: demo, trust: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, workspace: ws, journal: filepath.Join(ws, ".mcpflow", "journal.db")}
+	svc, err := service.New(nil, &service.Options{
+		Workspace:   ws,
+		TrustStore:  trust.OpenStore(t.TempDir()),
+		OpenJournal: func() (*journal.Journal, error) { return journal.Open(r.journal, nil) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		svc.Close()
+		if _, err := os.Stat(r.journal); err == nil {
+			journaltest.CheckFile(t, r.journal)
+		}
+	})
+	r.svc = svc
+	return r
+}
+
+func (r *rig) workflow(name, src string) string {
+	r.t.Helper()
+	p := filepath.Join(r.workspace, name)
+	if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	return p
+}
+
+// ledger reads the demo server's ledger: one row per execution.
+func (r *rig) ledger() []map[string]any {
+	r.t.Helper()
+	f, err := os.Open(filepath.Join(r.workspace, demo.DefaultLedger))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer f.Close()
+	var rows []map[string]any
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var row map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+			r.t.Fatal(err)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// events collects engine events from any goroutine.
+type events struct {
+	mu   sync.Mutex
+	list []engine.Event
+	seen chan engine.Event
+}
+
+func newEvents() *events { return &events{seen: make(chan engine.Event, 1024)} }
+
+func (e *events) add(ev engine.Event) {
+	e.mu.Lock()
+	e.list = append(e.list, ev)
+	e.mu.Unlock()
+	e.seen <- ev
+}
+
+func (e *events) kinds() []engine.EventKind {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []engine.EventKind
+	for _, ev := range e.list {
+		out = append(out, ev.Kind)
+	}
+	return out
+}
+
+const hello = `name: hello
+steps:
+  - id: greet
+    server: demo
+    tool: greet
+    with: {name: Ada}
+  - id: shout
+    server: demo
+    tool: upper
+    with: {text: "${{ steps.greet.text }}"}
+`
+
+func TestRunReportsTheCommittedRun(t *testing.T) {
+	r := newRig(t)
+	ev := newEvents()
+	rep, err := r.svc.Run(t.Context(), service.RunRequest{File: r.workflow("hello.yaml", hello), Events: ev.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Run.Status != journal.RunSucceeded || rep.Run.FinishedAt == nil || len(rep.Invocations) != 2 || !rep.Acted {
+		t.Fatalf("report: %+v with %d invocations", rep.Run, len(rep.Invocations))
+	}
+	for _, inv := range rep.Invocations {
+		if inv.State != journal.StateCompleted || inv.Result == nil {
+			t.Errorf("invocation %s: %s, result %v", inv.Step, inv.State, inv.Result)
+		}
+	}
+	want := []engine.EventKind{engine.RunStarted, engine.StepStarted, engine.StepFinished, engine.StepStarted, engine.StepFinished, engine.RunFinished}
+	if got := ev.kinds(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events %v, want %v", got, want)
+	}
+	// Resuming a run that succeeded does nothing and says so.
+	again, err := r.svc.Resume(t.Context(), service.ResumeRequest{Run: rep.Run.ID.Short()})
+	if err != nil || again.Acted || again.Run.Status != journal.RunSucceeded {
+		t.Errorf("resume of a succeeded run: %+v, %v", again, err)
+	}
+	if n := len(r.ledger()); n != 2 {
+		t.Errorf("%d executions, want 2", n)
+	}
+}
+
+func TestInvalidRequestsWriteNothing(t *testing.T) {
+	r := newRig(t)
+	_, err := r.svc.Run(t.Context(), service.RunRequest{File: r.workflow("bad.yaml", "name: bad\nsteps:\n  - {id: a, server: demo, tool: greet, wiht: {}}\n")})
+	if err == nil || !strings.Contains(err.Error(), `unknown key "wiht"`) {
+		t.Fatalf("bad workflow: %v", err)
+	}
+	if _, err := os.Stat(r.journal); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a workflow that does not load created the journal: %v", err)
+	}
+	if _, err := r.svc.Call(t.Context(), service.CallRequest{Server: "nope", Tool: "greet"}); !errors.Is(err, service.ErrInvalid) {
+		t.Errorf("unknown server: %v, want ErrInvalid", err)
+	}
+	if _, err := r.svc.Call(t.Context(), service.CallRequest{Server: "demo", Tool: "greet", Args: []string{"name=1", "extra=x"}}); !errors.Is(err, service.ErrInvalid) {
+		t.Errorf("arguments the schema refuses: %v, want ErrInvalid", err)
+	}
+	if _, err := os.Stat(r.journal); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused call created the journal: %v", err)
+	}
+	if _, err := r.svc.RunDetail("0123"); !errors.Is(err, service.ErrInvalid) {
+		t.Errorf("unknown run: %v, want ErrInvalid", err)
+	}
+}
+
+// TestCallSendsArgumentsAsGiven: a call's arguments are never evaluated,
+// and its run resumes from the journaled definition.
+func TestCallSendsArgumentsAsGiven(t *testing.T) {
+	r := newRig(t)
+	rep, err := r.svc.Call(t.Context(), service.CallRequest{Server: "demo", Tool: "put_record", ArgsJSON: `{"key": "k"}`, Args: []string{"value=${{ inputs.secret }}"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Run.Status != journal.RunSucceeded {
+		t.Fatalf("call: %+v", rep.Run)
+	}
+	rows := r.ledger()
+	if len(rows) != 1 {
+		t.Fatalf("ledger: %v", rows)
+	}
+	if args := rows[0]["args"].(map[string]any); args["value"] != "${{ inputs.secret }}" || args["key"] != "k" {
+		t.Errorf("sent %v, want the arguments as given", args)
+	}
+	if _, err := r.svc.Resume(t.Context(), service.ResumeRequest{Run: rep.Run.ID.String()}); err != nil {
+		t.Errorf("the call's journaled definition does not resume: %v", err)
+	}
+}
+
+func TestCancelStopsARunGoingHere(t *testing.T) {
+	r := newRig(t)
+	wf := r.workflow("slow.yaml", "name: slow\nsteps:\n  - {id: count, server: demo, tool: count_slowly, with: {n: 1000, delay_ms: 20}}\n")
+	ev := newEvents()
+	done := make(chan *service.Report, 1)
+	go func() {
+		rep, err := r.svc.Run(context.Background(), service.RunRequest{File: wf, Events: ev.add})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rep
+	}()
+	var run journal.ID
+	timeout := time.After(20 * time.Second)
+	for run.IsZero() {
+		select {
+		case e := <-ev.seen:
+			if e.Kind == engine.StepProgress {
+				run = e.Run
+			}
+		case <-timeout:
+			t.Fatal("the run never made progress")
+		}
+	}
+	if err := r.svc.Cancel(run.Short(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	rep := <-done
+	if rep == nil || rep.Run.Status != journal.RunCancelled || rep.Invocations[0].State != journal.StateAborted {
+		t.Fatalf("after Cancel: %+v", rep)
+	}
+	if err := r.svc.Cancel(run.String(), ""); !errors.Is(err, service.ErrNotRunning) {
+		t.Errorf("cancel of a finished run: %v, want ErrNotRunning", err)
+	}
+}
+
+// TestToolsJudgesWithTheEnginesRule: the verdicts of Tools are replay.Judge
+// under the trust a run would have.
+func TestToolsJudgesWithTheEnginesRule(t *testing.T) {
+	r := newRig(t)
+	rep, err := r.svc.Tools(t.Context(), service.ToolsRequest{Server: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.ServerTrusted || rep.WorkspaceTrusted {
+		t.Errorf("trust: server %v workspace %v, want server only", rep.ServerTrusted, rep.WorkspaceTrusted)
+	}
+	got := map[string]string{}
+	for _, tv := range rep.Tools {
+		got[tv.Tool.Name] = string(tv.Verdict.Reason) + "/" + string(tv.Declared)
+	}
+	if got["greet"] != "workspace_not_trusted/declared_read_only" || got["ledger_append"] != "workspace_not_trusted/no_annotations" {
+		t.Errorf("verdicts %v", got)
+	}
+	trusted, err := r.svc.Tools(t.Context(), service.ToolsRequest{Server: "demo", TrustWorkspace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tv := range trusted.Tools {
+		if tv.Tool.Name == "put_record" && tv.Verdict.Reason != "declared_idempotent" {
+			t.Errorf("put_record with the workspace trusted: %+v", tv.Verdict)
+		}
+	}
+}
+
+func TestResolveRefusesAnIllegalTransition(t *testing.T) {
+	r := newRig(t)
+	rep, err := r.svc.Run(t.Context(), service.RunRequest{File: r.workflow("hello.yaml", hello)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.svc.Resolve(service.ResolveRequest{Invocation: rep.Invocations[0].ID.String(), As: journal.StateFailed, Reason: "x", By: "t"})
+	if !errors.Is(err, service.ErrInvalid) {
+		t.Errorf("resolving a completed invocation: %v, want ErrInvalid", err)
+	}
+}
