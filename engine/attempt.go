@@ -70,6 +70,25 @@ type cause struct {
 	annotations json.RawMessage
 }
 
+// turn is how one turn of the attempt loop ends: with the cause of another
+// attempt, or with the end of the step. Exactly one is set.
+type turn struct {
+	next *cause
+	end  *stepResult
+}
+
+func another(c *cause) turn      { return turn{next: c} }
+func ending(out stepResult) turn { return turn{end: &out} }
+
+// ready is an attempt journaled and ready to send, or, when none could be
+// (the server is unavailable, the fresh view is not safe, Ctrl-C), the end
+// of the step.
+type ready struct {
+	sess   Session
+	intent journal.Intent
+	end    *stepResult
+}
+
 // view is one view of a tool for the replay rule.
 func view(t journal.Trust, annotations json.RawMessage, missing bool) replay.View {
 	return replay.View{ServerTrusted: t.Server, WorkspaceTrusted: t.Workspace, Annotations: annotations, Missing: missing}
@@ -162,40 +181,41 @@ func (r *runner) evalArgs(ctx context.Context, u unit) (json.RawMessage, *stepRe
 // then loop or end. Without a cause (next nil) the loop starts at 4 with
 // the intent begin journaled; with one (resume) at 1, for invocation id.
 func (r *runner) attempts(ctx context.Context, u unit, args json.RawMessage, id journal.ID, sess Session, intent journal.Intent, next *cause) (stepResult, error) {
+	at := ready{sess: sess, intent: intent}
 	for {
 		if next != nil {
-			var out *stepResult
 			var err error
-			sess, intent, out, err = r.again(ctx, u, sess, id, *next)
-			if err != nil || out != nil {
-				if out == nil {
-					return stepResult{}, err
-				}
-				return *out, nil
+			if at, err = r.again(ctx, u, at.sess, id, *next); err != nil {
+				return stepResult{}, err
+			}
+			if at.end != nil {
+				return *at.end, nil
 			}
 		}
-		var out *stepResult
-		var err error
-		next, out, err = r.send(ctx, u, sess, intent, args)
+		t, err := r.send(ctx, u, at.sess, at.intent, args)
 		if err != nil {
 			return stepResult{}, err
 		}
-		if out != nil {
-			return *out, nil
+		if t.end != nil {
+			return *t.end, nil
 		}
+		next = t.next
 	}
 }
 
 // again carries out a decision to send an invocation again: connect (or
 // reconnect), rediscover the tool, judge the view now when the call may
 // have run (both views must clear it), and journal the next attempt — or
-// the outcome_unknown decision that stops it. A non-nil stepResult ends the
-// step.
-func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID, c cause) (Session, journal.Intent, *stepResult, error) {
+// the outcome_unknown decision that stops it.
+func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID, c cause) (ready, error) {
+	stop := func(out stepResult, state journal.State) (ready, error) {
+		out.invocation, out.state = id, state
+		return ready{end: &out}, nil
+	}
 	if c.kind == causeRetry {
 		next := journal.NextAttempt{Replay: c.replay, Trust: c.trust, Annotations: c.annotations}
 		intent, err := r.j.Again(id, next)
-		return sess, intent, nil, err
+		return ready{sess: sess, intent: intent}, err
 	}
 	tries := 1
 	if c.kind == causeLost || c.kind == causeNotDelivered {
@@ -203,12 +223,11 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 	}
 	sess, out := r.connect(ctx, u, sess, tries, c.kind != causeResend)
 	if out != nil {
-		out.invocation, out.state = id, journal.StateIntent
-		return nil, journal.Intent{}, out, nil
+		return stop(*out, journal.StateIntent)
 	}
 	inv, err := r.j.Invocation(id)
 	if err != nil {
-		return nil, journal.Intent{}, nil, err
+		return ready{}, err
 	}
 	trust := r.e.Trust(u.Server)
 	tool, toolErr := sess.Tool(ctx, u.Tool)
@@ -219,18 +238,16 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 	switch c.kind {
 	case causeNotDelivered:
 		if toolErr != nil {
-			out := failed(CodeUnknownTool, "step %s: %v", u.name(), toolErr)
-			out.invocation, out.state = id, journal.StateIntent
-			return nil, journal.Intent{}, &out, nil
+			return stop(failed(CodeUnknownTool, "step %s: %v", u.name(), toolErr), journal.StateIntent)
 		}
 	case causeLost:
 		d := replay.JudgeBoth(sendTimeView(inv), view(trust, tool.Annotations, toolErr != nil), inv.Replays())
 		jd := journal.Decision{Verdict: d.Verdict, Reason: string(d.Reason), View: verdict.Rediscovered}
 		if d.Verdict != replay.Replay {
 			if err := r.j.Decide(id, jd, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
-				return nil, journal.Intent{}, nil, err
+				return ready{}, err
 			}
-			return nil, journal.Intent{}, blocked(id), nil
+			return ready{end: blocked(id)}, nil
 		}
 		next.Replay, next.Decision = true, &jd
 	case causeResend:
@@ -238,9 +255,9 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 	}
 	intent, err := r.j.Again(id, next)
 	if err != nil {
-		return nil, journal.Intent{}, nil, err
+		return ready{}, err
 	}
-	return sess, intent, nil, nil
+	return ready{sess: sess, intent: intent}, nil
 }
 
 // connect returns a session for the unit's server: old when it is still
@@ -295,8 +312,8 @@ func (r *runner) connect(ctx context.Context, u unit, old Session, tries int, af
 
 // send puts one attempt's tools/call on the wire, classifies what came
 // back, and journals the outcome together with the decision on what comes
-// next. It returns the cause of another attempt, or the step's end.
-func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.Intent, args json.RawMessage) (*cause, *stepResult, error) {
+// next: another attempt, or the end of the step.
+func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.Intent, args json.RawMessage) (turn, error) {
 	started := r.e.now()
 	r.emit(Event{Kind: StepStarted, Run: r.run.ID, Step: u.ID, Item: u.item, Server: u.Server, Tool: u.Tool, Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt})
 	progress := func(p, total float64, msg string) {
@@ -313,9 +330,10 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 	if callErr == nil && res.IsError {
 		class = replay.ClassToolError
 	}
-	end := func(out stepResult, state journal.State) *stepResult {
+	// end is the step's end after this attempt, with the invocation's state.
+	end := func(out stepResult, state journal.State) turn {
 		out.invocation, out.state, out.attempt, out.elapsed = intent.ID, state, intent.Attempt, r.e.now().Sub(started)
-		return &out
+		return ending(out)
 	}
 	detail := ""
 	if callErr != nil {
@@ -324,40 +342,41 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 		detail = oneLine(resultText(res))
 	}
 
-	switch {
-	case class == replay.ClassLost || class == replay.ClassNotDelivered:
-		next, out, err := r.lost(u, intent, class, detail)
-		if out != nil {
-			return nil, end(*out, out.state), err
+	if class == replay.ClassLost || class == replay.ClassNotDelivered {
+		t, err := r.lost(u, intent, class, detail)
+		if err != nil || t.end == nil {
+			return t, err
 		}
-		return next, nil, err
+		return end(*t.end, t.end.state), nil
 	}
 
 	// A result, or a failure that is not about the connection: the step's
 	// retry may ask for another attempt.
-	next, declined, out, err := r.retry(ctx, u, sess, intent, class, detail)
-	if err != nil || next != nil {
-		return next, nil, err
-	}
-	if out != nil {
-		return nil, end(*out, journal.StateIntent), nil
+	rv, err := r.retry(ctx, u, sess, intent, class, detail)
+	switch {
+	case err != nil:
+		return turn{}, err
+	case rv.next != nil:
+		return rv.turn, nil
+	case rv.end != nil:
+		return end(*rv.end, journal.StateIntent), nil
 	}
 	if class.Executed() {
-		if err := r.j.Finish(intent, journal.Outcome{State: journal.StateCompleted, Result: r.result(res), Decision: declined}); err != nil {
-			return nil, nil, err
+		if err := r.j.Finish(intent, journal.Outcome{State: journal.StateCompleted, Result: r.result(res), Decision: rv.declined}); err != nil {
+			return turn{}, err
 		}
 		done := completed(u, stepValue(res))
 		if done.err == nil {
 			done.text = oneLine(resultText(res))
 		}
-		return nil, end(done, journal.StateCompleted), nil
+		return end(done, journal.StateCompleted), nil
 	}
 	state, failure := r.failure(u, class, callErr)
-	o := journal.Outcome{State: state, Error: failure.err, Failure: class.String(), Detail: detail, Decision: declined}
+	o := journal.Outcome{State: state, Error: failure.err, Failure: class.String(), Detail: detail, Decision: rv.declined}
 	if err := r.j.Finish(intent, o); err != nil {
-		return nil, nil, err
+		return turn{}, err
 	}
-	return nil, end(failure, state), nil
+	return end(failure, state), nil
 }
 
 // lost journals the outcome of an attempt whose connection failed: either
@@ -365,10 +384,10 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 // follow) or after it may have arrived (only the replay rule, judged on the
 // send-time snapshot, may clear a re-send). The decision is journaled with
 // the outcome, before it is acted on.
-func (r *runner) lost(u unit, intent journal.Intent, class replay.Class, detail string) (*cause, *stepResult, error) {
+func (r *runner) lost(u unit, intent journal.Intent, class replay.Class, detail string) (turn, error) {
 	inv, err := r.j.Invocation(intent.ID)
 	if err != nil {
-		return nil, nil, err
+		return turn{}, err
 	}
 	if class == replay.ClassNotDelivered && firstDeliveries(inv) >= maxFirstDeliveries {
 		// The session keeps breaking before the call leaves: the server
@@ -376,20 +395,19 @@ func (r *runner) lost(u unit, intent journal.Intent, class replay.Class, detail 
 		o := journal.Outcome{State: journal.StateFailed, Failure: class.String(), Detail: detail,
 			Error: &journal.Error{Code: CodeServerUnavailable, Message: fmt.Sprintf("step %s: server %q broke the session %d times before the call could be sent", u.name(), u.Server, maxFirstDeliveries+1)}}
 		if err := r.j.Finish(intent, o); err != nil {
-			return nil, nil, err
+			return turn{}, err
 		}
-		return nil, &stepResult{status: journal.RunFailed, err: o.Error, state: journal.StateFailed}, nil
+		return ending(stepResult{status: journal.RunFailed, err: o.Error, state: journal.StateFailed}), nil
 	}
 	o, next := lossOutcome(inv, class)
 	o.Detail = detail
 	if err := r.j.Finish(intent, o); err != nil {
-		return nil, nil, err
+		return turn{}, err
 	}
 	if next == nil {
-		out := blocked(intent.ID)
-		return nil, out, nil
+		return turn{end: blocked(intent.ID)}, nil
 	}
-	return next, nil, nil
+	return another(next), nil
 }
 
 // lossOutcome is the outcome to journal for an attempt whose connection
@@ -420,23 +438,29 @@ func firstDeliveries(inv *journal.Invocation) int {
 	return n
 }
 
+// retryVerdict is retry's answer: another attempt (next), the end of the
+// step when the run is interrupted during the backoff (end), or no retry —
+// with the decision saying why when the step asked for one (declined),
+// which the caller journals with the attempt's outcome.
+type retryVerdict struct {
+	turn
+	declined *journal.Decision
+}
+
 // retry decides whether a failure the step's retry covers is retried: a
 // tool error (the author's explicit choice), a rejection before execution,
 // or — only when the replay rule clears both the send-time snapshot and the
 // current view — a timeout or a server error, after which the call may have
-// run. When it is, the decision is journaled with the attempt's outcome,
-// the backoff is waited out, and the cause of the next attempt returned. A
-// failure that is not retried returns the decision saying why (declined),
-// journaled with the outcome by the caller. A result that ends the step is
-// returned when the run is interrupted during the backoff: the journaled
-// decision to retry is then carried out by resume.
-func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal.Intent, class replay.Class, detail string) (*cause, *journal.Decision, *stepResult, error) {
+// run. When it is, the decision is journaled with the attempt's outcome and
+// the backoff is waited out. Interrupted during the backoff, the journaled
+// decision to retry is carried out by resume.
+func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal.Intent, class replay.Class, detail string) (retryVerdict, error) {
 	if class == replay.ClassNone || u.Retry.Attempts <= 1 || class == replay.ClassAborted {
-		return nil, nil, nil, nil
+		return retryVerdict{}, nil
 	}
 	inv, err := r.j.Invocation(intent.ID)
 	if err != nil {
-		return nil, nil, nil, err
+		return retryVerdict{}, err
 	}
 	retries := 0
 	for _, d := range inv.Decisions {
@@ -445,7 +469,7 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 		}
 	}
 	if retries >= u.Retry.Attempts-1 {
-		return nil, &journal.Decision{Verdict: verdict.NotRetried, Reason: "retry_attempts_spent", View: verdict.Current}, nil, nil
+		return retryVerdict{declined: &journal.Decision{Verdict: verdict.NotRetried, Reason: "retry_attempts_spent", View: verdict.Current}}, nil
 	}
 	// Trust and annotations as they are now: the journal records what each
 	// attempt was sent under, and a call that may have run is repeated only
@@ -461,14 +485,14 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 		d := replay.JudgeBoth(sendTimeView(inv), view(trust, tool.Annotations, toolErr != nil), inv.Replays())
 		if d.Verdict != replay.Replay {
 			// The call may have run and the tool is not safe to repeat.
-			return nil, &journal.Decision{Verdict: verdict.NotRetried, Reason: string(d.Reason), View: verdict.Current}, nil, nil
+			return retryVerdict{declined: &journal.Decision{Verdict: verdict.NotRetried, Reason: string(d.Reason), View: verdict.Current}}, nil
 		}
 		reason, next.replay = string(d.Reason), true
 	}
 	o := journal.Outcome{State: journal.StateIntent, Failure: class.String(), Detail: detail,
 		Decision: &journal.Decision{Verdict: verdict.Retry, Reason: reason, View: verdict.Current}}
 	if err := r.j.Finish(intent, o); err != nil {
-		return nil, nil, nil, err
+		return retryVerdict{}, err
 	}
 	delay := min(u.Retry.Backoff<<min(retries, 20), maxBackoff)
 	r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: u.ID, Item: u.item, Invocation: intent.ID, Attempt: intent.Attempt,
@@ -477,9 +501,9 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 	case <-time.After(delay):
 	case <-ctx.Done():
 		// The decision to retry is journaled; resume carries it out.
-		return nil, nil, &stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before retrying; `mcpflow resume` will retry", u.name())}}, nil
+		return retryVerdict{turn: ending(stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before retrying; `mcpflow resume` will retry", u.name())}})}, nil
 	}
-	return next, nil, nil, nil
+	return retryVerdict{turn: another(next)}, nil
 }
 
 // completed is the step result of a call whose result arrived: a tool error
