@@ -360,6 +360,14 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 		return rv.turn, nil
 	case rv.end != nil:
 		return end(*rv.end, journal.StateIntent), nil
+	case rv.unknown != nil:
+		// The call may have run and will not be sent again: its outcome is
+		// unknown, now, not on some later resume.
+		o := journal.Outcome{State: journal.StateOutcomeUnknown, Error: outcomeUnknown, Failure: class.String(), Detail: detail, Decision: rv.unknown}
+		if err := r.j.Finish(intent, o); err != nil {
+			return turn{}, err
+		}
+		return end(*blocked(intent.ID), journal.StateOutcomeUnknown), nil
 	}
 	if class.Executed() {
 		if err := r.j.Finish(intent, journal.Outcome{State: journal.StateCompleted, Result: r.result(res), Decision: rv.declined}); err != nil {
@@ -441,10 +449,13 @@ func firstDeliveries(inv *journal.Invocation) int {
 // retryVerdict is retry's answer: another attempt (next), the end of the
 // step when the run is interrupted during the backoff (end), or no retry —
 // with the decision saying why when the step asked for one (declined),
-// which the caller journals with the attempt's outcome.
+// which the caller journals with the attempt's outcome. unknown is set when
+// the call may have run and the replay rule does not clear sending it
+// again: its outcome is unknown, whatever the step's retry says.
 type retryVerdict struct {
 	turn
 	declined *journal.Decision
+	unknown  *journal.Decision
 }
 
 // retry decides whether a failure the step's retry covers is retried: a
@@ -454,8 +465,14 @@ type retryVerdict struct {
 // run. When it is, the decision is journaled with the attempt's outcome and
 // the backoff is waited out. Interrupted during the backoff, the journaled
 // decision to retry is carried out by resume.
+//
+// A timeout or a server error is judged by the replay rule whether or not
+// the step asked for a retry: when the rule does not clear it, the verdict
+// says its outcome is unknown.
 func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal.Intent, class replay.Class, detail string) (retryVerdict, error) {
-	if class == replay.ClassNone || u.Retry.Attempts <= 1 || class == replay.ClassAborted {
+	mayHaveRun := class == replay.ClassTimedOut || class == replay.ClassServerError
+	wantsRetry := class != replay.ClassNone && class != replay.ClassAborted && u.Retry.Attempts > 1
+	if !mayHaveRun && !wantsRetry {
 		return retryVerdict{}, nil
 	}
 	inv, err := r.j.Invocation(intent.ID)
@@ -468,9 +485,6 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 			retries++
 		}
 	}
-	if retries >= u.Retry.Attempts-1 {
-		return retryVerdict{declined: &journal.Decision{Verdict: verdict.NotRetried, Reason: "retry_attempts_spent", View: verdict.Current}}, nil
-	}
 	// Trust and annotations as they are now: the journal records what each
 	// attempt was sent under, and a call that may have run is repeated only
 	// if the send-time snapshot and the current view are both safe.
@@ -480,14 +494,26 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 	if toolErr == nil {
 		next.annotations = tool.Annotations
 	}
+	var rv retryVerdict
 	reason := "retry_requested"
-	if class.MayHaveExecuted() {
+	if mayHaveRun {
 		d := replay.JudgeBoth(sendTimeView(inv), view(trust, tool.Annotations, toolErr != nil), inv.Replays())
 		if d.Verdict != replay.Replay {
 			// The call may have run and the tool is not safe to repeat.
-			return retryVerdict{declined: &journal.Decision{Verdict: verdict.NotRetried, Reason: string(d.Reason), View: verdict.Current}}, nil
+			rv.unknown = &journal.Decision{Verdict: verdict.OutcomeUnknown, Reason: string(d.Reason), View: verdict.Current}
+			if wantsRetry {
+				rv.declined = &journal.Decision{Verdict: verdict.NotRetried, Reason: string(d.Reason), View: verdict.Current}
+			}
+			return rv, nil
 		}
 		reason, next.replay = string(d.Reason), true
+	}
+	if !wantsRetry {
+		return rv, nil
+	}
+	if retries >= u.Retry.Attempts-1 {
+		rv.declined = &journal.Decision{Verdict: verdict.NotRetried, Reason: "retry_attempts_spent", View: verdict.Current}
+		return rv, nil
 	}
 	o := journal.Outcome{State: journal.StateIntent, Failure: class.String(), Detail: detail,
 		Decision: &journal.Decision{Verdict: verdict.Retry, Reason: reason, View: verdict.Current}}

@@ -207,8 +207,8 @@ func TestTimeoutNeverRetriedWhenUnsafe(t *testing.T) {
 		calls int
 		state journal.RunStatus
 	}{
-		{"no annotations", nil, journal.Trust{Server: true, Workspace: true}, 1, journal.RunFailed},
-		{"idempotent but untrusted", &mcp.ToolAnnotations{IdempotentHint: true}, journal.Trust{}, 1, journal.RunFailed},
+		{"no annotations", nil, journal.Trust{Server: true, Workspace: true}, 1, journal.RunBlocked},
+		{"idempotent but untrusted", &mcp.ToolAnnotations{IdempotentHint: true}, journal.Trust{}, 1, journal.RunBlocked},
 		{"idempotent and trusted", &mcp.ToolAnnotations{IdempotentHint: true}, journal.Trust{Server: true, Workspace: true}, 2, journal.RunSucceeded},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,8 +229,8 @@ steps:
 			if run.Status != tc.state || s.count("slow") != tc.calls {
 				t.Fatalf("run %s after %d calls, want %s after %d", run.Status, s.count("slow"), tc.state, tc.calls)
 			}
-			if tc.calls == 1 && invs[0].State != journal.StateTimedOut {
-				t.Errorf("state %s, want timed_out", invs[0].State)
+			if tc.calls == 1 && invs[0].State != journal.StateOutcomeUnknown {
+				t.Errorf("state %s, want outcome_unknown: the call may have run and is not sent again", invs[0].State)
 			}
 		})
 	}
@@ -305,7 +305,8 @@ outputs:
 
 // TestRetryRereadsTrust: a call that timed out may have run; a retry is a
 // replay, so trust is read again and the snapshot journaled for the next
-// attempt is the current one. Trust revoked after the first send: no retry.
+// attempt is the current one. Trust revoked after the first send: no retry,
+// and the outcome is unknown.
 func TestRetryRereadsTrust(t *testing.T) {
 	s := newScripted()
 	s.tool("slow", &mcp.ToolAnnotations{IdempotentHint: true}, func(ctx context.Context, n int, _ map[string]any) (*mcp.CallToolResult, error) {
@@ -327,11 +328,11 @@ func TestRetryRereadsTrust(t *testing.T) {
 		t.Fatal(err)
 	}
 	invs, _ := j.RunInvocations(run.ID)
-	if run.Status != journal.RunFailed || s.count("slow") != 1 || invs[0].State != journal.StateTimedOut {
+	if run.Status != journal.RunBlocked || s.count("slow") != 1 || invs[0].State != journal.StateOutcomeUnknown {
 		t.Fatalf("run %s after %d calls, state %s", run.Status, s.count("slow"), invs[0].State)
 	}
 	d := invs[0].LastDecision()
-	if d == nil || d.Verdict != "not_retried" || d.Reason != "server_not_trusted" || d.View != "current" {
+	if d == nil || d.Verdict != "outcome_unknown" || d.Reason != "server_not_trusted" || d.View != "current" {
 		t.Errorf("decision %+v", d)
 	}
 }

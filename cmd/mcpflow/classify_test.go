@@ -70,17 +70,19 @@ func retryDecisions(inv journal.Invocation) int {
 }
 
 // TestClassifyTimedOut: a step timeout expires while the call hangs after
-// its side effect committed. The call may have run: timed_out, run failed,
-// exit 1. retry sends it again only when the replay policy says the tool is
-// safe.
+// its side effect committed. The call may have run: retry sends it again
+// only when the replay policy says the tool is safe. Not sent again, an
+// unsafe tool's call has an unknown outcome at once (blocked, exit 3); a
+// safe tool's is timed_out (run failed, exit 1), which resume may replay.
 func TestClassifyTimedOut(t *testing.T) {
 	cases := []struct {
 		name, tool, extra string
 		attempts          int // attempts journaled = executions in the ledger
+		unknown           bool
 	}{
-		{"unsafe", "ledger_append", "", 1},
-		{"unsafe with retry", "ledger_append", ", retry: {attempts: 3, backoff: 10ms}", 1},
-		{"safe with retry", "upper", ", retry: {attempts: 3, backoff: 10ms}", 3},
+		{"unsafe", "ledger_append", "", 1, true},
+		{"unsafe with retry", "ledger_append", ", retry: {attempts: 3, backoff: 10ms}", 1, true},
+		{"safe with retry", "upper", ", retry: {attempts: 3, backoff: 10ms}", 3, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,18 +92,22 @@ func TestClassifyTimedOut(t *testing.T) {
 			// annotations decide whether a retry is safe.
 			wf := classifyWorkflow("{builtin: demo, trust: true}", tc.tool, classifyArgs(tc.tool), ", timeout: 300ms"+tc.extra)
 			r := c.run("run", c.workflow("w.yaml", wf), "--trust-workspace")
-			if r.code != exitFailed {
-				t.Fatalf("exit %d, want %d\n%s\n%s", r.code, exitFailed, r.stdout, r.stderr)
+			code, status, state, errCode := exitFailed, journal.RunFailed, journal.StateTimedOut, engine.CodeTimedOut
+			if tc.unknown {
+				code, status, state, errCode = exitBlocked, journal.RunBlocked, journal.StateOutcomeUnknown, replay.Code
+			}
+			if r.code != code {
+				t.Fatalf("exit %d, want %d\n%s\n%s", r.code, code, r.stdout, r.stderr)
 			}
 			if n := c.ledgerCount(tc.tool); n != tc.attempts {
 				t.Errorf("%s executed %d times, want %d", tc.tool, n, tc.attempts)
 			}
 			run, inv := classifyOnly(t, c)
-			if run.Status != journal.RunFailed || run.Error == nil || run.Error.Code != engine.CodeTimedOut {
-				t.Errorf("run %s error %+v, want failed with %s", run.Status, run.Error, engine.CodeTimedOut)
+			if run.Status != status || run.Error == nil || run.Error.Code != errCode {
+				t.Errorf("run %s error %+v, want %s with %s", run.Status, run.Error, status, errCode)
 			}
-			if inv.State != journal.StateTimedOut || len(inv.Attempts) != tc.attempts || inv.Error == nil || inv.Error.Code != engine.CodeTimedOut {
-				t.Fatalf("invocation:%s\nerror %+v\nwant timed_out after %d attempts", describe([]journal.Invocation{inv}), inv.Error, tc.attempts)
+			if inv.State != state || len(inv.Attempts) != tc.attempts || inv.Error == nil || inv.Error.Code != errCode {
+				t.Fatalf("invocation:%s\nerror %+v\nwant %s after %d attempts", describe([]journal.Invocation{inv}), inv.Error, state, tc.attempts)
 			}
 			for i, a := range inv.Attempts {
 				if a.Failure != replay.ClassTimedOut.String() || a.EndedAt == nil || a.Replay != (i > 0) {
@@ -121,19 +127,21 @@ func TestClassifyTimedOut(t *testing.T) {
 }
 
 // TestClassifyServerError: the server commits the side effect, then answers
-// with JSON-RPC error -32603. The call may have run: failed with failure
-// server_error, exit 1; neither retry nor resume sends an unsafe tool's call
-// again. A safe tool's call is retried when retry asks.
+// with JSON-RPC error -32603. The call may have run: neither retry nor
+// resume sends an unsafe tool's call again, and its outcome is unknown at
+// once (blocked, exit 3). A safe tool's call is retried when retry asks, and
+// fails (server_error, exit 1) when the retries are spent.
 func TestClassifyServerError(t *testing.T) {
 	cases := []struct {
 		name, transport, tool, extra string
 		attempts                     int
+		unknown                      bool
 	}{
-		{"stdio", "stdio", "ledger_append", "", 1},
-		{"stdio unsafe with retry", "stdio", "ledger_append", ", retry: {attempts: 3, backoff: 10ms}", 1},
-		{"stdio safe with retry", "stdio", "upper", ", retry: {attempts: 3, backoff: 10ms}", 3},
-		{"http", "http", "ledger_append", "", 1},
-		{"http unsafe with retry", "http", "ledger_append", ", retry: {attempts: 3, backoff: 10ms}", 1},
+		{"stdio", "stdio", "ledger_append", "", 1, true},
+		{"stdio unsafe with retry", "stdio", "ledger_append", ", retry: {attempts: 3, backoff: 10ms}", 1, true},
+		{"stdio safe with retry", "stdio", "upper", ", retry: {attempts: 3, backoff: 10ms}", 3, false},
+		{"http", "http", "ledger_append", "", 1, true},
+		{"http unsafe with retry", "http", "ledger_append", ", retry: {attempts: 3, backoff: 10ms}", 1, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,17 +157,21 @@ func TestClassifyServerError(t *testing.T) {
 			}
 			wf := classifyWorkflow(server, tc.tool, classifyArgs(tc.tool), tc.extra)
 			r := c.run("run", c.workflow("w.yaml", wf), "--trust-workspace")
-			if r.code != exitFailed {
-				t.Fatalf("exit %d, want %d\n%s\n%s", r.code, exitFailed, r.stdout, r.stderr)
+			code, status, state, errCode := exitFailed, journal.RunFailed, journal.StateFailed, engine.CodeServerError
+			if tc.unknown {
+				code, status, state, errCode = exitBlocked, journal.RunBlocked, journal.StateOutcomeUnknown, replay.Code
+			}
+			if r.code != code {
+				t.Fatalf("exit %d, want %d\n%s\n%s", r.code, code, r.stdout, r.stderr)
 			}
 			if n := c.ledgerCount(tc.tool); n != tc.attempts {
 				t.Errorf("%s executed %d times, want %d", tc.tool, n, tc.attempts)
 			}
 			run, inv := classifyOnly(t, c)
-			if run.Status != journal.RunFailed || run.Error == nil || run.Error.Code != engine.CodeServerError {
-				t.Errorf("run %s error %+v, want failed with %s", run.Status, run.Error, engine.CodeServerError)
+			if run.Status != status || run.Error == nil || run.Error.Code != errCode {
+				t.Errorf("run %s error %+v, want %s with %s", run.Status, run.Error, status, errCode)
 			}
-			if inv.State != journal.StateFailed || len(inv.Attempts) != tc.attempts || inv.Error == nil || inv.Error.Code != engine.CodeServerError {
+			if inv.State != state || len(inv.Attempts) != tc.attempts || inv.Error == nil || inv.Error.Code != errCode {
 				t.Fatalf("invocation:%s\nerror %+v", describe([]journal.Invocation{inv}), inv.Error)
 			}
 			for i, a := range inv.Attempts {
@@ -177,17 +189,18 @@ func TestClassifyServerError(t *testing.T) {
 				return
 			}
 
-			// resume never sends a call that may have run again. The fault
-			// is still armed: a re-send would add a ledger row.
+			// resume never sends a call that may have run again: the run
+			// stays blocked. The fault is still armed: a re-send would add a
+			// ledger row.
 			r = c.run("resume", run.ID.String(), "--trust-workspace")
-			if r.code != exitFailed {
-				t.Fatalf("resume: exit %d, want %d\n%s\n%s", r.code, exitFailed, r.stdout, r.stderr)
+			if r.code != exitBlocked {
+				t.Fatalf("resume: exit %d, want %d\n%s\n%s", r.code, exitBlocked, r.stdout, r.stderr)
 			}
 			if n := c.ledgerCount(tc.tool); n != 1 {
 				t.Errorf("after resume %s executed %d times, want 1", tc.tool, n)
 			}
 			run, inv = classifyOnly(t, c)
-			if run.Status != journal.RunFailed || inv.State != journal.StateFailed || len(inv.Attempts) != 1 {
+			if run.Status != journal.RunBlocked || inv.State != journal.StateOutcomeUnknown || len(inv.Attempts) != 1 {
 				t.Errorf("after resume: run %s, invocation:%s", run.Status, describe([]journal.Invocation{inv}))
 			}
 		})
