@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/mcpflow/mcpflow/internal/inputfile"
 	"github.com/mcpflow/mcpflow/internal/yamlpos"
 )
 
@@ -53,7 +54,7 @@ func (s *Source) Files(dir string) []string {
 // entry's trust is server trust. Errors are *ConfigError.
 func LoadWorkspace(dir string) (Set, *Source, error) {
 	path := filepath.Join(dir, WorkspaceFile)
-	src, err := os.ReadFile(path)
+	src, err := inputfile.Read(path, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Set{}, &Source{}, nil
 	}
@@ -112,7 +113,7 @@ func LoadExternal(workspace, serversFile string) (Set, []string, error) {
 }
 
 func importFile(path string, allowImport bool) (Set, []string, error) {
-	src, err := os.ReadFile(path)
+	src, err := inputfile.Read(path, 0)
 	if err != nil {
 		return nil, nil, &ConfigError{File: path, Msg: fmt.Sprintf("cannot read: %v", unwrapPathError(err))}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mcpflow/mcpflow/internal/atomicfile"
+	"github.com/mcpflow/mcpflow/internal/inputfile"
 	"github.com/mcpflow/mcpflow/internal/jsonpos"
 )
 
@@ -219,7 +220,7 @@ func (s *Store) read() (*trustFile, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	data, err := os.ReadFile(s.Path())
+	data, err := inputfile.Read(s.Path(), 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &trustFile{Version: trustVersion}, nil
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -17,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mcpflow/mcpflow/internal/didyoumean"
+	"github.com/mcpflow/mcpflow/internal/inputfile"
 	"github.com/mcpflow/mcpflow/internal/yamlpos"
 
 	"github.com/mcpflow/mcpflow/servers"
@@ -26,7 +26,7 @@ import (
 // servers configured outside the workflow (mcpflow.yaml, --servers); the
 // workflow's own servers: entries override them by name.
 func LoadFile(path string, external servers.Set) (*Workflow, error) {
-	src, err := os.ReadFile(path)
+	src, err := inputfile.Read(path, 0)
 	if err != nil {
 		return nil, &PosError{File: path, Msg: fmt.Sprintf("cannot read the workflow: %v", unwrapPath(err))}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/internal/inputfile"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -97,13 +98,16 @@ func runResolve(o *resolveOptions) error {
 	})
 }
 
+// maxResult bounds a result given to resolve.
+const maxResult = 16 << 20
+
 func readResult(stdin io.Reader, path string) (*journal.Result, error) {
 	var b []byte
 	var err error
 	if path == "-" {
-		b, err = io.ReadAll(stdin)
+		b, err = inputfile.ReadReader(stdin, "standard input", maxResult)
 	} else {
-		b, err = os.ReadFile(path)
+		b, err = inputfile.Read(path, maxResult)
 	}
 	if err != nil {
 		return nil, err
@@ -118,7 +122,16 @@ func readResult(stdin io.Reader, path string) (*journal.Result, error) {
 	if err := dec.Decode(&in); err != nil {
 		return nil, fmt.Errorf("%s: want {\"content\": [...], \"structuredContent\": {...}}: %v", path, err)
 	}
+	if isNull(in.Content) && isNull(in.StructuredContent) {
+		return nil, fmt.Errorf("%s: the result has neither content nor structuredContent (want {\"content\": [...], \"structuredContent\": {...}})", path)
+	}
 	return &journal.Result{Content: in.Content, StructuredContent: in.StructuredContent, IsError: in.IsError}, nil
+}
+
+// isNull reports whether a JSON member is absent or null.
+func isNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || bytes.Equal(t, []byte("null"))
 }
 
 func osUser() string {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -112,6 +113,9 @@ func showInvocation(w io.Writer, inv *journal.Invocation, payload bool) error {
 			line += "  failure: " + a.Failure
 		}
 		fmt.Fprintln(w, line)
+		if a.Detail != "" {
+			fmt.Fprintf(w, "       detail: %s\n", oneLine(a.Detail))
+		}
 	}
 	if len(inv.Decisions) > 0 {
 		fmt.Fprintln(w, "\nDecisions:")
@@ -133,4 +137,13 @@ func showInvocation(w io.Writer, inv *journal.Invocation, payload bool) error {
 		}
 	}
 	return nil
+}
+
+// oneLine keeps a detail on one line of at most 200 characters.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 200 {
+		s = string(r[:200]) + "…"
+	}
+	return s
 }

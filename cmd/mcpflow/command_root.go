@@ -84,6 +84,10 @@ func (g *globals) resolve(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		// A typo must not become a new workspace with its own journal.
+		return usageError("--workspace %s: not an existing directory", ws)
+	}
 	g.workspace = abs
 	g.journalPath = g.journalFlag
 	if g.journalPath == "" {

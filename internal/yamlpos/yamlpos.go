@@ -7,7 +7,8 @@
 //
 // # Caveats
 //
-//   - Only the first document of a file is read.
+//   - A file holds one document: a second one (after ---) is an error, as
+//     is text that is not UTF-8 (with its line and column).
 //   - An aliased node keeps the position of its anchor: an error inside it
 //     names the place where the anchor was defined.
 //   - Expanding aliases is bounded ([MaxNodes]): a file that expands to more
@@ -22,6 +23,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -57,8 +59,22 @@ func Parse(src []byte) (root *yaml.Node, err error) {
 			root, err = nil, &Error{Msg: fmt.Sprintf("cannot parse YAML: %v", r)}
 		}
 	}()
+	if !utf8.Valid(src) {
+		off := 0
+		for off < len(src) {
+			r, n := utf8.DecodeRune(src[off:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			off += n
+		}
+		line := bytes.Count(src[:off], []byte("\n")) + 1
+		col := utf8.RuneCount(src[bytes.LastIndexByte(src[:off], '\n')+1:off]) + 1
+		return nil, &Error{Line: line, Column: col, Msg: fmt.Sprintf("byte 0x%02x is not UTF-8 (expected UTF-8 text)", src[off])}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(src))
 	var doc yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(src)).Decode(&doc); err != nil {
+	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
@@ -70,6 +86,19 @@ func Parse(src []byte) (root *yaml.Node, err error) {
 	}
 	if len(doc.Content) == 0 {
 		return nil, nil
+	}
+	var second yaml.Node
+	if err := dec.Decode(&second); err == nil {
+		if len(second.Content) > 0 && !(second.Content[0].Kind == yaml.ScalarNode && second.Content[0].Tag == "!!null") {
+			n := second.Content[0]
+			return nil, &Error{Line: n.Line, Column: n.Column, Msg: "a second YAML document (after ---): a file holds one"}
+		}
+	} else if !errors.Is(err, io.EOF) {
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			return nil, &Error{Line: line, Column: 1, Msg: m[2]}
+		}
+		return nil, &Error{Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
 	x := &expander{}
 	root, err = x.expand(doc.Content[0], 0)

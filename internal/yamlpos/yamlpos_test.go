@@ -38,6 +38,7 @@ func TestParse(t *testing.T) {
 		{"alias in a list", "x: &x 1\nl: [*x, *x]\n", "{x: 1, l: [1, 1]}"},
 		{"merge key", "base: &b {a: 1, b: 2}\nm: {<<: *b, b: 3}\n", "{base: {a: 1, b: 2}, m: {b: 3, a: 1}}"},
 		{"merge list, first wins", "p: &p {a: 1}\nq: &q {a: 2, c: 3}\nm: {<<: [*p, *q]}\n", "{p: {a: 1}, q: {a: 2, c: 3}, m: {a: 1, c: 3}}"},
+		{"an empty second document", "a: 1\n---\n", "{a: 1}"},
 		{"nested alias", "a: &a {k: v}\nb: &b {in: *a}\nc: *b\n", "{a: {k: v}, b: {in: {k: v}}, c: {in: {k: v}}}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,6 +79,8 @@ func TestParseErrors(t *testing.T) {
 		{"unknown anchor", "a: *nope\n", 0, "unknown anchor 'nope' referenced"},
 		{"alias bomb", bomb, 0, "expands to more than 100000 nodes"},
 		{"merge of a scalar", "m: {<<: 1}\n", 1, "<<: expected a mapping or a list of mappings to merge"},
+		{"second document", "name: x\n---\nname: y\n", 3, "a second YAML document"},
+		{"not UTF-8", "name: ok\nsteps: \xff\n", 2, "byte 0xff is not UTF-8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse([]byte(tc.src))
