@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -93,12 +94,18 @@ func Open(path string, opts *Options) (*Journal, error) {
 		o.Now = time.Now
 	}
 	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if lst, lerr := os.Lstat(path); lerr == nil && lst.Mode()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(path)
+			return nil, fmt.Errorf("open journal %s: %w: it is a symbolic link to %s, which does not exist", path, ErrInaccessible, target)
+		}
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && o.ReadOnly:
 		return nil, fmt.Errorf("open journal %s: %w (no run has been journaled here yet)", path, fs.ErrNotExist)
 	case errors.Is(err, fs.ErrNotExist):
 		if err := create(path); err != nil {
-			return nil, fmt.Errorf("create journal %s: %w", path, err)
+			return nil, fmt.Errorf("create journal %s: %w: %v", path, ErrInaccessible, err)
 		}
 	case err != nil:
 		return nil, fmt.Errorf("open journal %s: %w", path, err)
@@ -197,9 +204,30 @@ func boltOpen(path string, o *bolt.Options) (db *bolt.DB, err error) {
 		return nil, fmt.Errorf("open journal %s: %w (waited %s; is another mcpflow still running?)", path, ErrLocked, o.Timeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, fmt.Errorf("open journal %s: %w", path, ErrNotJournal)
-	default:
-		return nil, fmt.Errorf("open journal %s: %w: %v", path, ErrDamaged, err)
 	}
+	return nil, openError(path, err)
+}
+
+// openError says why bbolt could not open the file: the operating system
+// refused it (permissions, a read-only file system, a file that is gone:
+// ErrInaccessible, with the reason) or the file's contents are damaged.
+// Only the second is damage: an operator told "damaged" might replace a
+// good journal.
+func openError(path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		why := pe.Err.Error()
+		switch {
+		case errors.Is(pe.Err, syscall.EROFS):
+			why = "the file system is read-only"
+		case errors.Is(pe.Err, fs.ErrPermission):
+			why = "permission denied (the journal is private to its owner: check who owns it and its mode)"
+		case errors.Is(pe.Err, fs.ErrNotExist):
+			why = "the file disappeared"
+		}
+		return fmt.Errorf("open journal %s: %w: %s", path, ErrInaccessible, why)
+	}
+	return fmt.Errorf("open journal %s: %w: %v", path, ErrDamaged, err)
 }
 
 // validate opens an existing file read-only and checks that it is an intact

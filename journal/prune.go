@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -170,9 +171,15 @@ func deleteRun(tx *bolt.Tx, id ID, dryRun bool) (int, error) {
 // directory): a crash at any
 // point leaves either the old file or the new one at path, never a mix. A
 // process that waited for the lock notices the replacement and opens the
-// new file.
+// new file. A journal reached through a symbolic link is compacted where
+// the link points, and the link is kept. Temporary files that an earlier,
+// killed compact left behind are removed.
 func Compact(path string) (before, after int64, err error) {
 	if _, err := os.Stat(path); err != nil {
+		return 0, 0, fmt.Errorf("compact: %w", err)
+	}
+	// A symbolic link stays a link: the file it points to is replaced.
+	if path, err = filepath.EvalSymlinks(path); err != nil {
 		return 0, 0, fmt.Errorf("compact: %w", err)
 	}
 	j, err := Open(path, &Options{LockTimeout: 500 * time.Millisecond})
@@ -180,6 +187,9 @@ func Compact(path string) (before, after int64, err error) {
 		return 0, 0, err
 	}
 	defer j.Close()
+	// With the lock held no other compact is going: a temporary file left
+	// beside the journal is what a killed compact left behind.
+	removeLeftovers(path)
 	probs, err := j.Check()
 	if err != nil {
 		return 0, 0, err
@@ -202,6 +212,18 @@ func Compact(path string) (before, after int64, err error) {
 		return 0, 0, err
 	}
 	return st.Size(), nst.Size(), nil
+}
+
+// removeLeftovers removes the temporary files a killed Compact (or
+// journal creation) left beside the journal at path.
+func removeLeftovers(path string) {
+	dir, base := filepath.Split(path)
+	for _, pattern := range []string{"." + base + ".*.tmp", "." + base + ".compact-*", "." + base + ".new-*"} {
+		matches, _ := filepath.Glob(filepath.Join(dir, pattern))
+		for _, m := range matches {
+			os.Remove(m)
+		}
+	}
 }
 
 // compactInto copies src into the new file tmp and checks that every

@@ -30,7 +30,7 @@ const exitCodesHelp = `Exit codes:
   1    run failed
   2    usage or validation error
   3    blocked: an invocation's outcome is unknown (resolve it, then resume)
-  4    journal unavailable (locked, damaged, or written by a newer mcpflow)
+  4    journal unavailable (locked, damaged, cannot be opened, or written by a newer mcpflow)
   130  interrupted`
 
 // exitError carries an exit code through cobra.
@@ -60,7 +60,7 @@ func codeFor(err error) int {
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, journal.ErrLocked), errors.Is(err, journal.ErrDamaged),
+	case errors.Is(err, journal.ErrLocked), errors.Is(err, journal.ErrDamaged), errors.Is(err, journal.ErrInaccessible),
 		errors.Is(err, journal.ErrNotJournal), errors.Is(err, journal.ErrNewerSchema):
 		return exitJournal
 	case errors.Is(err, workflow.ErrInvalid), errors.Is(err, workflow.ErrInput), errors.Is(err, servers.ErrConfig),
