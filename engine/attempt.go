@@ -29,8 +29,8 @@ const maxFirstDeliveries = 3
 // maxBackoff caps the delay between retries.
 const maxBackoff = 5 * time.Minute
 
-// reconnectTries bounds connecting after a lost connection.
-const reconnectTries = 4
+// maxReconnectBackoff caps the delay between reconnect tries.
+const maxReconnectBackoff = 2 * time.Second
 
 // outcomeUnknown is the stable error journaled for an unsafe lost call. It
 // never carries arguments or upstream error text.
@@ -109,7 +109,7 @@ func (r *runner) begin(ctx context.Context, u unit) (stepResult, error) {
 	if out != nil {
 		return *out, nil
 	}
-	sess, out := r.connect(ctx, u, nil, 1, false)
+	sess, out := r.connect(ctx, u, nil, false, journal.ID{})
 	if out != nil {
 		return *out, nil
 	}
@@ -217,11 +217,7 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 		intent, err := r.j.Again(id, next)
 		return ready{sess: sess, intent: intent}, err
 	}
-	tries := 1
-	if c.kind == causeLost || c.kind == causeNotDelivered {
-		tries = reconnectTries
-	}
-	sess, out := r.connect(ctx, u, sess, tries, c.kind != causeResend)
+	sess, out := r.connect(ctx, u, sess, c.kind != causeResend, id)
 	if out != nil {
 		return stop(*out, journal.StateIntent)
 	}
@@ -261,20 +257,34 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 }
 
 // connect returns a session for the unit's server: old when it is still
-// usable, else a new one, trying up to tries times with jittered
-// exponential backoff (the one reconnect policy). afterLoss says a decision
-// to send again was reached, which the error then says. Interrupted, it
-// ends the step as cancelled, whatever it was doing.
-func (r *runner) connect(ctx context.Context, u unit, old Session, tries int, afterLoss bool) (Session, *stepResult) {
+// usable, else a new one (the one reconnect policy). A first connect tries
+// once. After a lost connection (afterLoss) it keeps trying, with jittered
+// exponential backoff, until the server's reconnect budget
+// (Engine.ReconnectTimeout) is spent, reporting each try as progress of
+// invocation id: a server that restarts after its side effect committed
+// has that long to come back. Interrupted, it ends the step as cancelled,
+// whatever it was doing.
+func (r *runner) connect(ctx context.Context, u unit, old Session, afterLoss bool, id journal.ID) (Session, *stepResult) {
 	base := r.e.Backoff
 	if base <= 0 {
 		base = 100 * time.Millisecond
 	}
+	start := r.e.now()
+	budget := time.Duration(0)
+	if afterLoss {
+		budget = r.e.reconnectTimeout(u.Server)
+	}
 	var lastErr error
-	for try := 0; try < tries && ctx.Err() == nil; try++ {
+	for try := 0; ctx.Err() == nil; try++ {
 		if try > 0 {
-			d := base << (try - 1)
-			d = d/2 + rand.N(d)
+			elapsed := r.e.now().Sub(start)
+			if elapsed >= budget {
+				break
+			}
+			d := min(base<<min(try-1, 20), maxReconnectBackoff)
+			d = min(d/2+rand.N(d), budget-elapsed)
+			r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: u.ID, Item: u.item, Invocation: id,
+				Message: fmt.Sprintf("reconnecting to %s (attempt %d, %.1fs)", u.Server, try+1, (elapsed + d).Seconds())})
 			select {
 			case <-time.After(d):
 			case <-ctx.Done():
@@ -294,6 +304,9 @@ func (r *runner) connect(ctx context.Context, u unit, old Session, tries int, af
 			return s, nil
 		}
 		lastErr, old = err, nil
+		if !afterLoss {
+			break
+		}
 	}
 	if ctx.Err() != nil {
 		verb := "connecting"
@@ -303,7 +316,7 @@ func (r *runner) connect(ctx context.Context, u unit, old Session, tries int, af
 		return nil, &stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("interrupted while %s to server %s", verb, u.Server)}}
 	}
 	if afterLoss {
-		out := failed(CodeServerUnavailable, "step %s: server %q unavailable after the connection was lost (%v); `mcpflow resume` will try again", u.name(), u.Server, lastErr)
+		out := failed(CodeServerUnavailable, "step %s: server %q unavailable: it did not come back within %s after the connection was lost (%v); `mcpflow resume` will try again", u.name(), u.Server, r.e.reconnectTimeout(u.Server), lastErr)
 		return nil, &out
 	}
 	out := failed(CodeServerUnavailable, "step %s: server %q unavailable: %v", u.name(), u.Server, lastErr)

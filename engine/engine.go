@@ -83,6 +83,12 @@ func (e *Engine) UsePool(pool *servers.Pool) {
 		}
 		return MCP(s), nil
 	}
+	e.ReconnectTimeout = func(name string) time.Duration {
+		if srv, ok := pool.Set()[name]; ok {
+			return srv.ReconnectTimeout
+		}
+		return 0
+	}
 	e.Reconnect = func(ctx context.Context, name string, old Session) (Session, error) {
 		s, err := pool.Reconnect(ctx, name, SessionOf(old))
 		if err != nil {
@@ -112,6 +118,19 @@ type Engine struct {
 	ResultLimit int
 	// Backoff is the base delay between reconnect tries. Default 100ms.
 	Backoff time.Duration
+	// ReconnectTimeout is how long to keep reconnecting to a server after a
+	// lost connection before a replay or a first delivery. Default
+	// servers.DefaultReconnectTimeout.
+	ReconnectTimeout func(server string) time.Duration
+}
+
+func (e *Engine) reconnectTimeout(server string) time.Duration {
+	if e.ReconnectTimeout != nil {
+		if d := e.ReconnectTimeout(server); d > 0 {
+			return d
+		}
+	}
+	return servers.DefaultReconnectTimeout
 }
 
 // EventKind says what an Event reports.

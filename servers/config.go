@@ -54,6 +54,11 @@ type Server struct {
 	// CallTimeout bounds each tools/call; 0 = none. A call that runs out of
 	// time fails with context.DeadlineExceeded: it may have executed.
 	CallTimeout time.Duration `yaml:"call_timeout,omitempty" json:"call_timeout,omitempty"`
+	// ReconnectTimeout bounds reconnecting after a lost connection, when the
+	// replay rule cleared sending the call again: a server that restarts
+	// after its side effect committed has that long to come back; 0 means
+	// DefaultReconnectTimeout.
+	ReconnectTimeout time.Duration `yaml:"reconnect_timeout,omitempty" json:"reconnect_timeout,omitempty"`
 	// Origin is where the entry was read, "FILE:LINE:COL"; "" if not from a
 	// file. Informational only.
 	Origin string `yaml:"-" json:"origin,omitempty"`
@@ -135,6 +140,9 @@ func (s *Server) check() *problem {
 	if s.ConnectTimeout < 0 {
 		return &problem{"connect_timeout", "negative connect_timeout (expected a positive duration such as \"30s\")"}
 	}
+	if s.ReconnectTimeout < 0 {
+		return &problem{"reconnect_timeout", "negative reconnect_timeout (expected a positive duration such as \"30s\")"}
+	}
 	if s.CallTimeout < 0 {
 		return &problem{"call_timeout", "negative call_timeout (expected a positive duration such as \"30s\")"}
 	}
@@ -200,6 +208,7 @@ type serverJSON struct {
 	Trust          bool              `json:"trust"`
 	ConnectTimeout string            `json:"connect_timeout,omitempty"`
 	CallTimeout    string            `json:"call_timeout,omitempty"`
+	Reconnect      string            `json:"reconnect_timeout,omitempty"`
 	Origin         string            `json:"origin,omitempty"`
 }
 
@@ -214,6 +223,9 @@ func (s Server) MarshalJSON() ([]byte, error) {
 	}
 	if s.CallTimeout != 0 {
 		j.CallTimeout = s.CallTimeout.String()
+	}
+	if s.ReconnectTimeout != 0 {
+		j.Reconnect = s.ReconnectTimeout.String()
 	}
 	return json.Marshal(j)
 }
@@ -231,7 +243,7 @@ func (s *Server) UnmarshalJSON(b []byte) error {
 	for _, d := range []struct {
 		s   string
 		dst *time.Duration
-	}{{j.ConnectTimeout, &out.ConnectTimeout}, {j.CallTimeout, &out.CallTimeout}} {
+	}{{j.ConnectTimeout, &out.ConnectTimeout}, {j.CallTimeout, &out.CallTimeout}, {j.Reconnect, &out.ReconnectTimeout}} {
 		if d.s == "" {
 			continue
 		}

@@ -16,7 +16,7 @@ import (
 var entryKeys = []string{
 	"builtin", "command", "args", "env", "cwd",
 	"url", "type", "headers",
-	"trust", "connect_timeout", "call_timeout",
+	"trust", "connect_timeout", "call_timeout", "reconnect_timeout",
 }
 
 // synonyms maps keys that other MCP clients use to the mcpflow key, for
@@ -74,6 +74,8 @@ func ParseEntry(file, name string, node *yaml.Node) (srv *Server, err error) {
 			srv.Trust, err = p.boolean(v, k)
 		case "connect_timeout":
 			srv.ConnectTimeout, err = p.duration(v, k)
+		case "reconnect_timeout":
+			srv.ReconnectTimeout, err = p.duration(v, k)
 		case "call_timeout":
 			srv.CallTimeout, err = p.duration(v, k)
 		}

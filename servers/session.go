@@ -56,6 +56,11 @@ type Options struct {
 // configuration sets no connect_timeout (npx may download the server first).
 const DefaultConnectTimeout = 60 * time.Second
 
+// DefaultReconnectTimeout bounds reconnecting after a lost connection whose
+// configuration sets no reconnect_timeout: long enough for a server that
+// restarts after a crash to come back.
+const DefaultReconnectTimeout = 30 * time.Second
+
 // Session is a live connection to one server. It is safe for concurrent use.
 type Session struct {
 	server *Server

@@ -39,7 +39,7 @@ func oneCall(server, tool string) string {
 	if args == "" {
 		args = "{entry: ARG-MARKER-7f3a}"
 	}
-	return "name: one-call\nservers:\n  trusted: {builtin: demo, trust: true}\n  untrusted: {builtin: demo}\nsteps:\n  - {id: call, server: " + server + ", tool: " + tool + ", with: " + args + "}\n  - {id: after, server: " + server + ", tool: greet, with: {name: after}}\n"
+	return "name: one-call\nservers:\n  trusted: {builtin: demo, trust: true, reconnect_timeout: 1s}\n  untrusted: {builtin: demo, reconnect_timeout: 1s}\nsteps:\n  - {id: call, server: " + server + ", tool: " + tool + ", with: " + args + "}\n  - {id: after, server: " + server + ", tool: greet, with: {name: after}}\n"
 }
 
 func TestResumeAfterCrashDuringUnsafeCall(t *testing.T) {

@@ -668,7 +668,7 @@ func TestNotDeliveredIsFirstDelivery(t *testing.T) {
 		d := startDemoHTTP(t, c, "--http", "127.0.0.1:0")
 		wf := fmt.Sprintf(`name: not-delivered-http
 servers:
-  web: {url: %q}
+  web: {url: %q, reconnect_timeout: 1s}
   local: {builtin: demo}
 steps:
   - {id: hello, server: web, tool: greet, with: {name: a}}
