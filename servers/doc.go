@@ -16,8 +16,9 @@
 // stdio subprocess), command (a stdio server) or url (streamable HTTP, or
 // the older SSE transport with type: sse). args, env and cwd belong to
 // stdio servers, headers to url servers; trust, connect_timeout,
-// call_timeout and reconnect_timeout ("30s") to any. ${VAR} and ${VAR:-default} in command, args,
-// cwd, url, env and headers are expanded from the environment when the
+// call_timeout and reconnect_timeout ("30s") to any. ${VAR} and
+// ${VAR:-default} in command, args, cwd, url, env and headers are expanded
+// from the environment when the
 // session connects (never when read, so parsed configuration holds no
 // secrets from the environment); an unset variable fails the connect.
 // A stdio server's stderr goes to WORKSPACE/.mcpflow/logs/NAME.log
