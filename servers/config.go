@@ -30,8 +30,10 @@ type Server struct {
 	// Builtin names a server built into mcpflow ("demo"), started as a stdio
 	// subprocess of mcpflow's own executable ("mcpflow demo-server ARGS...").
 	Builtin string `yaml:"builtin,omitempty" json:"builtin,omitempty"`
-	// Command, Args, Env and Cwd start a stdio server. Env adds to mcpflow's
-	// own environment; Args and Env also apply to Builtin. A relative Cwd is
+	// Command, Args, Env and Cwd start a stdio server. A command server's
+	// environment is a small default set taken from mcpflow's own
+	// (DefaultEnv) plus Env; Args and Env also apply to Builtin, which gets
+	// mcpflow's whole environment (it is mcpflow). A relative Cwd is
 	// relative to the workspace.
 	Command string            `yaml:"command,omitempty" json:"command,omitempty"`
 	Args    []string          `yaml:"args,omitempty" json:"args,omitempty"`
@@ -59,6 +61,11 @@ type Server struct {
 	// after its side effect committed has that long to come back; 0 means
 	// DefaultReconnectTimeout.
 	ReconnectTimeout time.Duration `yaml:"reconnect_timeout,omitempty" json:"reconnect_timeout,omitempty"`
+	// EnvAllowed, when not nil, lists the only environment variables that
+	// ${VAR} in the entry may read: a workflow's own servers may read only
+	// the variables the workflow lists in env:. Nil (entries of the user's
+	// own configuration files) allows any.
+	EnvAllowed []string `yaml:"-" json:"-"`
 	// Origin is where the entry was read, "FILE:LINE:COL"; "" if not from a
 	// file. Informational only.
 	Origin string `yaml:"-" json:"origin,omitempty"`

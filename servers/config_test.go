@@ -299,3 +299,18 @@ func FuzzLoadYAML(f *testing.F) {
 		}
 	})
 }
+
+// TestEnvAllowedRestrictsExpansion: an entry with EnvAllowed set (a
+// workflow's own server) expands only the variables it allows, whatever the
+// environment holds.
+func TestEnvAllowedRestrictsExpansion(t *testing.T) {
+	lookup := func(string) (string, bool) { return "leaked", true }
+	srv := &Server{Name: "r", URL: "http://127.0.0.1:1/${SECRET}", EnvAllowed: []string{}}
+	_, err := Connect(t.Context(), srv, &Options{LookupEnv: lookup})
+	if !errors.Is(err, ErrUnsetVariable) || strings.Contains(err.Error(), "leaked") {
+		t.Errorf("Connect = %v, want ErrUnsetVariable without the value", err)
+	}
+	if got := (&Server{Command: "${A}", Args: []string{"${B:-x}", "$${C}"}, Env: map[string]string{"K": "${D}"}, Headers: map[string]string{"H": "${E}"}}).EnvRefs(); strings.Join(got, ",") != "A,B,D,E" {
+		t.Errorf("EnvRefs = %v, want A,B,D,E", got)
+	}
+}

@@ -73,6 +73,25 @@ func validVarName(n string) bool {
 	return true
 }
 
+// EnvRefs lists, sorted and once each, the environment variables the
+// entry's ${VAR} references read (command, args, env, cwd, url, headers).
+func (s *Server) EnvRefs() []string {
+	seen := map[string]bool{}
+	record := func(name string) (string, bool) { seen[name] = true; return "x", true }
+	for _, v := range append(append([]string{s.Command, s.Cwd, s.URL}, s.Args...), append(mapValues(s.Env), mapValues(s.Headers)...)...) {
+		expandVars(v, record)
+	}
+	return sortedKeys(seen)
+}
+
+func mapValues(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
 // checkVars reports malformed references, without looking anything up.
 func checkVars(s string) error {
 	_, err := expandVars(s, func(string) (string, bool) { return "x", true })

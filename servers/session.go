@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -115,6 +116,15 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	}
 	if o.LookupEnv == nil {
 		o.LookupEnv = os.LookupEnv
+	}
+	if srv.EnvAllowed != nil {
+		lookup := o.LookupEnv
+		o.LookupEnv = func(name string) (string, bool) {
+			if !slices.Contains(srv.EnvAllowed, name) {
+				return "", false
+			}
+			return lookup(name)
+		}
 	}
 	s := &Session{server: srv, tap: newWireTap(), progress: map[any]func(float64, float64, string){}}
 	inner, err := s.transport(o)
@@ -236,7 +246,11 @@ func (s *Session) command(o Options) (*exec.Cmd, error) {
 		}
 		cmd.Dir = dir
 	}
-	cmd.Env = os.Environ()
+	if srv.Builtin != "" {
+		cmd.Env = os.Environ() // mcpflow's own demo server: mcpflow itself
+	} else {
+		cmd.Env = defaultEnv()
+	}
 	for _, k := range sortedKeys(srv.Env) {
 		v, err := expand("env "+k, srv.Env[k])
 		if err != nil {
@@ -257,6 +271,21 @@ func (s *Session) command(o Options) (*exec.Cmd, error) {
 	s.log = f
 	cmd.Stderr = f
 	return cmd, nil
+}
+
+// DefaultEnv lists the variables a command server inherits from mcpflow's
+// environment, as the official MCP SDKs do; everything else it gets only
+// when its configuration's env names it.
+var DefaultEnv = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ"}
+
+func defaultEnv() []string {
+	var out []string
+	for _, k := range DefaultEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
 }
 
 // logName is a safe file name for a server's log: names from imported

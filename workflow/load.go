@@ -406,6 +406,15 @@ func (l *loader) servers(n *yaml.Node, wf *Workflow) error {
 		if err != nil {
 			return l.errAt(v, "server %s: %v", k.Value, err)
 		}
+		// A workflow's own servers read only the environment it lists: a
+		// workflow someone else wrote cannot send AWS_SECRET_ACCESS_KEY to
+		// a server of its choosing.
+		for _, name := range srv.EnvRefs() {
+			if !slices.Contains(wf.Env, name) {
+				return l.errAt(v, "server %s: ${%s} reads an environment variable the workflow does not list (add %s to the workflow's env: to pass it)", k.Value, name, name)
+			}
+		}
+		srv.EnvAllowed = append([]string{}, wf.Env...)
 		wf.Servers[k.Value], wf.Own[k.Value] = srv, srv
 	}
 	return nil

@@ -104,5 +104,10 @@ func usePinnedNpmServers(t *testing.T, c *cli) {
 	if err := os.Symlink(filepath.Join(npm, "node_modules"), filepath.Join(c.workspace, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
-	c.env = append(c.env, "npm_config_offline=true", "npm_config_cache="+t.TempDir())
+	// A command server inherits only a small default environment, so npm's
+	// settings go in the project's .npmrc, which npx reads from its cwd.
+	npmrc := "offline=true\ncache=" + t.TempDir() + "\n"
+	if err := os.WriteFile(filepath.Join(c.workspace, ".npmrc"), []byte(npmrc), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

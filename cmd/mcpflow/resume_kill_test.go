@@ -68,11 +68,14 @@ func TestResumeKillBetweenSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Server b takes 2s to start; the test binary acts as mcpflow in it
-	// because MCPFLOW_TEST_AS_MAIN=1 is inherited.
+	// because its configuration passes MCPFLOW_TEST_AS_MAIN=1 (a command
+	// server inherits only a small default environment), and the test's tag
+	// so that a leftover would be found.
 	wf := fmt.Sprintf(`name: between-steps
+env: [MCPFLOW_TEST_TAG, GORACE]
 servers:
   a: {builtin: demo}
-  b: {command: sh, args: ["-c", "sleep 2; exec \"$0\" demo-server", %q]}
+  b: {command: sh, args: ["-c", "sleep 2; exec \"$0\" demo-server", %q], env: {MCPFLOW_TEST_AS_MAIN: "1", MCPFLOW_TEST_TAG: "${MCPFLOW_TEST_TAG}", GORACE: "${GORACE}"}}
 steps:
   - {id: one, server: a, tool: ledger_append, with: {entry: one}}
   - {id: two, server: b, tool: ledger_append, with: {entry: two}}
