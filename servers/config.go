@@ -69,6 +69,10 @@ type Server struct {
 	// Origin is where the entry was read, "FILE:LINE:COL"; "" if not from a
 	// file. Informational only.
 	Origin string `yaml:"-" json:"origin,omitempty"`
+	// File is the file the entry was read from, as it was named; "" if not
+	// from a file. A command that only looks does not start a server whose
+	// entry comes from a file of a workspace the user has not trusted.
+	File string `yaml:"-" json:"-"`
 }
 
 // Transport names how the server is reached: "stdio" for builtin and

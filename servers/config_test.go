@@ -58,7 +58,7 @@ servers:
 		t.Fatal(err)
 	}
 	want := &Server{Name: "all", Command: "srv", Args: []string{"--port", "8080", "${PORT:-1}"}, Env: map[string]string{"A": "1", "B": "${B}"},
-		Cwd: "tools", Trust: true, ConnectTimeout: 5 * time.Second, CallTimeout: time.Minute, Origin: "wf.yaml:4:5"}
+		Cwd: "tools", Trust: true, ConnectTimeout: 5 * time.Second, CallTimeout: time.Minute, Origin: "wf.yaml:4:5", File: "wf.yaml"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseEntry = %+v\nwant        %+v", got, want)
 	}

@@ -157,7 +157,7 @@ func (p *jimporter) entry(name string, n *jsonpos.Node) (*Server, error) {
 		return nil, nil
 	}
 	line, col := jsonpos.LineCol(p.src, n.Off)
-	srv := &Server{Name: name, Origin: fmt.Sprintf("%s:%d:%d", p.file, line, col)}
+	srv := &Server{Name: name, Origin: fmt.Sprintf("%s:%d:%d", p.file, line, col), File: p.file}
 	pos := map[string]int{"": n.Off} // mcpflow key → offset, for validation errors
 	var urlKey string
 	for _, f := range n.Keys {

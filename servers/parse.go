@@ -50,7 +50,7 @@ func ParseEntry(file, name string, node *yaml.Node) (srv *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	srv = &Server{Name: name, Origin: position(file, node)}
+	srv = &Server{Name: name, Origin: position(file, node), File: file}
 	for _, k := range keys {
 		v := fields[k]
 		switch k {

@@ -16,11 +16,20 @@ var (
 	ErrNotRunning = errors.New("run is not running here")
 )
 
-// invalidError is an ErrInvalid with its own message.
-type invalidError struct{ msg string }
+// invalidError is an ErrInvalid with its own message, and the error that
+// caused it, if any.
+type invalidError struct {
+	msg   string
+	cause error
+}
 
 func (e *invalidError) Error() string { return e.msg }
-func (e *invalidError) Unwrap() error { return ErrInvalid }
+func (e *invalidError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrInvalid}
+	}
+	return []error{ErrInvalid, e.cause}
+}
 
 func invalid(format string, args ...any) error {
 	return &invalidError{msg: fmt.Sprintf(format, args...)}

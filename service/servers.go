@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mcpflow/mcpflow/replay"
@@ -36,12 +38,55 @@ type ServerStatus struct {
 	Server  *servers.Server
 	Checked bool
 	Tools   int
-	Err     error // why it did not connect
+	Err     error // why it did not connect, or why it was not started
+}
+
+// ErrUntrustedWorkspace: a command that only looks was asked to start (or
+// connect to) a server whose entry comes from a file in a workspace the
+// user has not trusted. Opening a directory must not run what its files
+// say; running a workflow there is the user's explicit act.
+var ErrUntrustedWorkspace = errors.New("the workspace is not trusted")
+
+// mayStart says whether a command that only looks may start srv: yes for
+// mcpflow's own demo server without arguments, for entries from the user's
+// own files outside the workspace (--servers, imports from the home
+// directory), and for any entry once the workspace is trusted (the trust
+// store, or trustWorkspace for this command).
+func (s *Service) mayStart(srv *servers.Server, trustWorkspace bool) error {
+	if srv.Builtin != "" && len(srv.Args) == 0 && len(srv.Env) == 0 {
+		return nil
+	}
+	if srv.File == "" || !within(s.o.Workspace, srv.File) {
+		return nil
+	}
+	if ok, _ := trust.Workspace(s.o.TrustStore, s.o.Workspace, trustWorkspace); ok {
+		return nil
+	}
+	return fmt.Errorf("%w: server %q is defined in %s; mcpflow does not start servers defined by a workspace's files until you trust it (mcpflow trust add, or --trust-workspace for this command)", ErrUntrustedWorkspace, srv.Name, srv.File)
+}
+
+// within reports whether file lies in dir (both made absolute, symlinks
+// resolved where they exist).
+func within(dir, file string) bool {
+	canon := func(p string) string {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			return p
+		}
+		if r, err := filepath.EvalSymlinks(a); err == nil {
+			return r
+		}
+		return a
+	}
+	rel, err := filepath.Rel(canon(dir), canon(file))
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // Servers lists the configured servers (see ServerSet) by name; with
-// connect, each is started or connected to and its tools counted.
-func (s *Service) Servers(ctx context.Context, workflowFile string, connect bool) ([]ServerStatus, error) {
+// connect, each is started or connected to and its tools counted — except
+// those defined by files of a workspace the user has not trusted (see
+// ErrUntrustedWorkspace), which are reported unchecked with the reason.
+func (s *Service) Servers(ctx context.Context, workflowFile string, connect, trustWorkspace bool) ([]ServerStatus, error) {
 	set, err := s.ServerSet(workflowFile)
 	if err != nil {
 		return nil, err
@@ -51,7 +96,9 @@ func (s *Service) Servers(ctx context.Context, workflowFile string, connect bool
 	out := make([]ServerStatus, 0, len(set))
 	for _, name := range set.Names() {
 		st := ServerStatus{Server: set[name], Checked: connect}
-		if connect {
+		if err := s.mayStart(set[name], trustWorkspace); connect && err != nil {
+			st.Checked, st.Err = false, err
+		} else if connect {
 			cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			sess, err := pool.Session(cctx, name)
 			if err == nil {
@@ -110,6 +157,9 @@ func (s *Service) Tools(ctx context.Context, req ToolsRequest) (*ToolsReport, er
 		}
 		return nil, invalid("%v", err)
 	}
+	if err := s.mayStart(srv, req.TrustWorkspace); err != nil {
+		return nil, &invalidError{msg: err.Error(), cause: err}
+	}
 	sess, err := servers.Connect(ctx, srv, &servers.Options{Workspace: s.o.Workspace, Self: s.o.Self})
 	if err != nil {
 		return nil, err
@@ -144,6 +194,9 @@ func (s *Service) Tools(ctx context.Context, req ToolsRequest) (*ToolsReport, er
 // ValidateRequest checks a workflow without running it.
 type ValidateRequest struct {
 	File string
+	// TrustWorkspace lets discovery start servers defined by the
+	// workspace's files for this command only.
+	TrustWorkspace bool
 	// Discover connects to the servers the steps use and checks that each
 	// tool exists and that literal arguments fit its input schema.
 	Discover bool
@@ -168,6 +221,9 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*workflow.
 	defer pool.Close()
 	var problems []error
 	for _, st := range wf.Steps {
+		if err := s.mayStart(wf.Servers[st.Server], req.TrustWorkspace); err != nil {
+			return nil, &invalidError{msg: err.Error(), cause: err}
+		}
 		sess, err := pool.Session(ctx, st.Server)
 		if err != nil {
 			problems = append(problems, fmt.Errorf("step %s: server %q: %v", st.ID, st.Server, err))

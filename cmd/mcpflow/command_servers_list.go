@@ -2,17 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
+	"github.com/mcpflow/mcpflow/service"
 	"github.com/spf13/cobra"
 )
 
 type serversListOptions struct {
 	ioStreams
-	g         *globals
-	workflow  *string
-	noConnect bool
+	g              *globals
+	workflow       *string
+	noConnect      bool
+	trustWorkspace bool
 }
 
 // serverView is the stable JSON shape of servers list.
@@ -25,6 +28,9 @@ type serverView struct {
 	Connects  bool   `json:"connects"`
 	Tools     int    `json:"tools"`
 	Error     string `json:"error,omitempty"`
+	// NotStarted: the server is defined by a file of a workspace the user
+	// has not trusted, so a command that only looks did not start it.
+	NotStarted bool `json:"not_started,omitempty"`
 }
 
 func newServersListCommand(g *globals, workflow *string, runF func(context.Context, *serversListOptions) error) *cobra.Command {
@@ -42,6 +48,7 @@ func newServersListCommand(g *globals, workflow *string, runF func(context.Conte
 		},
 	}
 	cmd.Flags().BoolVar(&o.noConnect, "no-connect", false, "do not start or connect to the servers")
+	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this command only: start the servers its files define")
 	return cmd
 }
 
@@ -51,7 +58,7 @@ func runServersList(ctx context.Context, o *serversListOptions) error {
 		return err
 	}
 	defer done()
-	list, err := svc.Servers(ctx, *o.workflow, !o.noConnect)
+	list, err := svc.Servers(ctx, *o.workflow, !o.noConnect, o.trustWorkspace)
 	if err != nil {
 		return err
 	}
@@ -59,7 +66,9 @@ func runServersList(ctx context.Context, o *serversListOptions) error {
 	for _, st := range list {
 		srv := st.Server
 		v := serverView{Name: srv.Name, Transport: srv.Transport(), Target: target(srv), Trust: srv.Trust, Origin: srv.Origin, Connects: st.Checked && st.Err == nil, Tools: st.Tools}
-		if st.Err != nil {
+		if errors.Is(st.Err, service.ErrUntrustedWorkspace) {
+			v.Error, v.NotStarted = "not started: defined by this workspace, which you have not trusted", true
+		} else if st.Err != nil {
 			v.Error = firstLine(st.Err.Error())
 		}
 		views = append(views, v)
@@ -72,14 +81,26 @@ func runServersList(ctx context.Context, o *serversListOptions) error {
 		t := newTable(w, "NAME", "TRANSPORT", "TARGET", "TRUST", "STATUS")
 		for _, v := range views {
 			status := "not checked"
-			if !o.noConnect {
+			switch {
+			case o.noConnect:
+			case v.NotStarted:
+				status = v.Error
+			case v.Connects:
 				status = fmt.Sprintf("ok, %d tools", v.Tools)
-				if !v.Connects {
-					status = "error: " + v.Error
-				}
+			default:
+				status = "error: " + v.Error
 			}
 			t.row(v.Name, v.Transport, v.Target, trustWord(v.Trust), status)
 		}
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
+		for _, v := range views {
+			if v.NotStarted {
+				_, err := fmt.Fprintln(w, "\nServers defined by this workspace's files are not started until you trust it: mcpflow trust add, or --trust-workspace for this command.")
+				return err
+			}
+		}
+		return nil
 	})
 }

@@ -12,9 +12,10 @@ import (
 
 type validateOptions struct {
 	ioStreams
-	g        *globals
-	file     string
-	discover bool
+	g              *globals
+	file           string
+	discover       bool
+	trustWorkspace bool
 }
 
 func newValidateCommand(g *globals, runF func(context.Context, *validateOptions) error) *cobra.Command {
@@ -38,6 +39,7 @@ tool's input schema. Nothing is called.`,
 		},
 	}
 	cmd.Flags().BoolVar(&o.discover, "discover", false, "connect to the servers and check tools and arguments")
+	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this command only: --discover may start the servers its files define")
 	return cmd
 }
 
@@ -47,7 +49,7 @@ func runValidate(ctx context.Context, o *validateOptions) error {
 		return err
 	}
 	defer done()
-	wf, err := svc.Validate(ctx, service.ValidateRequest{File: o.file, Discover: o.discover})
+	wf, err := svc.Validate(ctx, service.ValidateRequest{File: o.file, Discover: o.discover, TrustWorkspace: o.trustWorkspace})
 	if err != nil {
 		return err
 	}
