@@ -17,6 +17,9 @@ import (
 // Options.Self (no build of cmd/mcpflow needed).
 
 func TestMain(m *testing.M) {
+	if Supervising() {
+		os.Exit(Supervise(os.Args[1:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "demo-server" {
 		os.Exit(serveDemo(os.Args[2:]))
 	}

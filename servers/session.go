@@ -217,16 +217,16 @@ func (s *Session) command(o Options) (*exec.Cmd, error) {
 			return nil, err
 		}
 	}
+	self := o.Self
+	if self == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("server %q: find mcpflow's executable: %w", srv.Name, err)
+		}
+		self = exe
+	}
 	var cmd *exec.Cmd
 	if srv.Builtin != "" {
-		self := o.Self
-		if self == "" {
-			exe, err := os.Executable()
-			if err != nil {
-				return nil, fmt.Errorf("server %q: find mcpflow's executable: %w", srv.Name, err)
-			}
-			self = exe
-		}
 		cmd = exec.Command(self, append([]string{"demo-server"}, args...)...)
 	} else {
 		name, err := expand("command", srv.Command)
@@ -257,6 +257,10 @@ func (s *Session) command(o Options) (*exec.Cmd, error) {
 			return nil, err
 		}
 		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	if srv.Builtin == "" {
+		// Every process the server starts ends with it (Supervise).
+		cmd = supervised(cmd, self)
 	}
 	setParentDeathSignal(cmd)
 	logDir := filepath.Join(o.Workspace, ".mcpflow", "logs")

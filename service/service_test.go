@@ -18,6 +18,7 @@ import (
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
+	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/servers/demo"
 	"github.com/mcpflow/mcpflow/service"
 	"github.com/mcpflow/mcpflow/trust"
@@ -26,6 +27,9 @@ import (
 // The test binary serves the demo when started as "TESTBINARY demo-server
 // FLAGS…", so builtin servers run as real stdio subprocesses of it.
 func TestMain(m *testing.M) {
+	if servers.Supervising() {
+		os.Exit(servers.Supervise(os.Args[1:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "demo-server" {
 		var cfg demo.Config
 		fs := pflag.NewFlagSet("demo-server", pflag.ContinueOnError)

@@ -3,8 +3,14 @@ package main
 
 import (
 	"os"
+
+	"github.com/mcpflow/mcpflow/servers"
 )
 
 func main() {
+	if servers.Supervising() {
+		// Started as a command server's supervisor, not as the CLI.
+		os.Exit(servers.Supervise(os.Args[1:]))
+	}
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
+	"github.com/mcpflow/mcpflow/servers"
 )
 
 // The test binary doubles as the mcpflow executable: with this variable set
@@ -31,6 +32,9 @@ const asMainEnv = "MCPFLOW_TEST_AS_MAIN"
 const tagEnv = "MCPFLOW_TEST_TAG"
 
 func TestMain(m *testing.M) {
+	if servers.Supervising() {
+		os.Exit(servers.Supervise(os.Args[1:]))
+	}
 	if os.Getenv(asMainEnv) == "1" {
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
