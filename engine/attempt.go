@@ -484,7 +484,8 @@ type retryVerdict struct {
 // says its outcome is unknown.
 func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal.Intent, class replay.Class, detail string) (retryVerdict, error) {
 	mayHaveRun := class == replay.ClassTimedOut || class == replay.ClassServerError
-	wantsRetry := class != replay.ClassNone && class != replay.ClassAborted && u.Retry.Attempts > 1
+	// A result too large for the transport would be too large again.
+	wantsRetry := class != replay.ClassNone && class != replay.ClassAborted && class != replay.ClassTooLarge && u.Retry.Attempts > 1
 	if !mayHaveRun && !wantsRetry {
 		return retryVerdict{}, nil
 	}
@@ -568,6 +569,8 @@ func (r *runner) failure(u unit, class replay.Class, callErr error) (journal.Sta
 		return journal.StateTimedOut, failed(CodeTimedOut, "step %s: timed out while the call was in flight; it may have run", u.name())
 	case replay.ClassRejected:
 		return journal.StateFailed, failed(CodeRejected, "step %s: server rejected the call before running it: %v", u.name(), callErr)
+	case replay.ClassTooLarge:
+		return journal.StateFailed, failed(CodeResultTooLarge, "step %s: the tool ran, but its result was lost: %v", u.name(), callErr)
 	}
 	return journal.StateFailed, failed(CodeServerError, "step %s: server returned an error; the tool may have run: %v", u.name(), callErr)
 }

@@ -193,6 +193,7 @@ const (
 	CodeToolError         = "MCPFLOW_TOOL_ERROR"
 	CodeServerError       = "MCPFLOW_SERVER_ERROR"
 	CodeRejected          = "MCPFLOW_REJECTED"
+	CodeResultTooLarge    = "MCPFLOW_RESULT_TOO_LARGE"
 	CodeServerUnavailable = "MCPFLOW_SERVER_UNAVAILABLE"
 	CodeExpression        = "MCPFLOW_EXPRESSION"
 	CodeUnknownTool       = "MCPFLOW_UNKNOWN_TOOL"

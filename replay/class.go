@@ -17,6 +17,7 @@ const (
 	ClassTimedOut                  // deadline exceeded
 	ClassRejected                  // JSON-RPC error proving the tool did not run
 	ClassServerError               // any other JSON-RPC error: the tool may have executed
+	ClassTooLarge                  // the server answered (the tool ran) with a message larger than the transport accepts
 )
 
 var classNames = [...]string{
@@ -28,6 +29,7 @@ var classNames = [...]string{
 	ClassTimedOut:     "timed_out",
 	ClassRejected:     "rejected",
 	ClassServerError:  "server_error",
+	ClassTooLarge:     "result_too_large",
 }
 
 // String returns the stable snake_case name, e.g. "connection_lost".

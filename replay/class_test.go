@@ -10,6 +10,7 @@ import (
 var allClasses = []replay.Class{
 	replay.ClassNone, replay.ClassToolError, replay.ClassLost, replay.ClassNotDelivered,
 	replay.ClassAborted, replay.ClassTimedOut, replay.ClassRejected, replay.ClassServerError,
+	replay.ClassTooLarge,
 }
 
 func TestClassNamesAndPredicates(t *testing.T) {
@@ -27,6 +28,7 @@ func TestClassNamesAndPredicates(t *testing.T) {
 		{replay.ClassTimedOut, "timed_out", true, false},
 		{replay.ClassRejected, "rejected", false, false},
 		{replay.ClassServerError, "server_error", true, false},
+		{replay.ClassTooLarge, "result_too_large", false, false},
 	} {
 		if got := tc.c.String(); got != tc.name {
 			t.Errorf("Class(%d).String() = %q, want %q", tc.c, got, tc.name)

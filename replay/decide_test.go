@@ -194,10 +194,10 @@ func TestDecideAllInputs(t *testing.T) {
 			}
 		}
 	}
-	// (1 + 27 shapes x 3 openWorld) x 8 classes x 2 x 2 trust x 3 counts;
+	// (1 + 27 shapes x 3 openWorld) x 9 classes x 2 x 2 trust x 3 counts;
 	// Replay only for 10 shapes x 3 openWorld, both trusted, Lost, 2 counts.
-	if len(shapes) != 82 || cases != 7872 || replays != 60 {
-		t.Errorf("%d shapes, %d cases, %d replays; want 82, 7872 and 60", len(shapes), cases, replays)
+	if len(shapes) != 82 || cases != 8856 || replays != 60 {
+		t.Errorf("%d shapes, %d cases, %d replays; want 82, 8856 and 60", len(shapes), cases, replays)
 	}
 	if len(reasons) != 10 {
 		t.Errorf("saw %d distinct reasons, want 10: %v", len(reasons), reasons)

@@ -28,6 +28,7 @@ const codeRejectedByTransport = -32005
 //
 //   - context.Canceled is ClassAborted, context.DeadlineExceeded is
 //     ClassTimedOut (checked first: the SDK may wrap them in anything);
+//   - ErrResultTooLarge (Session.Call's own) is ClassTooLarge;
 //   - mcp.ErrConnectionClosed is ClassNotDelivered: the call was made after
 //     the session broke and was never written;
 //   - a *jsonrpc.Error with code -32700, -32600, -32601 or -32602 is
@@ -50,6 +51,8 @@ func Classify(err error) replay.Class {
 		return replay.ClassAborted
 	case errors.Is(err, context.DeadlineExceeded):
 		return replay.ClassTimedOut
+	case errors.Is(err, ErrResultTooLarge):
+		return replay.ClassTooLarge
 	case errors.Is(err, mcp.ErrConnectionClosed):
 		return replay.ClassNotDelivered
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -61,6 +62,10 @@ type Server struct {
 	// after its side effect committed has that long to come back; 0 means
 	// DefaultReconnectTimeout.
 	ReconnectTimeout time.Duration `yaml:"reconnect_timeout,omitempty" json:"reconnect_timeout,omitempty"`
+	// MaxMessageSize bounds one message read from a stdio server, in bytes;
+	// 0 means DefaultMaxMessageSize. A result over it fails its call as
+	// ErrResultTooLarge.
+	MaxMessageSize int64 `yaml:"max_message_size,omitempty" json:"max_message_size,omitempty"`
 	// EnvAllowed, when not nil, lists the only environment variables that
 	// ${VAR} in the entry may read: a workflow's own servers may read only
 	// the variables the workflow lists in env:. Nil (entries of the user's
@@ -151,6 +156,9 @@ func (s *Server) check() *problem {
 	if s.ConnectTimeout < 0 {
 		return &problem{"connect_timeout", "negative connect_timeout (expected a positive duration such as \"30s\")"}
 	}
+	if s.MaxMessageSize < 0 {
+		return &problem{"max_message_size", "negative max_message_size (expected a size such as \"64MiB\")"}
+	}
 	if s.ReconnectTimeout < 0 {
 		return &problem{"reconnect_timeout", "negative reconnect_timeout (expected a positive duration such as \"30s\")"}
 	}
@@ -220,6 +228,7 @@ type serverJSON struct {
 	ConnectTimeout string            `json:"connect_timeout,omitempty"`
 	CallTimeout    string            `json:"call_timeout,omitempty"`
 	Reconnect      string            `json:"reconnect_timeout,omitempty"`
+	MaxMessageSize int64             `json:"max_message_size,omitempty"`
 	Origin         string            `json:"origin,omitempty"`
 }
 
@@ -238,6 +247,7 @@ func (s Server) MarshalJSON() ([]byte, error) {
 	if s.ReconnectTimeout != 0 {
 		j.Reconnect = s.ReconnectTimeout.String()
 	}
+	j.MaxMessageSize = s.MaxMessageSize
 	return json.Marshal(j)
 }
 
@@ -249,7 +259,7 @@ func (s *Server) UnmarshalJSON(b []byte) error {
 	}
 	out := Server{
 		Name: j.Name, Builtin: j.Builtin, Command: j.Command, Args: j.Args, Env: j.Env, Cwd: j.Cwd,
-		URL: j.URL, Headers: j.Headers, Type: j.Type, Trust: j.Trust, Origin: j.Origin,
+		URL: j.URL, Headers: j.Headers, Type: j.Type, Trust: j.Trust, Origin: j.Origin, MaxMessageSize: j.MaxMessageSize,
 	}
 	for _, d := range []struct {
 		s   string
@@ -344,4 +354,46 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// maxMessageSize is MaxMessageSize or its default.
+func (s *Server) maxMessageSize() int64 {
+	if s.MaxMessageSize > 0 {
+		return s.MaxMessageSize
+	}
+	return DefaultMaxMessageSize
+}
+
+// sizeText writes a byte count as people read it: "64 MiB", "1500 bytes".
+func sizeText(n int64) string {
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n >= 1<<u.shift && n%(1<<u.shift) == 0 {
+			return fmt.Sprintf("%d %s", n>>u.shift, u.name)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// ParseSize reads a size: a whole number of bytes, or one with a unit
+// (KiB, MiB, GiB; KB, MB, GB are read as the binary units too).
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"B", 1}} {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<40)/mult {
+		return 0, fmt.Errorf("%q is not a size (expected bytes, or a number with KiB, MiB or GiB, such as \"64MiB\")", s)
+	}
+	return n * mult, nil
 }

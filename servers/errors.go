@@ -15,6 +15,10 @@ var (
 	// ErrUnsetVariable: a ${VAR} reference names an environment variable
 	// that is not set and has no ${VAR:-default}.
 	ErrUnsetVariable = errors.New("environment variable not set")
+	// ErrResultTooLarge: the server answered a call with a message larger
+	// than the transport's limit (max_message_size): the tool ran, its
+	// result is lost, and sending the call again would fail the same way.
+	ErrResultTooLarge = errors.New("result too large")
 	// ErrInvalidArgs: tool arguments do not match the tool's input schema.
 	ErrInvalidArgs = errors.New("invalid tool arguments")
 )

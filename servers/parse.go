@@ -16,7 +16,7 @@ import (
 var entryKeys = []string{
 	"builtin", "command", "args", "env", "cwd",
 	"url", "type", "headers",
-	"trust", "connect_timeout", "call_timeout", "reconnect_timeout",
+	"trust", "connect_timeout", "call_timeout", "reconnect_timeout", "max_message_size",
 }
 
 // synonyms maps keys that other MCP clients use to the mcpflow key, for
@@ -76,6 +76,12 @@ func ParseEntry(file, name string, node *yaml.Node) (srv *Server, err error) {
 			srv.ConnectTimeout, err = p.duration(v, k)
 		case "reconnect_timeout":
 			srv.ReconnectTimeout, err = p.duration(v, k)
+		case "max_message_size":
+			if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+				err = p.errAt(v, "%s: expected a size such as \"64MiB\", found %s", k, yamlpos.KindName(v))
+			} else if srv.MaxMessageSize, err = ParseSize(v.Value); err != nil {
+				err = p.errAt(v, "%s: %v", k, err)
+			}
 		case "call_timeout":
 			srv.CallTimeout, err = p.duration(v, k)
 		}

@@ -180,7 +180,7 @@ func (s *Session) transport(o Options) (mcp.Transport, error) {
 			return nil, err
 		}
 		s.cmd = cmd
-		return &mcp.CommandTransport{Command: cmd, TerminateDuration: terminateDuration}, nil
+		return &stdioTransport{cmd: cmd, terminate: terminateDuration, maxSize: int(srv.maxMessageSize())}, nil
 	}
 	endpoint, err := expandVars(srv.URL, o.LookupEnv)
 	if err != nil {
@@ -412,7 +412,11 @@ func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage, m
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
-	return s.cs.CallTool(ctx, params)
+	res, err := s.cs.CallTool(ctx, params)
+	if err != nil && s.tap.tooLarge.Load() {
+		return nil, fmt.Errorf("%w: server %q answered with a message larger than %s (raise max_message_size on the server): %v", ErrResultTooLarge, s.server.Name, sizeText(s.server.maxMessageSize()), err)
+	}
+	return res, err
 }
 
 // CallsSent is the number of tools/call requests this session wrote to the wire.

@@ -22,6 +22,10 @@ type wireTransport struct {
 }
 
 type wireTap struct {
+	// tooLarge: the connection broke on an inbound message over the
+	// transport's limit.
+	tooLarge atomic.Bool
+
 	calls atomic.Int64
 
 	mu        sync.Mutex
@@ -92,6 +96,9 @@ func (c *wireConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 
 func (c *wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
+	if frameTooLarge(err) {
+		c.tap.tooLarge.Store(true)
+	}
 	if resp, ok := msg.(*jsonrpc.Response); ok && err == nil && resp.ID.IsValid() {
 		c.tap.mu.Lock()
 		isList := c.tap.listIDs[resp.ID.Raw()]
