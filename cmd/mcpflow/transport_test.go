@@ -26,6 +26,7 @@ import (
 // subprocess in the workspace, so that its ledger is the workspace's.
 type demoHTTP struct {
 	url, addr string
+	pid       int
 	stop      func() // kills the server and waits for it; idempotent
 }
 
@@ -62,7 +63,7 @@ func startDemoHTTP(t *testing.T, c *cli, flag, addr string, env ...string) *demo
 		io.Copy(io.Discard, pipe)
 	}()
 	var once sync.Once
-	d := &demoHTTP{}
+	d := &demoHTTP{pid: cmd.Process.Pid}
 	d.stop = func() {
 		once.Do(func() {
 			cmd.Process.Kill()
