@@ -115,7 +115,7 @@ func trialWorkflow(rng *rand.Rand, server string) (string, []string) {
 func runTrial(t *testing.T, seed uint64, st *trialStats) {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	c := newCLI(t)
-	c.env = quickExit("MCPFLOW_DEMO_DELAY=" + fmt.Sprintf("%dms", 5+rng.IntN(40)))
+	c.env = quickExit("MCPFLOW_DEMO_DELAY=" + fmt.Sprintf("%dms", 10+rng.IntN(50)))
 	st.trials++
 	server := "{builtin: demo, trust: true}"
 	keep := -1 // the pid of a server that outlives mcpflow
@@ -131,7 +131,7 @@ func runTrial(t *testing.T, seed uint64, st *trialStats) {
 	// The run, killed at a random moment (or not at all).
 	cmd, wait := c.background("run", wf, "--trust-workspace")
 	if rng.IntN(8) != 0 {
-		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
+		time.Sleep(time.Duration(rng.IntN(250)) * time.Millisecond)
 		if trialKill(t, c, cmd.Process, wait, keep) {
 			st.kills++
 		}
