@@ -410,7 +410,8 @@ steps:
 		t.Fatalf("first run: %v %v", run, err)
 	}
 	t.Setenv("MCPFLOW_TEST_FLAG", "1")
-	run, _, err = eng.Resume(context.Background(), run, wf, nil)
+	inputs, _ := engine.ResumeInputs(run, wf, nil)
+	run, _, err = eng.Resume(context.Background(), run, wf, inputs)
 	if err != nil || run.Status != journal.RunSucceeded {
 		t.Fatalf("resume: status %v, error %v, run error %v", run.Status, err, run.Error)
 	}

@@ -12,9 +12,8 @@ import (
 
 // Resume continues run from the journal. wf is the run's journaled
 // definition (run.Definition), loaded by the caller against the servers
-// configured now; the inputs come from the journal, except secret ones,
-// which the journal never holds: secrets supplies them, and a run that used
-// one cannot be resumed without it.
+// configured now; inputs are the run's inputs, the journaled ones with the
+// secret ones supplied again (ResumeInputs).
 //
 // Completed steps are never called again (their journaled results feed
 // later expressions). Each journaled invocation is continued as
@@ -26,13 +25,11 @@ import (
 // It returns the run as committed, and whether anything was done: resuming
 // a run that succeeded, or one still blocked on an unresolved outcome,
 // writes nothing.
-func (e *Engine) Resume(ctx context.Context, run *journal.Run, wf *workflow.Workflow, secrets map[string]any) (*journal.Run, bool, error) {
+//
+// An error means the journal could not be read or written.
+func (e *Engine) Resume(ctx context.Context, run *journal.Run, wf *workflow.Workflow, inputs map[string]any) (*journal.Run, bool, error) {
 	if run.Status == journal.RunSucceeded {
 		return run, false, nil
-	}
-	inputs, err := resumeInputs(run, wf, secrets)
-	if err != nil {
-		return nil, false, err
 	}
 	invs, err := e.Journal.RunInvocations(run.ID)
 	if err != nil {
@@ -55,28 +52,6 @@ func (e *Engine) Resume(ctx context.Context, run *journal.Run, wf *workflow.Work
 	e.emit(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
 	out, err := newRunner(e, wf, run, inputs, prior).execute(ctx)
 	return out, true, err
-}
-
-// resumeInputs are the journaled inputs with the secret ones supplied again.
-func resumeInputs(run *journal.Run, wf *workflow.Workflow, secrets map[string]any) (map[string]any, error) {
-	inputs := map[string]any{}
-	for k, v := range run.Inputs {
-		inputs[k] = v
-	}
-	for _, in := range wf.Inputs {
-		if !in.Secret {
-			continue
-		}
-		v, ok := secrets[in.Name]
-		if !ok {
-			if _, used := run.Inputs[in.Name]; used {
-				return nil, fmt.Errorf("%w: run %s used secret input %q, which the journal does not keep: pass --input %s=VALUE", workflow.ErrInput, run.ID.Short(), in.Name, in.Name)
-			}
-			continue
-		}
-		inputs[in.Name] = v
-	}
-	return inputs, nil
 }
 
 // resumeUnit continues a unit that has a journaled invocation, as
@@ -157,4 +132,28 @@ func journaledValue(res *journal.Result) map[string]any {
 		return newValue(false, false)
 	}
 	return resultValue(res.Content, res.StructuredContent, res.IsError)
+}
+
+// ResumeInputs are a run's inputs for Resume: the journaled ones, with the
+// secret ones, which the journal never holds, supplied again. A run that
+// used a secret input cannot be resumed without it.
+func ResumeInputs(run *journal.Run, wf *workflow.Workflow, secrets map[string]any) (map[string]any, error) {
+	inputs := map[string]any{}
+	for k, v := range run.Inputs {
+		inputs[k] = v
+	}
+	for _, in := range wf.Inputs {
+		if !in.Secret {
+			continue
+		}
+		v, ok := secrets[in.Name]
+		if !ok {
+			if _, used := run.Inputs[in.Name]; used {
+				return nil, fmt.Errorf("%w: run %s used secret input %q, which the journal does not keep: pass --input %s=VALUE", workflow.ErrInput, run.ID.Short(), in.Name, in.Name)
+			}
+			continue
+		}
+		inputs[in.Name] = v
+	}
+	return inputs, nil
 }

@@ -72,7 +72,7 @@ func (s *Service) Call(ctx context.Context, req CallRequest) (*Report, error) {
 		return s.engine(x, events).Run(ctx, wf, map[string]any{}, s.o.Workspace)
 	})
 	if err != nil {
-		return nil, err
+		return nil, journalFailed(err)
 	}
 	return s.report(run.ID, true)
 }

@@ -14,7 +14,22 @@ var (
 	// ErrNotRunning: Cancel was given a run that is not going in this
 	// service.
 	ErrNotRunning = errors.New("run is not running here")
+	// ErrJournal: a run stopped because the journal could not be read or
+	// written (a full disk, an I/O error, damage found while running). What
+	// was committed before stands; resume continues from it once the
+	// journal is usable. Front ends show it as the journal being
+	// unavailable (exit 4).
+	ErrJournal = errors.New("journal failure")
 )
+
+// journalFailed marks an error of the engine, which fails only when the
+// journal does.
+func journalFailed(err error) error {
+	if err == nil || errors.Is(err, ErrJournal) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrJournal, err)
+}
 
 // invalidError is an ErrInvalid with its own message, and the error that
 // caused it, if any.

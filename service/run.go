@@ -55,7 +55,7 @@ func (s *Service) runWorkflow(ctx context.Context, wf *workflow.Workflow, inputs
 		return s.engine(x, events).Run(ctx, wf, inputs, ws)
 	})
 	if err != nil {
-		return nil, err
+		return nil, journalFailed(err)
 	}
 	return s.report(run.ID, true)
 }
@@ -106,16 +106,20 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 	if err != nil {
 		return nil, err
 	}
+	inputs, err := engine.ResumeInputs(run, wf, secrets)
+	if err != nil {
+		return nil, err
+	}
 	x := s.prepare(wf.Servers, wf.Own, ws, req.TrustWorkspace)
 	defer x.close()
 	acted := false
 	_, err = s.track(ctx, req.Events, func(ctx context.Context, events func(engine.Event)) (*journal.Run, error) {
-		out, did, err := s.engine(x, events).Resume(ctx, run, wf, secrets)
+		out, did, err := s.engine(x, events).Resume(ctx, run, wf, inputs)
 		acted = did
 		return out, err
 	})
 	if err != nil {
-		return nil, err
+		return nil, journalFailed(err)
 	}
 	return s.report(id, acted)
 }

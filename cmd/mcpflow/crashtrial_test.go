@@ -52,7 +52,7 @@ var trialTools = []struct {
 
 type trialStats struct {
 	trials, kills, resumeKills, resumes, resolutions, faults int
-	duplicated, lost                                        int
+	duplicated, lost                                         int
 }
 
 func TestCrashTrials(t *testing.T) {
