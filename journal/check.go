@@ -34,10 +34,16 @@ func (p Problem) String() string { return p.Record + ": " + p.Message }
 //     FinishedAt; a succeeded run has no unsettled invocation.
 //
 // It returns nil, nil for a healthy journal. While it runs, writers wait.
+// Once it found a problem, the journal refuses writes.
 func (j *Journal) Check() (probs []Problem, err error) {
 	add := func(rec, format string, args ...any) {
 		probs = append(probs, Problem{rec, fmt.Sprintf(format, args...)})
 	}
+	defer func() {
+		if len(probs) > 0 { // no write may build on what was found
+			j.latch(fmt.Errorf("%w: %s", ErrDamaged, probs[0]))
+		}
+	}()
 	tx, err := j.db.Begin(!j.readOnly) // a write transaction keeps writers out
 	if err != nil {
 		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
@@ -108,7 +114,7 @@ func checkRecords(tx *bolt.Tx, add func(rec, format string, args ...any)) {
 	nInvs := 0
 	_ = tx.Bucket(bucketInvs).ForEach(func(k, v []byte) error {
 		nInvs++
-		inv, err := DecodeInvocation(v)
+		inv, err := decodeInv(v)
 		if err != nil {
 			add(fmt.Sprintf("invocation %x", k), "%v", err)
 			return nil
@@ -168,7 +174,7 @@ func checkIndexCount(tx *bolt.Tx, idx []byte, want int, records []byte, add func
 					r, err := decodeRun(v)
 					ok = err == nil && runKey(k, r)
 				} else {
-					inv, err := DecodeInvocation(v)
+					inv, err := decodeInv(v)
 					ok = err == nil && invKey(k, inv)
 				}
 			}

@@ -1,7 +1,9 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -9,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,7 +23,7 @@ import (
 
 // SchemaVersion is the version of the record layout this code writes.
 // Migrations from older versions run in [migrate].
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 const magic = "mcpflow-journal"
 
@@ -58,8 +61,10 @@ type Journal struct {
 	path     string
 	now      func() time.Time
 	readOnly bool
-	gc       groupCommit
-	ids      idGen
+	// damage is the first damage seen; once set, writes are refused.
+	damage atomic.Pointer[error]
+	gc     groupCommit
+	ids    idGen
 
 	closeOnce sync.Once
 	closeErr  error
@@ -134,7 +139,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 	j := &Journal{db: db, path: path, now: o.Now, readOnly: o.ReadOnly}
 	j.gc.init(db, path)
 	if version < SchemaVersion {
-		if err := j.gc.do(func(tx *bolt.Tx) error { return migrate(tx, version) }); err != nil {
+		if err := j.update(func(tx *bolt.Tx) error { return migrate(tx, version) }); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("open journal %s: migrate schema %d: %w", path, version, err)
 		}
@@ -290,8 +295,31 @@ func initialize(tx *bolt.Tx) error {
 // schema change adds a step here (from n to n+1, in the same transaction)
 // and bumps SchemaVersion.
 func migrate(tx *bolt.Tx, from uint64) error {
+	if from == 1 {
+		// Schema 2 seals every run and invocation record with a checksum.
+		for _, name := range [][]byte{bucketRuns, bucketInvs} {
+			b := tx.Bucket(name)
+			type kv struct{ k, v []byte }
+			var all []kv
+			if err := b.ForEach(func(k, v []byte) error {
+				if !json.Valid(v) {
+					return fmt.Errorf("%s record %x: %w: not JSON", name, k, ErrDamaged)
+				}
+				all = append(all, kv{bytes.Clone(k), seal(bytes.Clone(v))})
+				return nil
+			}); err != nil {
+				return err
+			}
+			for _, e := range all {
+				if err := b.Put(e.k, e.v); err != nil {
+					return err
+				}
+			}
+		}
+		from = 2
+	}
 	if from == SchemaVersion {
-		return nil
+		return tx.Bucket(bucketMeta).Put(keyVersion, binary.BigEndian.AppendUint64(nil, SchemaVersion))
 	}
 	return fmt.Errorf("no migration from schema %d to %d", from, SchemaVersion)
 }
@@ -309,7 +337,28 @@ func (j *Journal) view(fn func(*bolt.Tx) error) (err error) {
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		err = ErrClosed
 	}
+	j.latch(err)
 	return err
+}
+
+// update commits fn with the other writes of its group (see groupCommit).
+// Once damage has been seen in this journal — by a read, a write or Check
+// — every write is refused, so that nothing is built on a record that
+// cannot be read: salvage what is readable into a new journal instead.
+func (j *Journal) update(fn func(*bolt.Tx) error) error {
+	if d := j.damage.Load(); d != nil {
+		return fmt.Errorf("journal %s: %w: writes refused since damage was found (%v); copy what is readable with 'mcpflow journal salvage OUT'", j.path, ErrDamaged, *d)
+	}
+	err := j.gc.do(fn)
+	j.latch(err)
+	return err
+}
+
+// latch remembers damage that err reports.
+func (j *Journal) latch(err error) {
+	if errors.Is(err, ErrDamaged) {
+		j.damage.CompareAndSwap(nil, &err)
+	}
 }
 
 // Path returns the file's path.

@@ -57,7 +57,7 @@ func (j *Journal) Prune(before time.Time, dryRun bool) (PruneReport, error) {
 		if dryRun {
 			err = j.view(fn)
 		} else {
-			err = j.gc.do(fn)
+			err = j.update(fn)
 		}
 		if err != nil {
 			return rep, err
@@ -87,7 +87,11 @@ func pruneChunk(tx *bolt.Tx, after []byte, before time.Time, dryRun bool, rep *P
 			StartedAt  time.Time  `json:"started_at"`
 			FinishedAt *time.Time `json:"finished_at"`
 		}
-		if err := json.Unmarshal(v, &r); err != nil {
+		b, err := unseal("run "+id.String(), v)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Errorf("run %s: %w: %v", id, ErrDamaged, err)
 		}
 		switch {

@@ -123,7 +123,7 @@ func (j *Journal) Invocations(f Filter) ([]Invocation, error) {
 			if v == nil {
 				return fmt.Errorf("index entry %x without a record: %w", k, ErrDamaged)
 			}
-			inv, err := DecodeInvocation(v)
+			inv, err := decodeInv(v)
 			if err != nil {
 				return err
 			}
@@ -208,8 +208,8 @@ func (j *Journal) Runs(f RunFilter) ([]Run, error) {
 const exportChunk = 256
 
 // Export writes every invocation created at or after since (all when since
-// is zero) as JSON Lines, oldest first, each line one record exactly as
-// stored ([DecodeInvocation] reads it back). It streams: it copies at most
+// is zero) as JSON Lines, oldest first, each line one record's JSON as
+// stored, its checksum verified ([DecodeInvocation] reads it back). It streams: it copies at most
 // exportChunk records per short read transaction and writes them before
 // reading on, so memory stays bounded and a slow writer never holds a
 // transaction open (which would keep bbolt from growing the file for the
@@ -228,6 +228,10 @@ func (j *Journal) Export(w io.Writer, since time.Time) error {
 			c := tx.Bucket(bucketInvs).Cursor()
 			k, v := c.Seek(next)
 			for ; k != nil && len(buf) < exportChunk; k, v = c.Next() {
+				v, err := unseal(fmt.Sprintf("invocation %x", k), v)
+				if err != nil {
+					return err
+				}
 				if !json.Valid(v) {
 					return fmt.Errorf("invocation %x: %w: not JSON", k, ErrDamaged)
 				}
@@ -262,7 +266,7 @@ func (j *Journal) Export(w io.Writer, since time.Time) error {
 	return nil
 }
 
-// DecodeInvocation decodes one stored invocation record (one line of
+// DecodeInvocation decodes one invocation record's JSON (one line of
 // Export). A record that is not valid gives an error wrapping ErrDamaged.
 func DecodeInvocation(b []byte) (*Invocation, error) {
 	var inv Invocation

@@ -2,8 +2,11 @@ package journal
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"hash/crc32"
 	"time"
 
 	"github.com/mcpflow/mcpflow/internal/verdict"
@@ -177,4 +180,27 @@ func (inv *Invocation) Replays() int {
 		}
 	}
 	return n
+}
+
+// crcTable is CRC-32C (Castagnoli), which CPUs compute in hardware.
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// seal is how a record is stored (schema 2): its JSON followed by the
+// CRC-32C of that JSON, big-endian. Every read verifies it, so a flipped
+// byte anywhere in a record — a changed result text included — is found.
+func seal(b []byte) []byte {
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+}
+
+// unseal verifies a stored record and returns its JSON. what names the
+// record in the error, which wraps ErrDamaged.
+func unseal(what string, v []byte) ([]byte, error) {
+	if len(v) < 4 {
+		return nil, fmt.Errorf("%s: %w: record too short", what, ErrDamaged)
+	}
+	b, sum := v[:len(v)-4], binary.BigEndian.Uint32(v[len(v)-4:])
+	if crc32.Checksum(b, crcTable) != sum {
+		return nil, fmt.Errorf("%s: %w: checksum mismatch", what, ErrDamaged)
+	}
+	return b, nil
 }

@@ -37,7 +37,7 @@ func (j *Journal) CreateRun(r *Run) error {
 		r.Digest = Digest(r.Definition)
 	}
 	rec := *r
-	return j.gc.do(func(tx *bolt.Tx) error {
+	return j.update(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketRuns).Get(rec.ID.key()) != nil {
 			return fmt.Errorf("run %s: %w", rec.ID, ErrExists)
 		}
@@ -57,7 +57,7 @@ func (j *Journal) SetRunStatus(id ID, status RunStatus, runErr *Error) error {
 // with RunSucceeded), in the same commit. Durable when it returns nil.
 func (j *Journal) EndRun(id ID, status RunStatus, runErr *Error, outputs map[string]any) error {
 	now := j.now().UTC()
-	return j.gc.do(func(tx *bolt.Tx) error {
+	return j.update(func(tx *bolt.Tx) error {
 		old, err := getRun(tx, id)
 		if err != nil {
 			return err
@@ -99,7 +99,7 @@ func (j *Journal) Begin(inv *Invocation) (Intent, error) {
 	trust := inv.Trust
 	inv.Attempts = []Attempt{{N: 1, SentAt: now, Trust: &trust, Annotations: inv.Annotations}}
 	rec := *inv
-	err := j.gc.do(func(tx *bolt.Tx) error { return insertInv(tx, &rec) })
+	err := j.update(func(tx *bolt.Tx) error { return insertInv(tx, &rec) })
 	if err != nil {
 		return Intent{}, err
 	}
@@ -113,7 +113,7 @@ func (j *Journal) Skip(inv *Invocation) error {
 	now := j.now().UTC()
 	j.newInv(inv, now, StateSkipped)
 	rec := *inv
-	return j.gc.do(func(tx *bolt.Tx) error { return insertInv(tx, &rec) })
+	return j.update(func(tx *bolt.Tx) error { return insertInv(tx, &rec) })
 }
 
 func (j *Journal) newInv(inv *Invocation, now time.Time, s State) {
@@ -161,7 +161,7 @@ type NextAttempt struct {
 func (j *Journal) Again(id ID, next NextAttempt) (Intent, error) {
 	now := j.now().UTC()
 	var out Intent
-	err := j.gc.do(func(tx *bolt.Tx) error {
+	err := j.update(func(tx *bolt.Tx) error {
 		old, err := getInv(tx, id)
 		if err != nil {
 			return err
@@ -218,7 +218,7 @@ func (j *Journal) Finish(in Intent, o Outcome) error {
 		return fmt.Errorf("finish: intent not issued by the journal: %w", ErrTransition)
 	}
 	now := j.now().UTC()
-	return j.gc.do(func(tx *bolt.Tx) error {
+	return j.update(func(tx *bolt.Tx) error {
 		old, err := getInv(tx, in.ID)
 		if err != nil {
 			return err
@@ -270,7 +270,7 @@ func (j *Journal) Interrupted(id ID, o Outcome) error {
 // Durable when it returns nil.
 func (j *Journal) Decide(id ID, d Decision, state State, e *Error) error {
 	now := j.now().UTC()
-	return j.gc.do(func(tx *bolt.Tx) error {
+	return j.update(func(tx *bolt.Tx) error {
 		old, err := getInv(tx, id)
 		if err != nil {
 			return err
@@ -313,7 +313,7 @@ func (j *Journal) Resolve(id ID, r Resolution, result *Result) error {
 		return fmt.Errorf("resolve invocation %s: who (By) and why (Why) are required", id.Short())
 	}
 	now := j.now().UTC()
-	return j.gc.do(func(tx *bolt.Tx) error {
+	return j.update(func(tx *bolt.Tx) error {
 		old, err := getInv(tx, id)
 		if err != nil {
 			return err
@@ -384,7 +384,7 @@ func putRun(tx *bolt.Tx, old, r *Run) error {
 	if err := idx.Put(runStatusKey(r.Status, r.ID), nil); err != nil {
 		return err
 	}
-	return tx.Bucket(bucketRuns).Put(r.ID.key(), b)
+	return tx.Bucket(bucketRuns).Put(r.ID.key(), seal(b))
 }
 
 // putInv writes inv and moves its index entries from old (nil when new).
@@ -407,7 +407,7 @@ func putInv(tx *bolt.Tx, old, inv *Invocation) error {
 	if err := states.Put(stateKey(inv.State, inv.ID), nil); err != nil {
 		return err
 	}
-	return tx.Bucket(bucketInvs).Put(inv.ID.key(), b)
+	return tx.Bucket(bucketInvs).Put(inv.ID.key(), seal(b))
 }
 
 func getRun(tx *bolt.Tx, id ID) (*Run, error) {
@@ -418,9 +418,14 @@ func getRun(tx *bolt.Tx, id ID) (*Run, error) {
 	return decodeRun(v)
 }
 
+// decodeRun decodes a stored run record.
 func decodeRun(v []byte) (*Run, error) {
+	b, err := unseal("run record", v)
+	if err != nil {
+		return nil, err
+	}
 	var r Run
-	if err := json.Unmarshal(v, &r); err != nil {
+	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("run record: %w: %v", ErrDamaged, err)
 	}
 	if r.ID.IsZero() || r.Status == runInvalid {
@@ -434,7 +439,16 @@ func getInv(tx *bolt.Tx, id ID) (*Invocation, error) {
 	if v == nil {
 		return nil, fmt.Errorf("invocation %s: %w", id, ErrNotFound)
 	}
-	return DecodeInvocation(v)
+	return decodeInv(v)
+}
+
+// decodeInv decodes a stored invocation record.
+func decodeInv(v []byte) (*Invocation, error) {
+	b, err := unseal("invocation record", v)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeInvocation(b)
 }
 
 func cat(parts ...[]byte) []byte {

@@ -26,6 +26,7 @@ func newJournalCommand(g *globals) *cobra.Command {
 		newJournalCheckCommand(g, nil),
 		newJournalPruneCommand(g, nil),
 		newJournalCompactCommand(g, nil),
+		newJournalSalvageCommand(g, nil),
 	)
 	return cmd
 }

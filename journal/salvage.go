@@ -1,0 +1,134 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sort"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// SalvageReport says what Salvage copied and what it could not.
+type SalvageReport struct {
+	Runs, Invocations int // records copied
+	// Lost are the records that could not be read, and the invocations
+	// whose run was lost (an invocation is kept only with its run), each
+	// with the reason.
+	Lost []LostRecord
+}
+
+// LostRecord is a record Salvage did not copy.
+type LostRecord struct {
+	Kind   string // "run" or "invocation"
+	Key    string // the record's id, or its raw key when the id is unreadable
+	Reason string
+}
+
+// Salvage copies every readable record of the journal at src into a new
+// journal at dst, with its indexes rebuilt, and reports what it could not
+// copy. src is opened read-only and never written: a damaged journal is
+// saved, not repaired in place. dst must not exist. When src's structure
+// is too damaged for bbolt to walk, Salvage copies what it can reach
+// before the damage and reports the rest as lost.
+func Salvage(src, dst string) (SalvageReport, error) {
+	var rep SalvageReport
+	if _, err := os.Stat(dst); err == nil {
+		return rep, fmt.Errorf("salvage: %s exists already: choose a new file", dst)
+	}
+	db, err := bolt.Open(src, 0o600, &bolt.Options{ReadOnly: true, Timeout: 500 * time.Millisecond})
+	if err != nil {
+		return rep, fmt.Errorf("salvage %s: %w", src, err)
+	}
+	defer db.Close()
+	runs := map[ID]*Run{}
+	var invs []*Invocation
+	readErr := func() (err error) {
+		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%w: %v", ErrDamaged, r)
+			}
+		}()
+		return db.View(func(tx *bolt.Tx) error {
+			if b := tx.Bucket(bucketRuns); b != nil {
+				b.ForEach(func(k, v []byte) error {
+					r, err := decodeRun(v)
+					if err != nil || string(r.ID.key()) != string(k) {
+						rep.Lost = append(rep.Lost, LostRecord{"run", keyText(k), reason(err, "stored under another id")})
+						return nil
+					}
+					runs[r.ID] = r
+					return nil
+				})
+			}
+			if b := tx.Bucket(bucketInvs); b != nil {
+				b.ForEach(func(k, v []byte) error {
+					inv, err := decodeInv(v)
+					if err != nil || string(inv.ID.key()) != string(k) {
+						rep.Lost = append(rep.Lost, LostRecord{"invocation", keyText(k), reason(err, "stored under another id")})
+						return nil
+					}
+					invs = append(invs, inv)
+					return nil
+				})
+			}
+			return nil
+		})
+	}()
+	if readErr != nil {
+		rep.Lost = append(rep.Lost, LostRecord{"file", src, "reading stopped at damage: " + readErr.Error()})
+	}
+	out, err := Open(dst, nil)
+	if err != nil {
+		return rep, err
+	}
+	defer out.Close()
+	ids := make([]ID, 0, len(runs))
+	for id := range runs {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(a, b int) bool { return string(ids[a][:]) < string(ids[b][:]) })
+	err = out.update(func(tx *bolt.Tx) error {
+		for _, id := range ids {
+			if err := putRun(tx, nil, runs[id]); err != nil {
+				return err
+			}
+			rep.Runs++
+		}
+		for _, inv := range invs {
+			if _, ok := runs[inv.RunID]; !ok {
+				rep.Lost = append(rep.Lost, LostRecord{"invocation", inv.ID.String(), "its run " + inv.RunID.String() + " was lost"})
+				continue
+			}
+			if err := putInv(tx, nil, inv); err != nil {
+				return err
+			}
+			rep.Invocations++
+		}
+		return nil
+	})
+	if err != nil {
+		return rep, fmt.Errorf("salvage into %s: %w", dst, err)
+	}
+	return rep, nil
+}
+
+func keyText(k []byte) string {
+	if len(k) == 16 {
+		return ID(k).String()
+	}
+	return fmt.Sprintf("%x", k)
+}
+
+func reason(err error, otherwise string) string {
+	if err == nil {
+		return otherwise
+	}
+	if errors.Is(err, ErrDamaged) {
+		return err.Error()
+	}
+	return otherwise + ": " + err.Error()
+}
