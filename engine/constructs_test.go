@@ -365,7 +365,7 @@ steps:
 		t.Fatal(err)
 	}
 	var exported strings.Builder
-	j.Export(&exported, time.Time{})
+	j.Export(&exported, time.Time{}, false)
 	stored, _ := j.Run(run.ID)
 	rec, _ := json.Marshal(stored)
 	for where, text := range map[string]string{"events": events.String(), "invocations": exported.String(), "run": string(rec)} {

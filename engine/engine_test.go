@@ -284,7 +284,7 @@ steps: [{id: a, server: s, tool: t, with: {auth: "Bearer ${{ inputs.token }}"}}]
 		t.Fatal(err)
 	}
 	var sb strings.Builder
-	if err := j.Export(&sb, time.Time{}); err != nil {
+	if err := j.Export(&sb, time.Time{}, false); err != nil {
 		t.Fatal(err)
 	}
 	r, _ := j.Run(run.ID)

@@ -86,7 +86,7 @@ func checkRecords(tx *bolt.Tx, add func(rec, format string, args ...any)) {
 	nRuns := 0
 	_ = tx.Bucket(bucketRuns).ForEach(func(k, v []byte) error {
 		nRuns++
-		r, err := decodeRun(v)
+		r, err := decodeRun(sealerOf(tx), v)
 		if err != nil {
 			add(fmt.Sprintf("run %x", k), "%v", err)
 			return nil
@@ -114,7 +114,7 @@ func checkRecords(tx *bolt.Tx, add func(rec, format string, args ...any)) {
 	nInvs := 0
 	_ = tx.Bucket(bucketInvs).ForEach(func(k, v []byte) error {
 		nInvs++
-		inv, err := decodeInv(v)
+		inv, err := decodeInv(sealerOf(tx), v)
 		if err != nil {
 			add(fmt.Sprintf("invocation %x", k), "%v", err)
 			return nil
@@ -171,10 +171,10 @@ func checkIndexCount(tx *bolt.Tx, idx []byte, want int, records []byte, add func
 		if len(k) >= 16 {
 			if v := tx.Bucket(records).Get(k[len(k)-16:]); v != nil {
 				if runKey != nil {
-					r, err := decodeRun(v)
+					r, err := decodeRun(sealerOf(tx), v)
 					ok = err == nil && runKey(k, r)
 				} else {
-					inv, err := decodeInv(v)
+					inv, err := decodeInv(sealerOf(tx), v)
 					ok = err == nil && invKey(k, inv)
 				}
 			}

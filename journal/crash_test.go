@@ -132,7 +132,7 @@ func facts(t *testing.T, j *journal.Journal) map[string]string {
 		out[r.ID.String()] = runFact(r.Status)
 	}
 	var buf bytes.Buffer
-	if err := j.Export(&buf, time.Time{}); err != nil {
+	if err := j.Export(&buf, time.Time{}, false); err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {

@@ -103,7 +103,7 @@ func TestSalvageCopiesWhatIsReadable(t *testing.T) {
 	path, _, good, bad := damagedJournal(t)
 	before, _ := os.ReadFile(path)
 	out := filepath.Join(t.TempDir(), "saved.db")
-	rep, err := Salvage(path, out)
+	rep, err := Salvage(path, out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestSalvageCopiesWhatIsReadable(t *testing.T) {
 	if inv, err := j.Invocation(good); err != nil || !strings.Contains(string(inv.Result.Content), "kept") {
 		t.Errorf("the readable invocation: %+v %v", inv, err)
 	}
-	if _, err := Salvage(path, out); err == nil {
+	if _, err := Salvage(path, out, nil); err == nil {
 		t.Error("salvage over an existing file")
 	}
 }

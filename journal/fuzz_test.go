@@ -131,7 +131,7 @@ func openDamaged(path string) string {
 	}
 	_, err1 := j.Runs(journal.RunFilter{})
 	_, err2 := j.Invocations(journal.Filter{})
-	err3 := j.Export(new(bytes.Buffer), time.Time{})
+	err3 := j.Export(new(bytes.Buffer), time.Time{}, false)
 	if len(probs) == 0 && (err1 != nil || err2 != nil || err3 != nil) {
 		return "Check found nothing, but reading failed: " + errors.Join(err1, err2, err3).Error()
 	}

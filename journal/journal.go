@@ -40,6 +40,7 @@ var (
 
 	keyMagic   = []byte("magic")
 	keyVersion = []byte("version")
+	keyKeyID   = []byte("keyid")
 )
 
 // Options configures Open. A nil *Options means the defaults.
@@ -53,6 +54,14 @@ type Options struct {
 	// Now is the clock used for timestamps and for the ids the journal
 	// assigns. Default time.Now.
 	Now func() time.Time
+	// Key encrypts the payloads of records (see Key). The first read-write
+	// open with a key records the key's id; then the journal refuses
+	// another key (ErrWrongKey), and writes without a key (ErrKeyRequired).
+	// Without a key, an encrypted journal's payloads read as Sealed.
+	Key *Key
+	// keyOptional lets Compact, which copies pages and decrypts nothing,
+	// write an encrypted journal without its key.
+	keyOptional bool
 }
 
 // Journal is an open journal file. It is safe for concurrent use.
@@ -61,6 +70,9 @@ type Journal struct {
 	path     string
 	now      func() time.Time
 	readOnly bool
+	sealer   *sealer // nil: payloads are stored as given
+	// keyOptional: see Options.keyOptional.
+	keyOptional bool
 	// damage is the first damage seen; once set, writes are refused.
 	damage atomic.Pointer[error]
 	gc     groupCommit
@@ -136,8 +148,15 @@ func Open(path string, opts *Options) (*Journal, error) {
 		db.Close()
 		return nil, fmt.Errorf("open journal %s: schema %d must be migrated to %d first: open it read-write once", path, version, SchemaVersion)
 	}
-	j := &Journal{db: db, path: path, now: o.Now, readOnly: o.ReadOnly}
+	j := &Journal{db: db, path: path, now: o.Now, readOnly: o.ReadOnly, sealer: newSealer(o.Key), keyOptional: o.keyOptional}
 	j.gc.init(db, path)
+	if j.sealer != nil {
+		sealers.Store(db, j.sealer)
+	}
+	if err := j.checkKey(); err != nil {
+		j.Close()
+		return nil, err
+	}
 	if version < SchemaVersion {
 		if err := j.update(func(tx *bolt.Tx) error { return migrate(tx, version) }); err != nil {
 			db.Close()
@@ -369,7 +388,31 @@ func (j *Journal) Path() string { return j.path }
 func (j *Journal) Close() error {
 	j.closeOnce.Do(func() {
 		j.gc.close()
+		sealers.Delete(j.db)
 		j.closeErr = j.db.Close()
 	})
 	return j.closeErr
+}
+
+// checkKey compares the key the journal was opened with to the one it
+// records, and records it on the first read-write open with a key.
+func (j *Journal) checkKey() error {
+	var recorded string
+	if err := j.view(func(tx *bolt.Tx) error {
+		recorded = string(tx.Bucket(bucketMeta).Get(keyKeyID))
+		return nil
+	}); err != nil {
+		return err
+	}
+	switch {
+	case j.sealer == nil && recorded != "" && !j.readOnly && !j.keyOptional:
+		return fmt.Errorf("open journal %s: %w: its payloads are encrypted with key %s (set %s, or keep the key file in your config directory)", j.path, ErrKeyRequired, recorded, KeyEnv)
+	case j.sealer == nil:
+		return nil
+	case recorded == "" && !j.readOnly:
+		return j.update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyKeyID, []byte(j.sealer.id)) })
+	case recorded != "" && recorded != j.sealer.id:
+		return fmt.Errorf("open journal %s: %w: it records key %s, this key is %s", j.path, ErrWrongKey, recorded, j.sealer.id)
+	}
+	return nil
 }

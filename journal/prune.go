@@ -186,7 +186,7 @@ func Compact(path string) (before, after int64, err error) {
 	if path, err = filepath.EvalSymlinks(path); err != nil {
 		return 0, 0, fmt.Errorf("compact: %w", err)
 	}
-	j, err := Open(path, &Options{LockTimeout: 500 * time.Millisecond})
+	j, err := Open(path, &Options{LockTimeout: 500 * time.Millisecond, keyOptional: true})
 	if err != nil {
 		return 0, 0, err
 	}

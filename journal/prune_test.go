@@ -60,14 +60,14 @@ func TestPrune(t *testing.T) {
 		}
 	}
 	var snap bytes.Buffer
-	j.Export(&snap, time.Time{})
+	j.Export(&snap, time.Time{}, false)
 	rep, err := j.Prune(before, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	check(rep)
 	var after bytes.Buffer
-	j.Export(&after, time.Time{})
+	j.Export(&after, time.Time{}, false)
 	if !bytes.Equal(snap.Bytes(), after.Bytes()) {
 		t.Fatal("dry run changed invocations")
 	}
@@ -131,7 +131,7 @@ func contents(t *testing.T, j *journal.Journal) ([]journal.Run, []byte) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := j.Export(&b, time.Time{}); err != nil {
+	if err := j.Export(&b, time.Time{}, false); err != nil {
 		t.Fatal(err)
 	}
 	return runs, b.Bytes()

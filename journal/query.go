@@ -123,7 +123,7 @@ func (j *Journal) Invocations(f Filter) ([]Invocation, error) {
 			if v == nil {
 				return fmt.Errorf("index entry %x without a record: %w", k, ErrDamaged)
 			}
-			inv, err := decodeInv(v)
+			inv, err := decodeInv(sealerOf(tx), v)
 			if err != nil {
 				return err
 			}
@@ -216,7 +216,14 @@ const exportChunk = 256
 // writers). Each record is exported once, as it is when its chunk is read;
 // records created during the export are included when newer than the
 // chunk read last.
-func (j *Journal) Export(w io.Writer, since time.Time) error {
+//
+// With decrypt, each line is the record with its payload decrypted (the
+// journal must have been opened with its key); otherwise encrypted
+// payloads stay sealed, as stored.
+func (j *Journal) Export(w io.Writer, since time.Time, decrypt bool) error {
+	if decrypt && j.sealer == nil {
+		return fmt.Errorf("export: %w: decrypting needs the journal's key", ErrKeyRequired)
+	}
 	next := []byte{}
 	if !since.IsZero() {
 		next = millisKey(since.UnixMilli())
@@ -244,6 +251,18 @@ func (j *Journal) Export(w io.Writer, since time.Time) error {
 					}
 					if t.CreatedAt.Before(since) {
 						continue
+					}
+				}
+				if decrypt {
+					inv, err := DecodeInvocation(v)
+					if err == nil {
+						err = openInv(j.sealer, inv)
+					}
+					if err != nil {
+						return err
+					}
+					if v, err = json.Marshal(inv); err != nil {
+						return err
 					}
 				}
 				buf = append(buf, append(bytes.Clone(v), '\n'))

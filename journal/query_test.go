@@ -373,7 +373,7 @@ func TestExportStreamsEveryRecord(t *testing.T) {
 	runtime.ReadMemStats(&ms)
 	base := ms.HeapAlloc
 	w := &lineWriter{t: t, heapAt: n - 100}
-	if err := j.Export(w, time.Time{}); err != nil {
+	if err := j.Export(w, time.Time{}, false); err != nil {
 		t.Fatal(err)
 	}
 	if w.n != n {
@@ -387,7 +387,7 @@ func TestExportStreamsEveryRecord(t *testing.T) {
 	all, _ := j.Invocations(journal.Filter{})
 	since := all[1000].CreatedAt
 	w2 := &lineWriter{t: t}
-	if err := j.Export(w2, since); err != nil || w2.n != 1001 {
+	if err := j.Export(w2, since, false); err != nil || w2.n != 1001 {
 		t.Errorf("export since: %d lines, %v; want 1001", w2.n, err)
 	}
 }

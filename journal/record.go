@@ -23,7 +23,8 @@ type Run struct {
 	Digest string `json:"digest,omitempty"`
 	// Source is the path the definition was read from, for people.
 	Source string `json:"source,omitempty"`
-	// Inputs with secret values already redacted by the caller.
+	// Inputs, secret ones included when the journal is Sealed (encrypted
+	// at rest), else redacted by the caller.
 	Inputs     map[string]any `json:"inputs,omitempty"`
 	Workspace  string         `json:"workspace,omitempty"`
 	Status     RunStatus      `json:"status"`
@@ -32,8 +33,11 @@ type Run struct {
 	UpdatedAt  time.Time      `json:"updated_at"`
 	FinishedAt *time.Time     `json:"finished_at,omitempty"`
 	// Outputs are the workflow's outputs, set when the run succeeds
-	// (secrets redacted by the caller).
+	// (secrets redacted by the caller unless the journal is Sealed).
 	Outputs map[string]any `json:"outputs,omitempty"`
+	// Sealed holds Inputs and Outputs encrypted, as stored, when the
+	// journal was opened without its key: they are then nil.
+	Sealed string `json:"sealed,omitempty"`
 }
 
 // Invocation is one logical tools/call: one step (or one fan-out item) of a
@@ -47,7 +51,8 @@ type Invocation struct {
 	Item   int    `json:"item"`
 	Server string `json:"server"`
 	Tool   string `json:"tool"`
-	// Arguments as sent, secrets redacted, large values capped.
+	// Arguments as sent (secrets redacted unless the journal is Sealed),
+	// large values capped.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// ArgumentsDigest is the digest of the arguments as actually sent.
 	ArgumentsDigest string `json:"arguments_digest,omitempty"`
@@ -59,11 +64,14 @@ type Invocation struct {
 	State          State           `json:"state"`
 	Attempts       []Attempt       `json:"attempts"`
 	Result         *Result         `json:"result,omitempty"`
-	Error          *Error          `json:"error,omitempty"`
-	Decisions      []Decision      `json:"decisions,omitempty"`
-	Resolutions    []Resolution    `json:"resolutions,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
+	// Sealed holds Arguments and Result encrypted, as stored, when the
+	// journal was opened without its key: they are then nil.
+	Sealed      string       `json:"sealed,omitempty"`
+	Error       *Error       `json:"error,omitempty"`
+	Decisions   []Decision   `json:"decisions,omitempty"`
+	Resolutions []Resolution `json:"resolutions,omitempty"`
+	CreatedAt   time.Time    `json:"created_at"`
+	UpdatedAt   time.Time    `json:"updated_at"`
 }
 
 // Trust is the trust snapshot taken when an attempt was sent.

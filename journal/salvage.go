@@ -33,7 +33,10 @@ type LostRecord struct {
 // saved, not repaired in place. dst must not exist. When src's structure
 // is too damaged for bbolt to walk, Salvage copies what it can reach
 // before the damage and reports the rest as lost.
-func Salvage(src, dst string) (SalvageReport, error) {
+//
+// With key, encrypted payloads are decrypted from src and encrypted again
+// in dst; without it they are copied sealed, as they are.
+func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 	var rep SalvageReport
 	if _, err := os.Stat(dst); err == nil {
 		return rep, fmt.Errorf("salvage: %s exists already: choose a new file", dst)
@@ -43,8 +46,10 @@ func Salvage(src, dst string) (SalvageReport, error) {
 		return rep, fmt.Errorf("salvage %s: %w", src, err)
 	}
 	defer db.Close()
+	s := newSealer(key)
 	runs := map[ID]*Run{}
 	var invs []*Invocation
+	var srcKeyID string
 	readErr := func() (err error) {
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		defer func() {
@@ -53,9 +58,15 @@ func Salvage(src, dst string) (SalvageReport, error) {
 			}
 		}()
 		return db.View(func(tx *bolt.Tx) error {
+			if m := tx.Bucket(bucketMeta); m != nil {
+				srcKeyID = string(m.Get(keyKeyID))
+			}
+			if key != nil && srcKeyID != "" && srcKeyID != key.ID() {
+				return fmt.Errorf("salvage %s: %w: it records key %s, this key is %s", src, ErrWrongKey, srcKeyID, key.ID())
+			}
 			if b := tx.Bucket(bucketRuns); b != nil {
 				b.ForEach(func(k, v []byte) error {
-					r, err := decodeRun(v)
+					r, err := decodeRun(s, v)
 					if err != nil || string(r.ID.key()) != string(k) {
 						rep.Lost = append(rep.Lost, LostRecord{"run", keyText(k), reason(err, "stored under another id")})
 						return nil
@@ -66,7 +77,7 @@ func Salvage(src, dst string) (SalvageReport, error) {
 			}
 			if b := tx.Bucket(bucketInvs); b != nil {
 				b.ForEach(func(k, v []byte) error {
-					inv, err := decodeInv(v)
+					inv, err := decodeInv(s, v)
 					if err != nil || string(inv.ID.key()) != string(k) {
 						rep.Lost = append(rep.Lost, LostRecord{"invocation", keyText(k), reason(err, "stored under another id")})
 						return nil
@@ -78,10 +89,13 @@ func Salvage(src, dst string) (SalvageReport, error) {
 			return nil
 		})
 	}()
+	if errors.Is(readErr, ErrWrongKey) {
+		return rep, readErr
+	}
 	if readErr != nil {
 		rep.Lost = append(rep.Lost, LostRecord{"file", src, "reading stopped at damage: " + readErr.Error()})
 	}
-	out, err := Open(dst, nil)
+	out, err := Open(dst, &Options{Key: key})
 	if err != nil {
 		return rep, err
 	}
@@ -92,6 +106,12 @@ func Salvage(src, dst string) (SalvageReport, error) {
 	}
 	sort.Slice(ids, func(a, b int) bool { return string(ids[a][:]) < string(ids[b][:]) })
 	err = out.update(func(tx *bolt.Tx) error {
+		if key == nil && srcKeyID != "" {
+			// Payloads stay sealed under the source's key: so says dst.
+			if err := tx.Bucket(bucketMeta).Put(keyKeyID, []byte(srcKeyID)); err != nil {
+				return err
+			}
+		}
 		for _, id := range ids {
 			if err := putRun(tx, nil, runs[id]); err != nil {
 				return err

@@ -371,7 +371,7 @@ func cloneInv(inv *Invocation) *Invocation {
 
 // putRun writes r and moves its index entries from old (nil when new).
 func putRun(tx *bolt.Tx, old, r *Run) error {
-	b, err := json.Marshal(r)
+	b, err := encodeRun(sealerOf(tx), r)
 	if err != nil {
 		return err
 	}
@@ -389,7 +389,7 @@ func putRun(tx *bolt.Tx, old, r *Run) error {
 
 // putInv writes inv and moves its index entries from old (nil when new).
 func putInv(tx *bolt.Tx, old, inv *Invocation) error {
-	b, err := json.Marshal(inv)
+	b, err := encodeInv(sealerOf(tx), inv)
 	if err != nil {
 		return err
 	}
@@ -415,11 +415,11 @@ func getRun(tx *bolt.Tx, id ID) (*Run, error) {
 	if v == nil {
 		return nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
 	}
-	return decodeRun(v)
+	return decodeRun(sealerOf(tx), v)
 }
 
-// decodeRun decodes a stored run record.
-func decodeRun(v []byte) (*Run, error) {
+// decodeRun decodes a stored run record, its payload opened when s can.
+func decodeRun(s *sealer, v []byte) (*Run, error) {
 	b, err := unseal("run record", v)
 	if err != nil {
 		return nil, err
@@ -431,6 +431,9 @@ func decodeRun(v []byte) (*Run, error) {
 	if r.ID.IsZero() || r.Status == runInvalid {
 		return nil, fmt.Errorf("run record: %w: id or status missing", ErrDamaged)
 	}
+	if err := openRun(s, &r); err != nil {
+		return nil, err
+	}
 	return &r, nil
 }
 
@@ -439,16 +442,24 @@ func getInv(tx *bolt.Tx, id ID) (*Invocation, error) {
 	if v == nil {
 		return nil, fmt.Errorf("invocation %s: %w", id, ErrNotFound)
 	}
-	return decodeInv(v)
+	return decodeInv(sealerOf(tx), v)
 }
 
-// decodeInv decodes a stored invocation record.
-func decodeInv(v []byte) (*Invocation, error) {
+// decodeInv decodes a stored invocation record, its payload opened when s
+// can.
+func decodeInv(s *sealer, v []byte) (*Invocation, error) {
 	b, err := unseal("invocation record", v)
 	if err != nil {
 		return nil, err
 	}
-	return DecodeInvocation(b)
+	inv, err := DecodeInvocation(b)
+	if err != nil {
+		return nil, err
+	}
+	if err := openInv(s, inv); err != nil {
+		return nil, err
+	}
+	return inv, nil
 }
 
 func cat(parts ...[]byte) []byte {

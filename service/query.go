@@ -143,12 +143,13 @@ func (s *Service) Resolve(req ResolveRequest) (*journal.Invocation, error) {
 }
 
 // Export writes every invocation created since since as JSON Lines, oldest
-// first.
-func (s *Service) Export(w io.Writer, since time.Time) error {
+// first; with decrypt, payloads decrypted (the journal's key is needed),
+// otherwise as stored.
+func (s *Service) Export(w io.Writer, since time.Time, decrypt bool) error {
 	if err := s.open(); err != nil {
 		return err
 	}
-	return s.j.Export(w, since)
+	return s.j.Export(w, since, decrypt)
 }
 
 // Check verifies the journal: the file, its indexes and every invariant.

@@ -10,8 +10,9 @@ import (
 
 type journalExportOptions struct {
 	ioStreams
-	g     *globals
-	since string
+	g       *globals
+	since   string
+	decrypt bool
 }
 
 func newJournalExportCommand(g *globals, runF func(context.Context, *journalExportOptions) error) *cobra.Command {
@@ -29,6 +30,7 @@ func newJournalExportCommand(g *globals, runF func(context.Context, *journalExpo
 		},
 	}
 	cmd.Flags().StringVar(&o.since, "since", "", "only invocations created since: a duration (24h) or a date")
+	cmd.Flags().BoolVar(&o.decrypt, "decrypt", false, "write arguments and results decrypted (needs the journal's key); secret values are then in the output")
 	return cmd
 }
 
@@ -46,7 +48,7 @@ func runJournalExport(o *journalExportOptions) error {
 	}
 	defer done()
 	w := bufio.NewWriter(o.Out)
-	if err := svc.Export(w, t); err != nil {
+	if err := svc.Export(w, t, o.decrypt); err != nil {
 		return err
 	}
 	return w.Flush()

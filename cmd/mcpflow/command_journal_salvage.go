@@ -44,7 +44,11 @@ func runJournalSalvage(o *journalSalvageOptions) error {
 	if _, err := os.Stat(path); err != nil {
 		return &exitError{code: exitFailed, err: fmt.Errorf("no journal at %s", path)}
 	}
-	rep, err := journal.Salvage(path, o.out)
+	key, err := o.g.journalKey(false)
+	if err != nil {
+		return err
+	}
+	rep, err := journal.Salvage(path, o.out, key)
 	if err != nil {
 		return err
 	}

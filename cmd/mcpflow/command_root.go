@@ -134,16 +134,40 @@ func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
 			if _, err := os.Stat(g.journalPath); os.IsNotExist(err) {
 				return nil, &exitError{code: exitFailed, err: fmt.Errorf("no journal at %s: nothing has run in this workspace yet (try 'mcpflow run FILE', or pass --journal)", g.journalPath)}
 			}
-			return journal.Open(g.journalPath, &journal.Options{ReadOnly: true})
+			key, err := g.journalKey(false)
+			if err != nil {
+				return nil, err
+			}
+			return journal.Open(g.journalPath, &journal.Options{ReadOnly: true, Key: key})
 		}
 	case writeJournal:
-		o.OpenJournal = func() (*journal.Journal, error) { return journal.Open(g.journalPath, nil) }
+		o.OpenJournal = func() (*journal.Journal, error) {
+			key, err := g.journalKey(true)
+			if err != nil {
+				return nil, err
+			}
+			return journal.Open(g.journalPath, &journal.Options{Key: key})
+		}
 	}
 	s, err := service.New(nil, o)
 	if err != nil {
 		return nil, nil, err
 	}
 	return s, func() { s.Close() }, nil
+}
+
+// journalKey is the key that encrypts journal payloads: MCPFLOW_JOURNAL_KEY,
+// or the key file in the user's config directory, created on first use
+// when create is set.
+func (g *globals) journalKey(create bool) (*journal.Key, error) {
+	dir, err := trust.DefaultDir()
+	if err != nil && os.Getenv(journal.KeyEnv) == "" {
+		if create {
+			return nil, fmt.Errorf("journal key: %w (set %s)", err, journal.KeyEnv)
+		}
+		return nil, nil
+	}
+	return journal.LoadKey(dir, create)
 }
 
 // trustStore is the user's store of trusted workspaces.

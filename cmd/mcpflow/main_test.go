@@ -173,7 +173,12 @@ func (c *cli) ledgerCount(tool string) int {
 func (c *cli) openJournal() *journal.Journal {
 	c.t.Helper()
 	journaltest.CheckFile(c.t, c.journalPath())
-	j, err := journal.Open(c.journalPath(), &journal.Options{ReadOnly: true})
+	// mcpflow encrypts payloads with the key in the test's config directory.
+	key, err := journal.LoadKey(filepath.Join(c.config, "mcpflow"), false)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	j, err := journal.Open(c.journalPath(), &journal.Options{ReadOnly: true, Key: key})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func TestResumeAfterCrashDuringUnsafeCall(t *testing.T) {
 		t.Errorf("decision %+v", d)
 	}
 	var before strings.Builder
-	j.Export(&before, time.Time{})
+	j.Export(&before, time.Time{}, false)
 	runBefore, _ := json.Marshal(run)
 	j.Close()
 
@@ -73,7 +73,7 @@ func TestResumeAfterCrashDuringUnsafeCall(t *testing.T) {
 	}
 	j = c.openJournal()
 	var after strings.Builder
-	j.Export(&after, time.Time{})
+	j.Export(&after, time.Time{}, false)
 	runAfter, _ := j.Run(id)
 	ra, _ := json.Marshal(runAfter)
 	if before.String() != after.String() || string(runBefore) != string(ra) {
