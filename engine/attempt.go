@@ -137,7 +137,7 @@ func (r *runner) begin(ctx context.Context, u unit) (stepResult, error) {
 		Server:          u.Server,
 		Tool:            u.Tool,
 		Arguments:       journal.CapJSON(redacted, r.e.limit()),
-		ArgumentsDigest: journal.Digest(redacted), // of a secret, not even a digest
+		ArgumentsDigest: r.j.Digest(redacted), // keyed when sealed; of a redacted secret, not even a digest
 		Annotations:     tool.Annotations,
 		Trust:           r.e.Trust(u.Server),
 	}

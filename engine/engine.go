@@ -32,6 +32,13 @@ type Journal interface {
 	Run(journal.ID) (*journal.Run, error)
 	Invocation(journal.ID) (*journal.Invocation, error)
 	RunInvocations(journal.ID) ([]journal.Invocation, error)
+	// Sealed reports whether payloads are encrypted at rest: the engine
+	// then journals inputs, arguments, results and outputs faithfully,
+	// secrets included; otherwise it redacts secret values from them.
+	Sealed() bool
+	// Digest is the digest of arguments the journal keeps (keyed when
+	// Sealed).
+	Digest([]byte) string
 }
 
 var _ Journal = (*journal.Journal)(nil)
@@ -213,7 +220,11 @@ func (e *Engine) Run(ctx context.Context, wf *workflow.Workflow, inputs map[stri
 		Definition: wf.Source,
 		Source:     wf.Path,
 		Inputs:     wf.RedactInputs(inputs),
+		Secrets:    wf.SecretInputs(),
 		Workspace:  workspace,
+	}
+	if e.Journal.Sealed() {
+		run.Inputs = inputs // encrypted at rest: kept faithfully, secrets too
 	}
 	if err := e.Journal.CreateRun(run); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
@@ -119,7 +120,11 @@ func (r *runner) arguments(u unit, inv *journal.Invocation) (json.RawMessage, *s
 	if out != nil {
 		return nil, out
 	}
-	if got := journal.Digest(r.redact(args)); inv.ArgumentsDigest != "" && got != inv.ArgumentsDigest {
+	got := r.j.Digest(r.redact(args))
+	if !strings.HasPrefix(inv.ArgumentsDigest, "hmac-") {
+		got = journal.Digest(r.redactAlways(args)) // journaled before payloads were sealed
+	}
+	if inv.ArgumentsDigest != "" && got != inv.ArgumentsDigest {
 		res := failed(CodeExpression, "step %s: its arguments evaluate differently than when invocation %s was first sent (the results they depend on were capped); resolve the invocation instead", u.name(), inv.ID.Short())
 		return nil, &res
 	}
@@ -147,13 +152,28 @@ func ResumeInputs(run *journal.Run, wf *workflow.Workflow, secrets map[string]an
 			continue
 		}
 		v, ok := secrets[in.Name]
-		if !ok {
-			if _, used := run.Inputs[in.Name]; used {
-				return nil, fmt.Errorf("%w: run %s used secret input %q, which the journal does not keep: pass --input %s=VALUE", workflow.ErrInput, run.ID.Short(), in.Name, in.Name)
-			}
-			continue
+		kept, used := run.Inputs[in.Name]
+		kept = keptSecret(kept)
+		switch {
+		case ok && kept != nil && workflow.Text(v) != workflow.Text(kept):
+			// Other arguments under the same idempotency keys.
+			return nil, fmt.Errorf("%w: secret input %q differs from the value run %s started with; a resume sends exactly what the run sent (leave it out: the journal keeps it, encrypted)", workflow.ErrInput, in.Name, run.ID.Short())
+		case ok:
+			inputs[in.Name] = v
+		case kept != nil:
+			inputs[in.Name] = kept
+		case used:
+			return nil, fmt.Errorf("%w: run %s used secret input %q, which the journal does not keep: pass --input %s=VALUE", workflow.ErrInput, run.ID.Short(), in.Name, in.Name)
 		}
-		inputs[in.Name] = v
 	}
 	return inputs, nil
+}
+
+// keptSecret is a journaled secret input's value, or nil when the journal
+// kept only its redaction (payloads not sealed) or nothing.
+func keptSecret(v any) any {
+	if v == nil || v == workflow.Redacted {
+		return nil
+	}
+	return v
 }

@@ -8,8 +8,18 @@ import (
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
-// redact removes the values of secret inputs from JSON bound for the journal.
+// redact is what the journal keeps of JSON: as it is when the journal
+// encrypts payloads (Sealed), else with the values of secret inputs
+// removed.
 func (r *runner) redact(b json.RawMessage) json.RawMessage {
+	if r.j.Sealed() {
+		return b
+	}
+	return r.redactAlways(b)
+}
+
+// redactAlways removes the values of secret inputs from JSON.
+func (r *runner) redactAlways(b json.RawMessage) json.RawMessage {
 	if len(r.secrets) == 0 {
 		return b
 	}
@@ -17,7 +27,7 @@ func (r *runner) redact(b json.RawMessage) json.RawMessage {
 	if json.Unmarshal(b, &v) != nil {
 		return json.RawMessage(`"` + workflow.Redacted + `"`)
 	}
-	out, _ := json.Marshal(redactValue(v, r.secrets))
+	out, _ := json.Marshal(workflow.RedactValue(v, r.secrets))
 	return out
 }
 
@@ -68,29 +78,4 @@ func (s scrubbing) Decide(id journal.ID, d journal.Decision, st journal.State, e
 
 func (s scrubbing) EndRun(id journal.ID, st journal.RunStatus, e *journal.Error, outputs map[string]any) error {
 	return s.Journal.EndRun(id, st, s.r.scrubError(e), outputs)
-}
-
-func redactValue(v any, secrets []string) any {
-	switch x := v.(type) {
-	case string:
-		for _, s := range secrets {
-			x = strings.ReplaceAll(x, s, workflow.Redacted)
-		}
-		return x
-	case map[string]any:
-		for k, e := range x {
-			x[k] = redactValue(e, secrets)
-		}
-	case []any:
-		for i, e := range x {
-			x[i] = redactValue(e, secrets)
-		}
-	default:
-		for _, s := range secrets {
-			if workflow.Text(x) == s {
-				return workflow.Redacted
-			}
-		}
-	}
-	return v
 }

@@ -25,13 +25,15 @@ type Run struct {
 	Source string `json:"source,omitempty"`
 	// Inputs, secret ones included when the journal is Sealed (encrypted
 	// at rest), else redacted by the caller.
-	Inputs     map[string]any `json:"inputs,omitempty"`
-	Workspace  string         `json:"workspace,omitempty"`
-	Status     RunStatus      `json:"status"`
-	Error      *Error         `json:"error,omitempty"`
-	StartedAt  time.Time      `json:"started_at"`
-	UpdatedAt  time.Time      `json:"updated_at"`
-	FinishedAt *time.Time     `json:"finished_at,omitempty"`
+	Inputs map[string]any `json:"inputs,omitempty"`
+	// Secrets names the inputs declared secret: shown only redacted.
+	Secrets    []string   `json:"secrets,omitempty"`
+	Workspace  string     `json:"workspace,omitempty"`
+	Status     RunStatus  `json:"status"`
+	Error      *Error     `json:"error,omitempty"`
+	StartedAt  time.Time  `json:"started_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	// Outputs are the workflow's outputs, set when the run succeeds
 	// (secrets redacted by the caller unless the journal is Sealed).
 	Outputs map[string]any `json:"outputs,omitempty"`

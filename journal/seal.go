@@ -99,12 +99,11 @@ func LoadKey(dir string, create bool) (*Key, error) {
 			return nil, fmt.Errorf("journal key: %w", err)
 		}
 		k := NewKey()
-		err := atomicfile.Create(path, 0o600, func(f *os.File) error {
+		if cerr := atomicfile.Create(path, 0o600, func(f *os.File) error {
 			_, err := f.WriteString(k.Encode() + "\n")
 			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("journal key %s: %w", path, err)
+		}); cerr != nil {
+			return nil, fmt.Errorf("journal key %s: %w", path, cerr)
 		}
 		b, err = os.ReadFile(path) // another process may have created it first
 	}

@@ -41,11 +41,11 @@ func (s *Service) Runs(q RunQuery) ([]RunSummary, error) {
 	}
 	out := make([]RunSummary, len(runs))
 	for i := range runs {
-		invs, err := s.j.RunInvocations(runs[i].ID)
+		rep, err := s.report(runs[i].ID, false)
 		if err != nil {
 			return nil, err
 		}
-		out[i] = RunSummary{Run: runs[i], Invocations: invs}
+		out[i] = RunSummary{Run: *rep.Run, Invocations: rep.Invocations}
 	}
 	return out, nil
 }
@@ -99,7 +99,32 @@ func (s *Service) Invocations(q InvocationQuery) ([]journal.Invocation, error) {
 		}
 		f.State = st
 	}
-	return s.j.Invocations(f)
+	invs, err := s.j.Invocations(f)
+	if err != nil {
+		return nil, err
+	}
+	return s.shownInvs(invs)
+}
+
+// shownInvs redacts invocations of any runs for showing.
+func (s *Service) shownInvs(invs []journal.Invocation) ([]journal.Invocation, error) {
+	secrets := map[journal.ID][]string{}
+	for i, inv := range invs {
+		if inv.Arguments == nil && inv.Result == nil {
+			continue
+		}
+		sec, ok := secrets[inv.RunID]
+		if !ok {
+			run, err := s.j.Run(inv.RunID)
+			if err != nil {
+				return nil, err
+			}
+			sec = secretsOf(run)
+			secrets[inv.RunID] = sec
+		}
+		invs[i] = shownInv(inv, sec)
+	}
+	return invs, nil
 }
 
 // Invocation returns one invocation by id or unique prefix.
@@ -108,7 +133,19 @@ func (s *Service) Invocation(ref string) (*journal.Invocation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.j.Invocation(id)
+	return s.shownInvocation(id)
+}
+
+func (s *Service) shownInvocation(id journal.ID) (*journal.Invocation, error) {
+	inv, err := s.j.Invocation(id)
+	if err != nil {
+		return nil, err
+	}
+	invs, err := s.shownInvs([]journal.Invocation{*inv})
+	if err != nil {
+		return nil, err
+	}
+	return &invs[0], nil
 }
 
 // ResolveRequest records an operator's decision on an invocation whose
@@ -139,7 +176,7 @@ func (s *Service) Resolve(req ResolveRequest) (*journal.Invocation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.j.Invocation(id)
+	return s.shownInvocation(id)
 }
 
 // Export writes every invocation created since since as JSON Lines, oldest

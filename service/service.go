@@ -118,7 +118,8 @@ func (s *Service) External(workspace string) (servers.Set, error) {
 }
 
 // Report is what Run, Resume and Call return: the run and its invocations
-// as committed when the request ended.
+// as committed when the request ended, the values of secret inputs redacted
+// (they are for showing).
 type Report struct {
 	Run         *journal.Run
 	Invocations []journal.Invocation
@@ -153,7 +154,7 @@ func (s *Service) report(id journal.ID, acted bool) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Report{Run: run, Invocations: invs, Acted: acted}, nil
+	return (&Report{Run: run, Invocations: invs, Acted: acted}).shown(), nil
 }
 
 // execution is what one run needs: its servers' sessions and its trust,

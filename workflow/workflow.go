@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/mcpflow/mcpflow/servers"
@@ -141,3 +142,71 @@ func (w *Workflow) RedactInputs(inputs map[string]any) map[string]any {
 
 // Redacted stands in for a secret value in the journal and in output.
 const Redacted = "[redacted]"
+
+// SecretInputs names the inputs declared secret, in declaration order.
+func (w *Workflow) SecretInputs() []string {
+	var out []string
+	for _, in := range w.Inputs {
+		if in.Secret {
+			out = append(out, in.Name)
+		}
+	}
+	return out
+}
+
+// SecretValues are the values of a run's secret inputs, as text, for
+// redaction: names lists the secret inputs, inputs holds their values.
+func SecretValues(names []string, inputs map[string]any) []string {
+	var out []string
+	for _, n := range names {
+		if v := Text(inputs[n]); v != "" && v != Redacted {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// RedactValue replaces the secret values in a JSON-shaped value where it is
+// shown: in strings every occurrence, other values when their text is a
+// secret. It changes maps and lists in place and returns the result.
+func RedactValue(v any, secrets []string) any {
+	if len(secrets) == 0 {
+		return v
+	}
+	switch x := v.(type) {
+	case string:
+		for _, s := range secrets {
+			x = strings.ReplaceAll(x, s, Redacted)
+		}
+		return x
+	case map[string]any:
+		for k, e := range x {
+			x[k] = RedactValue(e, secrets)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = RedactValue(e, secrets)
+		}
+	default:
+		for _, s := range secrets {
+			if Text(x) == s {
+				return Redacted
+			}
+		}
+	}
+	return v
+}
+
+// RedactJSON is RedactValue on JSON text; text that is not JSON is
+// replaced whole.
+func RedactJSON(b []byte, secrets []string) []byte {
+	if len(secrets) == 0 || len(b) == 0 {
+		return b
+	}
+	var v any
+	if json.Unmarshal(b, &v) != nil {
+		return []byte(`"` + Redacted + `"`)
+	}
+	out, _ := json.Marshal(RedactValue(v, secrets))
+	return out
+}

@@ -37,6 +37,7 @@ var normalizers = []struct {
 	{regexp.MustCompile(`\b[0-9a-f]{8}-[0-9a-f]{4}(-[0-9a-f]{4})?\b`), "<ID>"},
 	{regexp.MustCompile(`(hmac-)?sha256:[0-9a-f]{64}`), "<DIGEST>"},
 	{regexp.MustCompile(`"sealed":"[A-Za-z0-9+/=]+"`), `"sealed":"<SEALED>"`},
+	{regexp.MustCompile(`\d+ → \d+ bytes`), "<SIZE> → <SIZE> bytes"}, // the file grows in steps that depend on timing
 	{regexp.MustCompile(`\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?`), "<TIME>"},
 	{regexp.MustCompile(`\b\d+s ago\b`), "<AGO>"},
 	{regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|ms|s)\b`), "<DUR>"},
