@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
+	"github.com/mcpflow/mcpflow/replay"
 )
 
 // scripted is an in-memory MCP server whose tools are Go functions.
@@ -418,5 +420,22 @@ steps:
 	invs, _ := j.RunInvocations(run.ID)
 	if len(invs) != 2 || invs[0].Step != "a" || invs[0].State != journal.StateSkipped || s.count("t") != 1 {
 		t.Errorf("invocations %+v, %d calls", invs, s.count("t"))
+	}
+}
+
+// TestShortSecretLeavesTheStableErrorIntact: a one-letter secret is
+// scrubbed from upstream error text, but the stable error — which holds no
+// secret — reads the same, always.
+func TestShortSecretLeavesTheStableErrorIntact(t *testing.T) {
+	j := journaltest.Open(t, nil)
+	sess := &fakeSession{err: fmt.Errorf("calling \"tools/call\": %w", io.EOF)}
+	wf := load(t, "name: w\ninputs: {pin: {type: string, secret: true}}\nservers: {s: {builtin: demo}}\nsteps: [{id: pay, server: s, tool: t, with: {p: \"${{ inputs.pin }}\"}}]\n")
+	in, _ := wf.ParseInputs([]string{"pin=e"})
+	run, err := newEngine(j, sess).Run(context.Background(), wf, in, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != journal.RunBlocked || run.Error.Message != replay.Message {
+		t.Errorf("run %s, error %q; want blocked with the stable error intact", run.Status, run.Error.Message)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -41,8 +42,8 @@ func (r *runner) scrub(s string) string {
 }
 
 func (r *runner) scrubError(e *journal.Error) *journal.Error {
-	if e == nil || len(r.secrets) == 0 {
-		return e
+	if e == nil || len(r.secrets) == 0 || e.Code == replay.Code {
+		return e // the stable error holds no secret, and must read the same always
 	}
 	return &journal.Error{Code: e.Code, Message: r.scrub(e.Message)}
 }

@@ -91,3 +91,35 @@ steps:
 		}
 	}
 }
+
+// TestInputsFromFilesAndTheEnvironment: --input NAME=@FILE reads the value
+// from a file, and MCPFLOW_INPUT_<NAME> supplies an input not given; an
+// --input given wins. Neither shows the secret in the process list.
+func TestInputsFromFilesAndTheEnvironment(t *testing.T) {
+	wf, err := workflow.Load("w.yaml", []byte("name: w\ninputs:\n  api-token: {type: string, secret: true, required: true}\n  n: {type: number}\nsteps:\n  - {id: a, server: s, tool: t}\nservers: {s: {builtin: demo}}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(file, []byte("from-file\n"), 0o600)
+	got, err := wf.ParseInputs([]string{"api-token=@" + file})
+	if err != nil || got["api-token"] != "from-file" {
+		t.Errorf("@FILE: %v %v", got, err)
+	}
+	if workflow.InputEnv("api-token") != "MCPFLOW_INPUT_API_TOKEN" {
+		t.Errorf("InputEnv = %s", workflow.InputEnv("api-token"))
+	}
+	t.Setenv("MCPFLOW_INPUT_API_TOKEN", "from-env")
+	t.Setenv("MCPFLOW_INPUT_N", "3")
+	got, err = wf.ParseInputs(nil)
+	if err != nil || got["api-token"] != "from-env" || got["n"] != 3.0 {
+		t.Errorf("environment: %v %v", got, err)
+	}
+	got, _ = wf.ParseInputs([]string{"api-token=given"})
+	if got["api-token"] != "given" {
+		t.Errorf("an --input does not win over the environment: %v", got)
+	}
+	if _, err := wf.ParseInputs([]string{"api-token=@/dev/zero"}); err == nil || !strings.Contains(err.Error(), "a device") {
+		t.Errorf("@/dev/zero: %v", err)
+	}
+}

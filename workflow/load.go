@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"os"
 	"regexp"
 	"slices"
 	"sort"
@@ -580,12 +581,33 @@ func serverNames(s servers.Set) string {
 
 // ParseInputs turns --input key=value pairs into typed values, applies
 // defaults and checks required inputs. Unknown names list the declared ones.
+//
+// A value "@FILE" is read from FILE (a regular file of at most 1 MiB, one
+// trailing newline dropped), and an input not given is read from the
+// environment variable MCPFLOW_INPUT_<NAME> (NAME upper-cased, - as _) when
+// set: secrets given either way never show in the process list.
 func (w *Workflow) ParseInputs(pairs []string) (map[string]any, error) {
 	out := map[string]any{}
+	for _, in := range w.Inputs {
+		if v, ok := os.LookupEnv(InputEnv(in.Name)); ok {
+			val, err := convertInput(in, v)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s (from %s): %v", ErrInput, in.Name, InputEnv(in.Name), err)
+			}
+			out[in.Name] = val
+		}
+	}
 	for _, p := range pairs {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok {
 			return nil, fmt.Errorf("%w: %q: expected key=value", ErrInput, p)
+		}
+		if file, isFile := strings.CutPrefix(v, "@"); isFile && file != "" {
+			b, err := inputfile.Read(file, 1<<20)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", ErrInput, k, err)
+			}
+			v = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 		}
 		in := w.Input(k)
 		if in == nil {
@@ -617,6 +639,12 @@ func (w *Workflow) ParseInputs(pairs []string) (map[string]any, error) {
 		}
 	}
 	return out, nil
+}
+
+// InputEnv is the environment variable that supplies an input not given
+// on the command line: MCPFLOW_INPUT_ and the name upper-cased, - as _.
+func InputEnv(name string) string {
+	return "MCPFLOW_INPUT_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
 // ParseSecretInputs parses the --input pairs given to resume: only secret
