@@ -114,6 +114,9 @@ func (r *runner) begin(ctx context.Context, u unit) (stepResult, error) {
 		return *out, nil
 	}
 	tool, err := sess.Tool(ctx, u.Tool)
+	if err != nil && ctx.Err() != nil {
+		return stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before the call was sent", u.name())}}, nil
+	}
 	if err != nil {
 		if !errors.Is(err, servers.ErrUnknownTool) {
 			return failed(CodeServerUnavailable, "step %s: listing the tools of server %q failed: %v", u.name(), u.Server, err), nil
@@ -227,6 +230,16 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 	}
 	trust := r.e.Trust(u.Server)
 	tool, toolErr := sess.Tool(ctx, u.Tool)
+	switch {
+	case ctx.Err() != nil:
+		// Interrupted while rediscovering: nothing is decided, the
+		// journaled decision to send again stands for resume.
+		return stop(stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted while rediscovering the tools of server %s", u.name(), u.Server)}}, journal.StateIntent)
+	case toolErr != nil && !errors.Is(toolErr, servers.ErrUnknownTool):
+		// The listing failed: the server is not there to judge, which is
+		// not the tool being gone. Resume tries again.
+		return stop(failed(CodeServerUnavailable, "step %s: listing the tools of server %q failed after reconnecting (%v); `mcpflow resume` will try again", u.name(), u.Server, toolErr), journal.StateIntent)
+	}
 	next := journal.NextAttempt{Trust: trust, Annotations: inv.Annotations}
 	if toolErr == nil {
 		next.Annotations = tool.Annotations
@@ -337,9 +350,16 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 		// On expiry go-sdk sends notifications/cancelled to the server.
 		callCtx, cancel = context.WithTimeout(ctx, u.Timeout)
 	}
-	res, callErr := sess.Call(callCtx, intent, u.Tool, args, progress)
+	var res *mcp.CallToolResult
+	var callErr error
+	class := replay.ClassNotDelivered // interrupted before the call left
+	if ctx.Err() == nil {
+		res, callErr = sess.Call(callCtx, intent, u.Tool, args, progress)
+		class = servers.Classify(callErr)
+	} else {
+		callErr = fmt.Errorf("not sent: %w", ctx.Err())
+	}
 	cancel()
-	class := servers.Classify(callErr)
 	if callErr == nil && res.IsError {
 		class = replay.ClassToolError
 	}
@@ -449,6 +469,18 @@ func lossOutcome(inv *journal.Invocation, class replay.Class) (journal.Outcome, 
 	return o, &cause{kind: causeLost}
 }
 
+// earlierMayHaveRun reports whether an attempt before the newest may have
+// run without its result arriving: then sending the call again is a
+// replay, whatever the newest attempt proved.
+func earlierMayHaveRun(inv *journal.Invocation) bool {
+	for i := 0; i+1 < len(inv.Attempts); i++ {
+		if c, err := replay.ParseClass(inv.Attempts[i].Failure); err == nil && c.MayHaveExecuted() {
+			return true
+		}
+	}
+	return false
+}
+
 func firstDeliveries(inv *journal.Invocation) int {
 	n := 0
 	for _, d := range inv.Decisions {
@@ -486,12 +518,25 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 	mayHaveRun := class == replay.ClassTimedOut || class == replay.ClassServerError
 	// A result too large for the transport would be too large again.
 	wantsRetry := class != replay.ClassNone && class != replay.ClassAborted && class != replay.ClassTooLarge && u.Retry.Attempts > 1
-	if !mayHaveRun && !wantsRetry {
+	if class == replay.ClassNone || class == replay.ClassAborted || class == replay.ClassTooLarge {
 		return retryVerdict{}, nil
 	}
 	inv, err := r.j.Invocation(intent.ID)
 	if err != nil {
 		return retryVerdict{}, err
+	}
+	if class == replay.ClassRejected && earlierMayHaveRun(inv) {
+		// This attempt did not run, but an earlier one may have: sending
+		// again is a replay, and not sending leaves the outcome unknown.
+		mayHaveRun = true
+	}
+	if !mayHaveRun && !wantsRetry {
+		return retryVerdict{}, nil
+	}
+	if ctx.Err() != nil {
+		// Interrupted: nothing to judge with; the failure is journaled as
+		// it is, and resume judges it.
+		return retryVerdict{}, nil
 	}
 	retries := 0
 	for _, d := range inv.Decisions {

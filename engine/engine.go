@@ -278,11 +278,7 @@ func newRunner(e *Engine, wf *workflow.Workflow, run *journal.Run, inputs map[st
 		env[name] = os.Getenv(name) // a listed variable that is unset reads as ""
 	}
 	r := &runner{e: e, wf: wf, run: run, inputs: inputs, env: env, prior: prior, steps: map[string]any{}}
-	for _, in := range wf.Inputs {
-		if v := workflow.Text(inputs[in.Name]); in.Secret && v != "" {
-			r.secrets = append(r.secrets, v)
-		}
-	}
+	r.secrets = workflow.SecretValues(wf.SecretInputs(), inputs)
 	r.j = scrubbing{Journal: e.Journal, r: r}
 	return r
 }

@@ -77,7 +77,7 @@ func PlanResume(inv *journal.Invocation) (Plan, error) {
 	case journal.StateOutcomeUnknown:
 		return Plan{Kind: PlanBlocked}, nil
 	case journal.StateFailed:
-		if len(inv.Resolutions) == 0 && last != nil &&
+		if len(inv.Resolutions) == 0 && last != nil && !earlierMayHaveRun(inv) &&
 			(last.Failure == replay.ClassRejected.String() || last.Failure == replay.ClassNotDelivered.String()) {
 			// The call provably did not run (rejected before running, or
 			// never sent): send it again.
@@ -103,7 +103,7 @@ func PlanResume(inv *journal.Invocation) (Plan, error) {
 			return Plan{}, fmt.Errorf("invocation %s: attempt %d ended in state intent with no decision", inv.ID.Short(), last.N)
 		case d.Verdict == verdict.FirstDelivery:
 			return Plan{Kind: PlanFollow, Class: replay.ClassNotDelivered}, nil
-		case d.Verdict == verdict.Retry && notRun(last.Failure):
+		case d.Verdict == verdict.Retry && notRun(last.Failure) && !earlierMayHaveRun(inv):
 			// A journaled retry of a failure after which the call did not
 			// run, or ran and said so (a tool error).
 			return Plan{Kind: PlanResend}, nil

@@ -119,6 +119,20 @@ func TestPlanResume(t *testing.T) {
 			want: engine.Plan{Kind: engine.PlanResend},
 		},
 		{
+			name: "rejected after an earlier attempt that may have run: the failure stands",
+			inv: journal.Invocation{State: journal.StateFailed,
+				Attempts:  []journal.Attempt{attempt(1, ended, "timed_out"), attempt(2, ended, "rejected")},
+				Decisions: []journal.Decision{decision(1, verdict.Retry, verdict.Current)}},
+			want: engine.Plan{Kind: engine.PlanFailed},
+		},
+		{
+			name: "crash during the backoff of a retried rejection after a timeout: a replay, judged",
+			inv: journal.Invocation{State: journal.StateIntent,
+				Attempts:  []journal.Attempt{attempt(1, ended, "timed_out"), attempt(2, ended, "rejected")},
+				Decisions: []journal.Decision{decision(1, verdict.Retry, verdict.Current), decision(2, verdict.Retry, verdict.Current)}},
+			want: engine.Plan{Kind: engine.PlanFollow, Class: replay.ClassLost},
+		},
+		{
 			name: "server error: may have run, failure stands",
 			inv:  journal.Invocation{State: journal.StateFailed, Attempts: []journal.Attempt{attempt(1, ended, "server_error")}},
 			want: engine.Plan{Kind: engine.PlanFailed},

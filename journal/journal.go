@@ -159,7 +159,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 	}
 	if version < SchemaVersion {
 		if err := j.update(func(tx *bolt.Tx) error { return migrate(tx, version) }); err != nil {
-			db.Close()
+			j.Close()
 			return nil, fmt.Errorf("open journal %s: migrate schema %d: %w", path, version, err)
 		}
 	}

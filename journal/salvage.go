@@ -1,6 +1,8 @@
 package journal
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -58,15 +60,28 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 			}
 		}()
 		return db.View(func(tx *bolt.Tx) error {
+			version := uint64(SchemaVersion)
 			if m := tx.Bucket(bucketMeta); m != nil {
 				srcKeyID = string(m.Get(keyKeyID))
+				if v := m.Get(keyVersion); len(v) == 8 {
+					version = binary.BigEndian.Uint64(v)
+				}
+			}
+			if version > SchemaVersion {
+				return fmt.Errorf("salvage %s: %w", src, ErrNewerSchema)
+			}
+			stored := func(v []byte) []byte {
+				if version < 2 {
+					return seal(bytes.Clone(v)) // schema 1 stored records without a checksum
+				}
+				return v
 			}
 			if key != nil && srcKeyID != "" && srcKeyID != key.ID() {
 				return fmt.Errorf("salvage %s: %w: it records key %s, this key is %s", src, ErrWrongKey, srcKeyID, key.ID())
 			}
 			if b := tx.Bucket(bucketRuns); b != nil {
 				b.ForEach(func(k, v []byte) error {
-					r, err := decodeRun(s, v)
+					r, err := decodeRun(s, stored(v))
 					if err != nil || string(r.ID.key()) != string(k) {
 						rep.Lost = append(rep.Lost, LostRecord{"run", keyText(k), reason(err, "stored under another id")})
 						return nil
@@ -77,7 +92,7 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 			}
 			if b := tx.Bucket(bucketInvs); b != nil {
 				b.ForEach(func(k, v []byte) error {
-					inv, err := decodeInv(s, v)
+					inv, err := decodeInv(s, stored(v))
 					if err != nil || string(inv.ID.key()) != string(k) {
 						rep.Lost = append(rep.Lost, LostRecord{"invocation", keyText(k), reason(err, "stored under another id")})
 						return nil
@@ -89,7 +104,7 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 			return nil
 		})
 	}()
-	if errors.Is(readErr, ErrWrongKey) {
+	if errors.Is(readErr, ErrWrongKey) || errors.Is(readErr, ErrNewerSchema) {
 		return rep, readErr
 	}
 	if readErr != nil {

@@ -1,6 +1,7 @@
 package workflow_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -121,5 +122,18 @@ func TestInputsFromFilesAndTheEnvironment(t *testing.T) {
 	}
 	if _, err := wf.ParseInputs([]string{"api-token=@/dev/zero"}); err == nil || !strings.Contains(err.Error(), "a device") {
 		t.Errorf("@/dev/zero: %v", err)
+	}
+}
+
+// TestStructuredSecretsAreRedactedPartByPart: an object input declared
+// secret is redacted in every part wherever a part appears.
+func TestStructuredSecretsAreRedactedPartByPart(t *testing.T) {
+	secrets := workflow.SecretValues([]string{"creds"}, map[string]any{"creds": map[string]any{"user": "ada", "pass": "hunter2", "pin": 4321.0, "mfa": true}})
+	got := workflow.RedactValue(map[string]any{"login": map[string]any{"pass": "hunter2", "note": "user ada"}, "pin": 4321.0}, secrets)
+	b, _ := json.Marshal(got)
+	for _, leaked := range []string{"hunter2", "ada", "4321"} {
+		if strings.Contains(string(b), leaked) {
+			t.Errorf("%s shown: %s", leaked, b)
+		}
 	}
 }

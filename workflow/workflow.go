@@ -159,11 +159,35 @@ func (w *Workflow) SecretInputs() []string {
 func SecretValues(names []string, inputs map[string]any) []string {
 	var out []string
 	for _, n := range names {
-		if v := Text(inputs[n]); v != "" && v != Redacted {
-			out = append(out, v)
-		}
+		out = append(out, leafTexts(inputs[n])...)
 	}
 	return out
+}
+
+// leafTexts are the texts of a value's leaves: a secret object or list is
+// secret in every part (a password inside credentials), and is redacted
+// part by part wherever a part appears.
+func leafTexts(v any) []string {
+	switch x := v.(type) {
+	case nil, bool:
+		return nil
+	case map[string]any:
+		var out []string
+		for _, e := range x {
+			out = append(out, leafTexts(e)...)
+		}
+		return out
+	case []any:
+		var out []string
+		for _, e := range x {
+			out = append(out, leafTexts(e)...)
+		}
+		return out
+	}
+	if t := Text(v); t != "" && t != Redacted {
+		return []string{t}
+	}
+	return nil
 }
 
 // RedactValue replaces the secret values in a JSON-shaped value where it is

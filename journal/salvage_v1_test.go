@@ -1,0 +1,49 @@
+package journal
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// TestSalvageSchema1: salvage reads a schema 1 journal, whose records carry
+// no checksum.
+func TestSalvageSchema1(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "j.db")
+	j, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Run{Workflow: "w"}
+	if err := j.CreateRun(r); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Begin(&Invocation{RunID: r.ID, Step: "s", Item: -1, Server: "a", Tool: "b", Arguments: json.RawMessage(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	j.Close()
+	db, _ := bolt.Open(path, 0o600, nil)
+	db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketRuns, bucketInvs} {
+			b := tx.Bucket(name)
+			var keys [][]byte
+			b.ForEach(func(k, v []byte) error { keys = append(keys, bytes.Clone(k)); return nil })
+			for _, k := range keys {
+				v := b.Get(k)
+				b.Put(k, bytes.Clone(v[:len(v)-4]))
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(keyVersion, binary.BigEndian.AppendUint64(nil, 1))
+	})
+	db.Close()
+	rep, err := Salvage(path, filepath.Join(dir, "out.db"), nil)
+	t.Logf("runs=%d invs=%d lost=%v err=%v", rep.Runs, rep.Invocations, rep.Lost, err)
+	if err != nil || rep.Runs != 1 || rep.Invocations != 1 || len(rep.Lost) != 0 {
+		t.Errorf("schema-1 salvage: %+v, %v", rep, err)
+	}
+}
