@@ -133,25 +133,8 @@ func TestSalvageCopiesWhatIsReadable(t *testing.T) {
 // checksums) is migrated on its first read-write open.
 func TestMigrateToSealedRecords(t *testing.T) {
 	path, _, good, bad := damagedJournal(t)
-	// Make it schema 1: strip every checksum (the tampered record too: a
-	// schema 1 journal could not tell).
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketRuns, bucketInvs} {
-			b := tx.Bucket(name)
-			var keys [][]byte
-			b.ForEach(func(k, v []byte) error { keys = append(keys, bytes.Clone(k)); return nil })
-			for _, k := range keys {
-				v := b.Get(k)
-				b.Put(k, bytes.Clone(v[:len(v)-4]))
-			}
-		}
-		return tx.Bucket(bucketMeta).Put(keyVersion, binary.BigEndian.AppendUint64(nil, 1))
-	})
-	db.Close()
+	// The tampered record too: a schema 1 journal could not tell.
+	makeSchema1(t, path)
 	j, err := Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -164,5 +147,33 @@ func TestMigrateToSealedRecords(t *testing.T) {
 	}
 	if probs, err := j.Check(); err != nil || len(probs) > 0 {
 		t.Errorf("after migration: %v %v", probs, err)
+	}
+}
+
+// makeSchema1 turns the closed journal at path into a schema 1 journal:
+// records without their checksum.
+func makeSchema1(t *testing.T, path string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketRuns, bucketInvs} {
+			b := tx.Bucket(name)
+			var keys [][]byte
+			b.ForEach(func(k, v []byte) error { keys = append(keys, bytes.Clone(k)); return nil })
+			for _, k := range keys {
+				v := b.Get(k)
+				if err := b.Put(k, bytes.Clone(v[:len(v)-4])); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(keyVersion, binary.BigEndian.AppendUint64(nil, 1))
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,13 +1,9 @@
 package journal
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"path/filepath"
 	"testing"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // TestSalvageSchema1: salvage reads a schema 1 journal, whose records carry
@@ -27,20 +23,7 @@ func TestSalvageSchema1(t *testing.T) {
 		t.Fatal(err)
 	}
 	j.Close()
-	db, _ := bolt.Open(path, 0o600, nil)
-	db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketRuns, bucketInvs} {
-			b := tx.Bucket(name)
-			var keys [][]byte
-			b.ForEach(func(k, v []byte) error { keys = append(keys, bytes.Clone(k)); return nil })
-			for _, k := range keys {
-				v := b.Get(k)
-				b.Put(k, bytes.Clone(v[:len(v)-4]))
-			}
-		}
-		return tx.Bucket(bucketMeta).Put(keyVersion, binary.BigEndian.AppendUint64(nil, 1))
-	})
-	db.Close()
+	makeSchema1(t, path)
 	rep, err := Salvage(path, filepath.Join(dir, "out.db"), nil)
 	t.Logf("runs=%d invs=%d lost=%v err=%v", rep.Runs, rep.Invocations, rep.Lost, err)
 	if err != nil || rep.Runs != 1 || rep.Invocations != 1 || len(rep.Lost) != 0 {
