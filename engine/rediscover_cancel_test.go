@@ -24,7 +24,9 @@ type scriptedSess struct {
 	n      *int
 }
 
-func (s *scriptedSess) Tool(ctx context.Context, _ string) (servers.Tool, error) { return s.toolFn(ctx) }
+func (s *scriptedSess) Tool(ctx context.Context, _ string) (servers.Tool, error) {
+	return s.toolFn(ctx)
+}
 func (s *scriptedSess) Call(context.Context, journal.Intent, string, json.RawMessage, func(float64, float64, string)) (*mcp.CallToolResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
