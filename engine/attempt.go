@@ -211,8 +211,14 @@ func (r *runner) attempts(ctx context.Context, u unit, args json.RawMessage, id 
 // have run (both views must clear it), and journal the next attempt — or
 // the outcome_unknown decision that stops it.
 func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID, c cause) (ready, error) {
+	// stop ends the step without a new attempt; the invocation keeps the
+	// state it is journaled in (intent with a decision to send again,
+	// failed, aborted, timed_out or retry_approved on resume).
 	stop := func(out stepResult, state journal.State) (ready, error) {
 		out.invocation, out.state = id, state
+		if inv, err := r.j.Invocation(id); err == nil {
+			out.state = inv.State
+		}
 		return ready{end: &out}, nil
 	}
 	if c.kind == causeRetry {
