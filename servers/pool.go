@@ -107,21 +107,31 @@ func (p *Pool) Reconnect(ctx context.Context, name string, old *Session) (*Sessi
 	return p.Session(ctx, name)
 }
 
-// Close stops every server. It is idempotent.
+// Close stops every server, all at once: a server that ignores the end of
+// its input costs its grace period once, not once per server. It returns
+// when every one has exited. It is idempotent.
 func (p *Pool) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	entries := p.sessions
 	p.sessions = map[string]*poolEntry{}
 	p.mu.Unlock()
-	var errs []error
+	errs := make([]error, 0, len(entries))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	for _, e := range entries {
-		<-e.ready
-		if e.sess != nil {
-			if err := e.sess.Close(); err != nil && !errors.Is(err, context.Canceled) {
-				errs = append(errs, err)
+		wg.Go(func() {
+			<-e.ready
+			if e.sess == nil {
+				return
 			}
-		}
+			if err := e.sess.Close(); err != nil && !errors.Is(err, context.Canceled) {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }

@@ -89,7 +89,7 @@ type Session struct {
 
 // terminateDuration is how long Close waits for a stdio server to exit
 // after its stdin closed, before it is sent SIGTERM (and later killed).
-const terminateDuration = 2 * time.Second
+const terminateDuration = 500 * time.Millisecond
 
 // httpReconnects bounds go-sdk's GET reconnects on streamable HTTP (of the
 // standalone stream, and of a call's response stream with Last-Event-ID,
@@ -422,9 +422,9 @@ func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage, m
 // CallsSent is the number of tools/call requests this session wrote to the wire.
 func (s *Session) CallsSent() int64 { return s.tap.calls.Load() }
 
-// Close ends the session. A stdio server has its stdin closed, gets two
-// seconds to exit, then SIGTERM, then SIGKILL; it has been reaped when Close
-// returns. An http session ends with a DELETE of its session, an sse
+// Close ends the session. A stdio server has its stdin closed, gets half
+// a second to exit, then SIGTERM and two seconds, then SIGKILL; it has been
+// reaped when Close returns. An http session ends with a DELETE of its session, an sse
 // session by closing its stream. Close is idempotent.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {

@@ -43,8 +43,12 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	return (&mcp.IOTransport{Reader: io.NopCloser(stdout), Writer: p, MaxLineLength: t.maxSize}).Connect(ctx)
 }
 
+// killAfter is how long a stdio server has after SIGTERM before SIGKILL.
+const killAfter = 2 * time.Second
+
 // process is the server's stdin; closing it ends the process as the MCP
-// specification says: close its input, wait, SIGTERM, wait, SIGKILL.
+// specification says: close its input, wait (briefly: a server that ignores
+// the end of its input must not hold mcpflow up), SIGTERM, wait, SIGKILL.
 type process struct {
 	cmd       *exec.Cmd
 	stdin     io.WriteCloser
@@ -71,6 +75,9 @@ func (p *process) Close() error {
 		return err
 	}
 	if p.cmd.Process.Signal(syscall.SIGTERM) == nil {
+		// Longer: a supervisor ends its server's process group within
+		// superviseGrace of its SIGTERM.
+		p.terminate = killAfter
 		if err, ok := wait(); ok {
 			return err
 		}
