@@ -113,9 +113,7 @@ func resumeOne(ctx context.Context, o *resumeOptions, svc *service.Service, ref 
 	if err != nil {
 		return 0, err
 	}
-	if rep.Run.Status == journal.RunBlocked {
-		reportBlocked(o.Err, rep)
-	}
+	reportEnd(o.Err, rep)
 	return statusCode(rep.Run.Status), nil
 }
 
@@ -131,9 +129,40 @@ func reportBlocked(w io.Writer, rep *service.Report) {
 	example := "ID"
 	for _, inv := range rep.Waiting() {
 		fmt.Fprintf(w, "  waiting for you: invocation %s, step %s, %s/%s (%s)\n", inv.ID.Short(), stepName(&inv), inv.Server, inv.Tool, inv.State)
+		if why := notReplayed(&inv); why != "" {
+			fmt.Fprintf(w, "    not replayed: %s\n", why)
+		}
 		example = inv.ID.Short()
 	}
 	fmt.Fprintf(w, "  inspect:  mcpflow runs show %s\n", run.ID.Short())
 	fmt.Fprintf(w, "  resolve:  mcpflow journal resolve %s --as completed --result FILE | --as failed --reason TEXT | --as retry --reason TEXT\n", example)
 	fmt.Fprintf(w, "  continue: mcpflow resume %s\n", run.ID.Short())
+}
+
+// notReplayed says why the replay rule did not clear sending an invocation
+// again, and what would, from its newest decision.
+func notReplayed(inv *journal.Invocation) string {
+	d := inv.LastDecision()
+	if d == nil || (d.Verdict != "outcome_unknown" && d.Verdict != "not_retried") {
+		return ""
+	}
+	switch d.Reason {
+	case "server_not_trusted":
+		return fmt.Sprintf("server %q is not trusted — set trust: true on its entry if its tools' declarations can be relied on", inv.Server)
+	case "workspace_not_trusted":
+		return "this workspace is not trusted — mcpflow trust add, or --trust-workspace for one command"
+	case "no_annotations":
+		return fmt.Sprintf("tool %s declares no annotations, so it is not known to be safe to repeat", inv.Tool)
+	case "not_declared_idempotent_or_read_only":
+		return fmt.Sprintf("tool %s declares neither idempotentHint: true nor readOnlyHint: true", inv.Tool)
+	case "contradictory_read_only":
+		return fmt.Sprintf("tool %s declares readOnlyHint: true with destructiveHint: true or idempotentHint: false", inv.Tool)
+	case "malformed_annotations":
+		return fmt.Sprintf("tool %s's annotations are malformed (see mcpflow servers tools %s)", inv.Tool, inv.Server)
+	case "budget_spent":
+		return "it was replayed as often as allowed already"
+	case "tool_missing":
+		return fmt.Sprintf("tool %s is no longer listed by server %s", inv.Tool, inv.Server)
+	}
+	return d.Reason
 }

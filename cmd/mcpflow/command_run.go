@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -70,9 +71,7 @@ func reportRun(g *globals, s ioStreams, rep *service.Report) error {
 	if err != nil {
 		return err
 	}
-	if rep.Run.Status == journal.RunBlocked {
-		reportBlocked(s.Err, rep)
-	}
+	reportEnd(s.Err, rep)
 	return &exitError{code: statusCode(rep.Run.Status)}
 }
 
@@ -84,4 +83,15 @@ func round(d time.Duration) time.Duration {
 		return d.Round(100 * time.Microsecond)
 	}
 	return d.Round(time.Microsecond)
+}
+
+// reportEnd says on stderr what to do about a run that did not succeed: what
+// a blocked run waits for, and how to continue a cancelled one.
+func reportEnd(w io.Writer, rep *service.Report) {
+	switch rep.Run.Status {
+	case journal.RunBlocked:
+		reportBlocked(w, rep)
+	case journal.RunCancelled:
+		fmt.Fprintf(w, "mcpflow: run %s was interrupted; continue it with: mcpflow resume %s\n", rep.Run.ID.Short(), rep.Run.ID.Short())
+	}
 }

@@ -577,7 +577,8 @@ func TestProgressTTY(t *testing.T) {
 
 // TestProgressTTYInterrupt interrupts a run mid-bar (SIGINT to mcpflow, as
 // Ctrl-C sends it): the screen ends with the step's and the run's final
-// lines, no row left, the cursor on a fresh line.
+// lines and the command that continues the run, no row left, the cursor on
+// a fresh line.
 func TestProgressTTYInterrupt(t *testing.T) {
 	c := newCLI(t)
 	code, raw := ptyRun(t, c, func(out string) bool { return strings.Contains(out, "/1000") },
@@ -592,6 +593,7 @@ func TestProgressTTYInterrupt(t *testing.T) {
 		regexp.MustCompile(`^    MCPFLOW_ABORTED: step count: interrupted`),
 		regexp.MustCompile(`^run [0-9a-f-]{36} cancelled in \S+$`),
 		regexp.MustCompile(`^    MCPFLOW_ABORTED: `),
+		regexp.MustCompile(`^mcpflow: run [0-9a-f-]{18} was interrupted; continue it with: mcpflow resume [0-9a-f-]{18}$`),
 	}
 	if len(s) != len(want) {
 		t.Fatalf("screen after interrupt has %d lines, want %d:\n%s", len(s), len(want), strings.Join(s, "\n"))
