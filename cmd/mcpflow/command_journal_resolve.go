@@ -112,15 +112,31 @@ func readResult(stdin io.Reader, path string) (*journal.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	var in struct {
-		Content           json.RawMessage `json:"content"`
-		StructuredContent json.RawMessage `json:"structuredContent"`
-		IsError           bool            `json:"isError"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
+	// The MCP spelling (structuredContent, isError) and the journal's own
+	// (structured_content, is_error, as journal show -o json prints a
+	// result) are both accepted, so a result shown can be passed back.
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
 		return nil, fmt.Errorf("%s: want {\"content\": [...], \"structuredContent\": {...}}: %v", path, err)
+	}
+	var in struct {
+		Content           json.RawMessage
+		StructuredContent json.RawMessage
+		IsError           bool
+	}
+	for k, v := range fields {
+		switch k {
+		case "content":
+			in.Content = v
+		case "structuredContent", "structured_content":
+			in.StructuredContent = v
+		case "isError", "is_error":
+			if err := json.Unmarshal(v, &in.IsError); err != nil {
+				return nil, fmt.Errorf("%s: %s: want true or false", path, k)
+			}
+		default:
+			return nil, fmt.Errorf("%s: unknown member %q (want content, structuredContent, isError)", path, k)
+		}
 	}
 	if isNull(in.Content) && isNull(in.StructuredContent) {
 		return nil, fmt.Errorf("%s: the result has neither content nor structuredContent (want {\"content\": [...], \"structuredContent\": {...}})", path)

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/mcpflow/mcpflow/journal"
 )
 
 // TestBlockedRunSaysWhyNotReplayed: a blocked run's output names the
@@ -21,5 +24,46 @@ func TestBlockedRunSaysWhyNotReplayed(t *testing.T) {
 		if r.code != exitBlocked || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("exit %d, want 3 and %q\n%s", r.code, tc.want, r.stderr)
 		}
+	}
+}
+
+// TestShownResultResolvesAsIs: a result as `journal show -o json --payload`
+// prints it can be passed back to `journal resolve --result` unchanged; and
+// --since takes days.
+func TestShownResultResolvesAsIs(t *testing.T) {
+	c := newCLI(t)
+	c.env = []string{"MCPFLOW_DEMO_FAULT=exit-after-commit", "MCPFLOW_DEMO_FAULT_TOOL=ledger_append"}
+	if r := c.run("run", repoFile("examples", "workflows", "outcome-unknown.yaml")); r.code != exitBlocked {
+		t.Fatalf("run: exit %d\n%s", r.code, r.stderr)
+	}
+	c.env = nil
+	if r := c.run("run", repoFile("examples", "workflows", "hello.yaml")); r.code != 0 {
+		t.Fatalf("hello: exit %d\n%s", r.code, r.stderr)
+	}
+	j := c.openJournal()
+	invs, _ := j.Invocations(journal.Filter{})
+	j.Close()
+	var done, unknown string
+	for _, inv := range invs {
+		switch inv.State {
+		case journal.StateCompleted:
+			done = inv.ID.String()
+		case journal.StateOutcomeUnknown:
+			unknown = inv.ID.String()
+		}
+	}
+	r := c.run("journal", "show", done, "--payload", "-o", "json")
+	var shown struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || len(shown.Result) == 0 {
+		t.Fatalf("journal show: %v\n%s", err, r.stdout)
+	}
+	file := c.workflow("result.json", string(shown.Result))
+	if r := c.run("journal", "resolve", unknown, "--as", "completed", "--result", file); r.code != 0 {
+		t.Errorf("resolve with a shown result: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := c.run("journal", "list", "--since", "7d"); r.code != 0 || !strings.Contains(r.stdout, "completed") {
+		t.Errorf("--since 7d: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
