@@ -14,8 +14,12 @@ import (
 type RunRequest struct {
 	// File is the workflow file.
 	File string
-	// Inputs are KEY=VALUE pairs, typed by the workflow's declared inputs.
+	// Inputs are KEY=VALUE pairs, typed by the workflow's declared inputs
+	// (a VALUE @FILE is read from FILE).
 	Inputs []string
+	// InputValues are typed values (an inputs file, or an API request);
+	// Inputs win over them, and they over MCPFLOW_INPUT_<NAME>.
+	InputValues map[string]any
 	// TrustWorkspace trusts the workspace for this run only
 	// (--trust-workspace).
 	TrustWorkspace bool
@@ -37,7 +41,7 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	inputs, err := wf.ParseInputs(req.Inputs)
+	inputs, err := wf.ParseInputsFrom(req.InputValues, req.Inputs)
 	if err != nil {
 		return nil, err
 	}

@@ -587,6 +587,36 @@ func serverNames(s servers.Set) string {
 // environment variable MCPFLOW_INPUT_<NAME> (NAME upper-cased, - as _) when
 // set: secrets given either way never show in the process list.
 func (w *Workflow) ParseInputs(pairs []string) (map[string]any, error) {
+	return w.ParseInputsFrom(nil, pairs)
+}
+
+// ReadInputFile reads an inputs file (--input-file): a YAML (or JSON)
+// mapping of input names to values, typed as written.
+func ReadInputFile(path string) (map[string]any, error) {
+	src, err := inputfile.Read(path, 1<<20)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --input-file: %v", ErrInput, err)
+	}
+	root, err := yamlpos.Parse(src)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s:%v", ErrInput, path, err)
+	}
+	var values map[string]any
+	if root != nil {
+		if root.Kind != yaml.MappingNode {
+			return nil, fmt.Errorf("%w: %s: expected a mapping of input names to values, found %s", ErrInput, path, yamlpos.KindName(root))
+		}
+		if err := root.Decode(&values); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrInput, path, err)
+		}
+	}
+	return values, nil
+}
+
+// ParseInputsFrom is ParseInputs with values read from an inputs file
+// (ReadInputFile) under the --input pairs: a pair wins over the file, the
+// file over the environment.
+func (w *Workflow) ParseInputsFrom(file map[string]any, pairs []string) (map[string]any, error) {
 	out := map[string]any{}
 	for _, in := range w.Inputs {
 		if v, ok := os.LookupEnv(InputEnv(in.Name)); ok {
@@ -596,6 +626,17 @@ func (w *Workflow) ParseInputs(pairs []string) (map[string]any, error) {
 			}
 			out[in.Name] = val
 		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(file)) {
+		in := w.Input(k)
+		if in == nil {
+			return nil, fmt.Errorf("%w: unknown input %q in the inputs file (declared: %s)", ErrInput, k, inputNames(w))
+		}
+		val, err := convertInput(in, file[k])
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s (from the inputs file): %v", ErrInput, k, err)
+		}
+		out[k] = val
 	}
 	for _, p := range pairs {
 		k, v, ok := strings.Cut(p, "=")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 type runOptions struct {
@@ -17,6 +18,7 @@ type runOptions struct {
 	g              *globals
 	file           string
 	inputs         []string
+	inputFile      string
 	trustWorkspace bool
 }
 
@@ -39,7 +41,8 @@ func newRunCommand(g *globals, runF func(context.Context, *runOptions) error) *c
 			return runRun(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringArrayVarP(&o.inputs, "input", "i", nil, "workflow input as key=value (repeatable)")
+	cmd.Flags().StringArrayVarP(&o.inputs, "input", "i", nil, "workflow input as key=value, or key=@FILE to read the value from FILE (repeatable; also MCPFLOW_INPUT_<KEY>)")
+	cmd.Flags().StringVar(&o.inputFile, "input-file", "", "read inputs from a YAML or JSON file of name: value (--input wins)")
 	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this command only (allows replay of calls the tool declares safe on trusted servers)")
 	return cmd
 }
@@ -52,7 +55,13 @@ func runRun(ctx context.Context, o *runOptions) error {
 	defer done()
 	progress := progressFor(o.g, o.Out)
 	defer progress.close()
-	rep, err := svc.Run(ctx, service.RunRequest{File: o.file, Inputs: o.inputs, TrustWorkspace: o.trustWorkspace, Events: progress.event})
+	var values map[string]any
+	if o.inputFile != "" {
+		if values, err = workflow.ReadInputFile(o.inputFile); err != nil {
+			return err
+		}
+	}
+	rep, err := svc.Run(ctx, service.RunRequest{File: o.file, Inputs: o.inputs, InputValues: values, TrustWorkspace: o.trustWorkspace, Events: progress.event})
 	progress.close()
 	if err != nil {
 		return err

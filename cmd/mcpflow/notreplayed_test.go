@@ -67,3 +67,21 @@ func TestShownResultResolvesAsIs(t *testing.T) {
 		t.Errorf("--since 7d: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestInputsFromAFile: --input-file reads typed inputs; --input wins.
+func TestInputsFromAFile(t *testing.T) {
+	c := newCLI(t)
+	file := c.workflow("inputs.yaml", "# inputs for hello\nname: Grace\n")
+	r := c.run("run", repoFile("examples", "workflows", "hello.yaml"), "--input-file", file)
+	if r.code != 0 || !strings.Contains(r.stdout, "Hello, Grace!") {
+		t.Errorf("--input-file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = c.run("run", repoFile("examples", "workflows", "hello.yaml"), "--input-file", file, "--input", "name=Ada")
+	if r.code != 0 || !strings.Contains(r.stdout, "Hello, Ada!") {
+		t.Errorf("--input over --input-file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	bad := c.workflow("bad-inputs.yaml", "nmae: Grace\n")
+	if r := c.run("run", repoFile("examples", "workflows", "hello.yaml"), "--input-file", bad); r.code != exitUsage || !strings.Contains(r.stderr, `unknown input "nmae"`) {
+		t.Errorf("unknown input in the file: exit %d\n%s", r.code, r.stderr)
+	}
+}
