@@ -165,7 +165,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		transport.closeConn() // go-sdk does not close it on every failure path
 		tail := s.stderrTail()
 		s.release()
-		return nil, fmt.Errorf("connect to server %q (%s): %w%s", srv.Name, srv.Transport(), err, tail)
+		return nil, fmt.Errorf("connect to server %q (%s): %w%s%s", srv.Name, srv.Transport(), err, tail, authHint(srv, err))
 	}
 	s.cs = cs
 	return s, nil
@@ -290,6 +290,19 @@ func defaultEnv() []string {
 		}
 	}
 	return out
+}
+
+// authHint says what to do when an HTTP server refused mcpflow for want of
+// authorization: mcpflow does not do OAuth; a token goes in a header.
+func authHint(srv *Server, err error) string {
+	if srv.URL == "" || err == nil {
+		return ""
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "Unauthorized") && !strings.Contains(msg, "Forbidden") && !strings.Contains(msg, "401") && !strings.Contains(msg, "403") {
+		return ""
+	}
+	return fmt.Sprintf(" (the server wants authorization; mcpflow does not do OAuth yet: pass a token in a header from an environment variable, e.g. headers: {Authorization: \"Bearer ${TOKEN}\"} on server %q)", srv.Name)
 }
 
 // logName is a safe file name for a server's log: names from imported
