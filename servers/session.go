@@ -29,6 +29,8 @@ type Tool struct {
 	// server sent them; nil when the tool sent none.
 	Annotations json.RawMessage
 	InputSchema json.RawMessage
+	// OutputSchema is the raw outputSchema, nil when the tool has none.
+	OutputSchema json.RawMessage
 }
 
 // Options configures Connect.
@@ -374,7 +376,7 @@ func (s *Session) Tools(ctx context.Context) (map[string]Tool, error) {
 		}
 		tool := Tool{Name: t.Name, Description: t.Description}
 		if rt, ok := s.tap.raw(t.Name); ok {
-			tool.Annotations, tool.InputSchema = rt.Annotations, rt.InputSchema
+			tool.Annotations, tool.InputSchema, tool.OutputSchema = rt.Annotations, rt.InputSchema, rt.OutputSchema
 		}
 		tools[t.Name] = tool
 	}

@@ -34,9 +34,10 @@ type wireTap struct {
 }
 
 type rawTool struct {
-	Name        string          `json:"name"`
-	Annotations json.RawMessage `json:"annotations"`
-	InputSchema json.RawMessage `json:"inputSchema"`
+	Name         string          `json:"name"`
+	Annotations  json.RawMessage `json:"annotations"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema"`
 }
 
 func newWireTap() *wireTap {

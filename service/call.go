@@ -59,7 +59,7 @@ func (s *Service) Call(ctx context.Context, req CallRequest) (*Report, error) {
 	}
 	b, _ := json.Marshal(args)
 	if err := tool.Validate(b); err != nil {
-		return nil, invalid("%v (see 'mcpflow servers tools %s')", err, req.Server)
+		return nil, invalid("%v (see 'mcpflow servers tools %s %s')", err, req.Server, req.Tool)
 	}
 	wf, err := workflow.Call(req.Server, req.Tool, args, set)
 	if err != nil {

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/internal/didyoumean"
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -16,7 +20,7 @@ type serversToolsOptions struct {
 	ioStreams
 	g              *globals
 	workflow       *string
-	server         string
+	server, tool   string
 	trustWorkspace bool
 }
 
@@ -30,6 +34,13 @@ type toolView struct {
 	Replay      replayView      `json:"replay"`
 }
 
+// toolDetail is the JSON shape of servers tools NAME TOOL.
+type toolDetail struct {
+	toolView
+	InputSchema  json.RawMessage `json:"input_schema"`
+	OutputSchema json.RawMessage `json:"output_schema"`
+}
+
 type replayView struct {
 	Safe   bool   `json:"safe"`
 	Reason string `json:"reason"`
@@ -41,11 +52,18 @@ type replayView struct {
 func newServersToolsCommand(g *globals, workflow *string, runF func(context.Context, *serversToolsOptions) error) *cobra.Command {
 	o := &serversToolsOptions{g: g, workflow: workflow}
 	cmd := &cobra.Command{
-		Use:   "tools NAME",
+		Use:   "tools NAME [TOOL]",
 		Short: "Show a server's tools, their annotations as declared, and whether a lost call would be replayed",
-		Args:  cobra.ExactArgs(1),
+		Long: `Show a server's tools: annotations exactly as declared and the replay verdict a
+lost call would get under the current trust. With TOOL, show that tool in full:
+its description, its arguments (type, required, default, allowed values) and
+its output schema.`,
+		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams, o.server = streams(cmd), args[0]
+			if len(args) == 2 {
+				o.tool = args[1]
+			}
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
@@ -67,6 +85,7 @@ func runServersTools(ctx context.Context, o *serversToolsOptions) error {
 		return err
 	}
 	views := make([]toolView, 0, len(rep.Tools))
+	var detail *toolDetail
 	for _, t := range rep.Tools {
 		raw := t.Tool.Annotations
 		if raw == nil {
@@ -74,18 +93,28 @@ func runServersTools(ctx context.Context, o *serversToolsOptions) error {
 		}
 		views = append(views, toolView{Name: t.Tool.Name, Description: t.Tool.Description, Annotations: raw,
 			Replay: replayView{Safe: t.Verdict.Verdict == replay.Replay, Reason: string(t.Verdict.Reason), Declared: string(t.Declared)}})
+		if t.Tool.Name == o.tool {
+			detail = &toolDetail{toolView: views[len(views)-1], InputSchema: orNull(t.Tool.InputSchema), OutputSchema: orNull(t.Tool.OutputSchema)}
+		}
+	}
+	if o.tool != "" {
+		if detail == nil {
+			names := make([]string, len(views))
+			for i, v := range views {
+				names[i] = v.Name
+			}
+			msg := fmt.Sprintf("server %q has no tool %q", o.server, o.tool)
+			if s := didyoumean.Closest(o.tool, names); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			return usageError("%s; its tools: %s", msg, strings.Join(names, ", "))
+		}
+		return o.g.printer(o.Out).print(detail, func(w io.Writer) error { return showTool(w, detail) })
 	}
 	return o.g.printer(o.Out).print(views, func(w io.Writer) error {
 		t := newTable(w, "TOOL", "ANNOTATIONS", "REPLAY")
 		for _, v := range views {
-			verdict := "yes: " + v.Replay.Reason
-			if !v.Replay.Safe {
-				verdict = "no: " + v.Replay.Reason
-				if v.Replay.Declared != v.Replay.Reason {
-					verdict += " (declared: " + v.Replay.Declared + ")"
-				}
-			}
-			t.row(v.Name, string(v.Annotations), verdict)
+			t.row(v.Name, string(v.Annotations), verdictText(v.Replay))
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -95,4 +124,79 @@ func runServersTools(ctx context.Context, o *serversToolsOptions) error {
 		}
 		return nil
 	})
+}
+
+func orNull(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}
+
+// verdictText is the REPLAY column: yes or no, the reason, and what the
+// tool declares when trust is what stands in the way.
+func verdictText(r replayView) string {
+	if r.Safe {
+		return "yes: " + r.Reason
+	}
+	v := "no: " + r.Reason
+	if r.Declared != r.Reason {
+		v += " (declared: " + r.Declared + ")"
+	}
+	return v
+}
+
+// showTool prints one tool: what it is, how a lost call would be treated,
+// its arguments and its output.
+func showTool(w io.Writer, t *toolDetail) error {
+	fmt.Fprintf(w, "Tool:         %s\n", t.Name)
+	if t.Description != "" {
+		fmt.Fprintf(w, "Description:  %s\n", firstLine(t.Description))
+	}
+	fmt.Fprintf(w, "Annotations:  %s\nReplay:       %s\n\nArguments:\n", t.Annotations, verdictText(t.Replay))
+	var schema struct {
+		Properties map[string]struct {
+			Type        any    `json:"type"`
+			Description string `json:"description"`
+			Default     any    `json:"default"`
+			Enum        []any  `json:"enum"`
+		} `json:"properties"`
+		Required []string `json:"required"`
+	}
+	_ = json.Unmarshal(t.InputSchema, &schema)
+	if len(schema.Properties) == 0 {
+		fmt.Fprintln(w, "  none")
+	} else {
+		tab := newTable(w, "  NAME", "TYPE", "REQUIRED", "DEFAULT", "DESCRIPTION")
+		for _, name := range slices.Sorted(maps.Keys(schema.Properties)) {
+			p := schema.Properties[name]
+			typ := fmt.Sprint(p.Type)
+			if p.Type == nil {
+				typ = "any"
+			}
+			if len(p.Enum) > 0 {
+				b, _ := json.Marshal(p.Enum)
+				typ += " " + string(b)
+			}
+			req := "-"
+			if slices.Contains(schema.Required, name) {
+				req = "yes"
+			}
+			def := "-"
+			if p.Default != nil {
+				b, _ := json.Marshal(p.Default)
+				def = string(b)
+			}
+			tab.row("  "+name, typ, req, def, firstLine(p.Description))
+		}
+		if err := tab.flush(); err != nil {
+			return err
+		}
+	}
+	if string(t.OutputSchema) == "null" {
+		_, err := fmt.Fprintln(w, "\nOutput: no schema declared (text content)")
+		return err
+	}
+	_, err := fmt.Fprintf(w, "\nOutput schema: %s\n", t.OutputSchema)
+	return err
 }

@@ -103,6 +103,11 @@ func TestGolden(t *testing.T) {
 		{"validate-error", func() []string { return []string{"validate", bad} }},
 		{"servers-list", func() []string { return []string{"servers", "list", "--workflow", hello} }},
 		{"servers-tools", func() []string { return []string{"servers", "tools", "demo", "--workflow", hello} }},
+		{"servers-tools-one", func() []string { return []string{"servers", "tools", "demo", "count_slowly", "--workflow", hello} }},
+		{"servers-tools-one-json", func() []string {
+			return []string{"servers", "tools", "demo", "greet", "--workflow", hello, "-o", "json"}
+		}},
+		{"servers-tools-unknown-tool", func() []string { return []string{"servers", "tools", "demo", "gret", "--workflow", hello} }},
 		{"servers-tools-json", func() []string {
 			return []string{"servers", "tools", "demo", "--workflow", hello, "-o", "json", "--trust-workspace"}
 		}},
