@@ -85,10 +85,12 @@ type Filter struct {
 	Before ID
 	// Limit caps the number returned; 0 means no limit.
 	Limit int
+	// ToolError keeps only invocations that completed with a tool error.
+	ToolError bool
 }
 
 func (f *Filter) match(inv *Invocation) bool {
-	return (f.Run.IsZero() || inv.RunID == f.Run) &&
+	return (f.Run.IsZero() || inv.RunID == f.Run) && (!f.ToolError || inv.ToolError) &&
 		(f.State == stateInvalid || inv.State == f.State) &&
 		(f.Server == "" || inv.Server == f.Server) &&
 		(f.Tool == "" || inv.Tool == f.Tool) &&

@@ -68,7 +68,10 @@ type Invocation struct {
 	Result         *Result         `json:"result,omitempty"`
 	// Sealed holds Arguments and Result encrypted, as stored, when the
 	// journal was opened without its key: they are then nil.
-	Sealed      string       `json:"sealed,omitempty"`
+	Sealed string `json:"sealed,omitempty"`
+	// ToolError: the invocation completed with a tool error (a result with
+	// isError: true). Kept in clear beside a sealed result, for queries.
+	ToolError   bool         `json:"tool_error,omitempty"`
 	Error       *Error       `json:"error,omitempty"`
 	Decisions   []Decision   `json:"decisions,omitempty"`
 	Resolutions []Resolution `json:"resolutions,omitempty"`

@@ -238,6 +238,7 @@ func (j *Journal) Finish(in Intent, o Outcome) error {
 		a.EndedAt = &now
 		a.Failure, a.Detail = o.Failure, o.Detail
 		inv.State, inv.Result, inv.Error, inv.UpdatedAt = o.State, o.Result, o.Error, now
+		inv.ToolError = o.Result != nil && o.Result.IsError
 		if o.Decision != nil {
 			d := *o.Decision
 			d.Attempt, d.At = a.N, now
@@ -335,7 +336,7 @@ func (j *Journal) Resolve(id ID, r Resolution, result *Result) error {
 			inv.Error = nil // the operator settled what the error was about
 		}
 		if result != nil {
-			inv.Result = result
+			inv.Result, inv.ToolError = result, result.IsError
 		}
 		if r.As == StateFailed {
 			inv.Error = &Error{Code: "MCPFLOW_RESOLVED_FAILED", Message: r.Why}

@@ -92,10 +92,14 @@ func (s *Service) Invocations(q InvocationQuery) ([]journal.Invocation, error) {
 		}
 		f.Run = id
 	}
-	if q.State != "" {
+	switch q.State {
+	case "":
+	case "tool_error": // completed, with a tool error
+		f.State, f.ToolError = journal.StateCompleted, true
+	default:
 		st, err := journal.ParseState(q.State)
 		if err != nil {
-			return nil, invalid("--state: %v", err)
+			return nil, invalid("--state: unknown invocation state %q (want one of intent, completed, tool_error, failed, outcome_unknown, aborted, timed_out, skipped, retry_approved)", q.State)
 		}
 		f.State = st
 	}

@@ -35,7 +35,7 @@ func newJournalListCommand(g *globals, runF func(context.Context, *journalListOp
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.run, "run", "", "only this run (id or unique prefix)")
-	f.StringVar(&o.state, "state", "", "only this state: intent, completed, failed, outcome_unknown, aborted, timed_out, skipped, retry_approved")
+	f.StringVar(&o.state, "state", "", "only this state: intent, completed, tool_error, failed, outcome_unknown, aborted, timed_out, skipped, retry_approved")
 	f.StringVar(&o.server, "server", "", "only this server")
 	f.StringVar(&o.tool, "tool", "", "only this tool")
 	f.StringVar(&o.since, "since", "", "only invocations created since: a duration (90m, 24h) or a date (2026-12-01, RFC 3339)")
@@ -70,10 +70,10 @@ func runJournalList(o *journalListOptions) error {
 			_, err := fmt.Fprintln(w, "no invocations match")
 			return err
 		}
-		t := newTable(w, "ID", "RUN", "STEP", "SERVER", "TOOL", "STATE", "ATTEMPTS", "CREATED")
+		t := newTable(w, "ID", "RUN", "STEP", "SERVER", "TOOL", "STATE", "ATTEMPTS", "CREATED", "ERROR")
 		now := time.Now()
 		for _, inv := range invs {
-			t.row(inv.ID.Short(), inv.RunID.Short(), stepName(&inv), inv.Server, inv.Tool, inv.State.String(), fmt.Sprint(len(inv.Attempts)), ago(now, inv.CreatedAt))
+			t.row(inv.ID.Short(), inv.RunID.Short(), stepName(&inv), inv.Server, inv.Tool, stateText(&inv), fmt.Sprint(len(inv.Attempts)), ago(now, inv.CreatedAt), errorText(&inv))
 		}
 		return t.flush()
 	})

@@ -46,11 +46,7 @@ func showRun(w io.Writer, run *journal.Run, invs []journal.Invocation) error {
 	}
 	t := newTable(w, "STEP", "INVOCATION", "TOOL", "STATE", "ATTEMPTS", "DURATION", "ERROR")
 	for _, inv := range invs {
-		errText := ""
-		if inv.Error != nil {
-			errText = inv.Error.Code
-		}
-		t.row(stepName(&inv), inv.ID.Short(), inv.Server+"/"+inv.Tool, inv.State.String(), attemptsText(&inv), invDuration(&inv), errText)
+		t.row(stepName(&inv), inv.ID.Short(), inv.Server+"/"+inv.Tool, stateText(&inv), attemptsText(&inv), invDuration(&inv), errorText(&inv))
 	}
 	if err := t.flush(); err != nil {
 		return err

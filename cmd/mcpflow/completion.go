@@ -103,7 +103,7 @@ func addCompletions(root *cobra.Command, g *globals) {
 	find("servers", "tools").ValidArgsFunction = completeServerNames(g)
 	find("call").ValidArgsFunction = completeServerNames(g)
 	_ = find("journal", "resolve").RegisterFlagCompletionFunc("as", fixedCompletions("completed", "failed", "retry"))
-	_ = find("journal", "list").RegisterFlagCompletionFunc("state", fixedCompletions("intent", "completed", "failed", "outcome_unknown", "aborted", "timed_out", "skipped", "retry_approved"))
+	_ = find("journal", "list").RegisterFlagCompletionFunc("state", fixedCompletions("intent", "completed", "tool_error", "failed", "outcome_unknown", "aborted", "timed_out", "skipped", "retry_approved"))
 	_ = find("runs", "list").RegisterFlagCompletionFunc("status", fixedCompletions("running", "succeeded", "failed", "blocked", "cancelled"))
 	_ = root.RegisterFlagCompletionFunc("output", fixedCompletions("table", "json", "jsonl"))
 }

@@ -85,3 +85,24 @@ func TestInputsFromAFile(t *testing.T) {
 		t.Errorf("unknown input in the file: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// TestToolErrorsAreVisible: a call whose result is a tool error is listed
+// as tool_error with the first line of the tool's text, and found by
+// --state tool_error; JSON keeps state completed and says tool_error.
+func TestToolErrorsAreVisible(t *testing.T) {
+	c := newCLI(t)
+	if r := c.run("call", "demo", "fail", "--arg", "message=disk full\nsecond line", "--workflow", repoFile("examples", "workflows", "hello.yaml")); r.code != exitFailed {
+		t.Fatalf("call: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := c.run("call", "demo", "greet", "--arg", "name=x", "--workflow", repoFile("examples", "workflows", "hello.yaml")); r.code != 0 {
+		t.Fatalf("call: exit %d\n%s", r.code, r.stderr)
+	}
+	r := c.run("journal", "list", "--state", "tool_error")
+	if r.code != 0 || !strings.Contains(r.stdout, "tool_error") || !strings.Contains(r.stdout, "disk full") || strings.Contains(r.stdout, "second line") || strings.Contains(r.stdout, "greet") {
+		t.Errorf("journal list --state tool_error: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = c.run("journal", "list", "-o", "json")
+	if !strings.Contains(r.stdout, `"tool_error": true`) || !strings.Contains(r.stdout, `"tool_error": false`) {
+		t.Errorf("JSON: %s", r.stdout)
+	}
+}

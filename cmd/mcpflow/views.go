@@ -13,27 +13,29 @@ import (
 // invocationView is the stable JSON shape of an invocation (documented in
 // the README). Arguments and results are left out unless asked for.
 type invocationView struct {
-	ID             string          `json:"id"`
-	RunID          string          `json:"run_id"`
-	Step           string          `json:"step"`
-	Item           *int            `json:"item"`
-	Server         string          `json:"server"`
-	Tool           string          `json:"tool"`
-	State          string          `json:"state"`
-	Attempts       int             `json:"attempts"`
-	Replays        int             `json:"replays"`
-	IdempotencyKey string          `json:"idempotency_key"`
-	Error          *journal.Error  `json:"error"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	Arguments      json.RawMessage `json:"arguments,omitempty"`
-	Result         *journal.Result `json:"result,omitempty"`
+	ID             string         `json:"id"`
+	RunID          string         `json:"run_id"`
+	Step           string         `json:"step"`
+	Item           *int           `json:"item"`
+	Server         string         `json:"server"`
+	Tool           string         `json:"tool"`
+	State          string         `json:"state"`
+	Attempts       int            `json:"attempts"`
+	Replays        int            `json:"replays"`
+	IdempotencyKey string         `json:"idempotency_key"`
+	Error          *journal.Error `json:"error"`
+	// ToolError: completed with a tool error (state stays completed).
+	ToolError bool            `json:"tool_error"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Result    *journal.Result `json:"result,omitempty"`
 }
 
 func invView(inv *journal.Invocation, payload bool) invocationView {
 	v := invocationView{
 		ID: inv.ID.String(), RunID: inv.RunID.String(), Step: inv.Step,
-		Server: inv.Server, Tool: inv.Tool, State: inv.State.String(),
+		Server: inv.Server, Tool: inv.Tool, State: inv.State.String(), ToolError: inv.ToolError,
 		Attempts: len(inv.Attempts), Replays: inv.Replays(), IdempotencyKey: inv.IdempotencyKey,
 		Error: inv.Error, CreatedAt: inv.CreatedAt, UpdatedAt: inv.UpdatedAt,
 	}
@@ -119,4 +121,43 @@ func printOutputs(w io.Writer, outputs map[string]any) {
 		}
 		fmt.Fprintf(w, "  %s: %s\n", k, text)
 	}
+}
+
+// stateText is an invocation's state as tables show it: tool_error for a
+// call that completed with a tool error.
+func stateText(inv *journal.Invocation) string {
+	if inv.ToolError {
+		return "tool_error"
+	}
+	return inv.State.String()
+}
+
+// errorText is the ERROR column: the first line of a tool error's text, or
+// the error's code.
+func errorText(inv *journal.Invocation) string {
+	if inv.ToolError {
+		text := "tool error"
+		if inv.Result != nil {
+			var content []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			}
+			_ = json.Unmarshal(inv.Result.Content, &content)
+			for _, c := range content {
+				if c.Type == "text" && c.Text != "" {
+					text = c.Text
+					break
+				}
+			}
+		}
+		text = firstLine(text)
+		if r := []rune(text); len(r) > 60 {
+			text = string(r[:60]) + "…"
+		}
+		return text
+	}
+	if inv.Error != nil {
+		return inv.Error.Code
+	}
+	return ""
 }
