@@ -208,7 +208,7 @@ func checkInvocation(inv *Invocation, name string, add func(string, string, ...a
 		add(name, "state %s but the last attempt has no outcome", inv.State)
 	}
 	for i, r := range inv.Resolutions {
-		if !CanTransition(r.From, r.As) || !r.From.waitsForResolution() || !r.As.isResolution() {
+		if !resolvable(r.From, r.As) || !r.As.isResolution() {
 			add(name, "resolution %d from %s as %s", i+1, r.From, r.As)
 		}
 	}

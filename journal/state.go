@@ -86,6 +86,22 @@ func (s State) waitsForResolution() bool {
 	return s == StateOutcomeUnknown || s == StateAborted || s == StateTimedOut
 }
 
+// retryable reports whether an operator may approve sending an invocation
+// in s again although it does not wait for a resolution: it failed, or it
+// completed (the caller checks that it was a tool error).
+func (s State) retryable() bool { return s == StateFailed || s == StateCompleted }
+
+// resolvable reports whether an operator may resolve an invocation from
+// one state to another. completed → retry_approved (a tool error retried
+// by an operator) is outside the transition table: it is legal only for a
+// tool error, which Resolve checks.
+func resolvable(from, as State) bool {
+	if from == StateCompleted && as == StateRetryApproved {
+		return true
+	}
+	return CanTransition(from, as) && (from.waitsForResolution() || as == StateRetryApproved && from.retryable())
+}
+
 // isResolution reports whether an operator may resolve an invocation as s.
 func (s State) isResolution() bool {
 	return s == StateCompleted || s == StateFailed || s == StateRetryApproved
@@ -100,7 +116,7 @@ var transitions = map[State][]State{
 	StateOutcomeUnknown: {StateCompleted, StateFailed, StateRetryApproved},
 	StateAborted:        {StateCompleted, StateFailed, StateRetryApproved, StateIntent, StateOutcomeUnknown},
 	StateTimedOut:       {StateCompleted, StateFailed, StateRetryApproved, StateIntent, StateOutcomeUnknown},
-	StateFailed:         {StateIntent},
+	StateFailed:         {StateIntent, StateRetryApproved},
 	StateRetryApproved:  {StateIntent},
 }
 

@@ -29,7 +29,7 @@ var legalInv = map[journal.State][]journal.State{
 	0:        {intent, skipped},
 	intent:   {intent, done, failed, unknown, aborted, timedOut},
 	done:     {},
-	failed:   {intent},
+	failed:   {intent, retry},
 	unknown:  {done, failed, retry},
 	aborted:  {intent, done, failed, retry, unknown},
 	timedOut: {intent, done, failed, retry, unknown},
@@ -307,6 +307,38 @@ func TestStateNames(t *testing.T) {
 		got, err := journal.ParseRunStatus(s.String())
 		if err != nil || got != s {
 			t.Errorf("ParseRunStatus(%q) = %v, %v", s, got, err)
+		}
+	}
+}
+
+// TestRetryApprovedAfterFailureOrToolError: an operator may approve sending
+// again a failed invocation, or one that completed with a tool error — not
+// one that completed with a result.
+func TestRetryApprovedAfterFailureOrToolError(t *testing.T) {
+	j := journaltest.Open(t, nil)
+	run := newRun(t, j)
+	approve := func(id journal.ID) error {
+		return j.Resolve(id, journal.Resolution{By: "op", Why: "retry", As: journal.StateRetryApproved}, nil)
+	}
+	for _, tc := range []struct {
+		name string
+		o    journal.Outcome
+		ok   bool
+	}{
+		{"tool error", journal.Outcome{State: journal.StateCompleted, Result: &journal.Result{IsError: true}}, true},
+		{"result", journal.Outcome{State: journal.StateCompleted, Result: &journal.Result{}}, false},
+		{"failed", journal.Outcome{State: journal.StateFailed, Failure: "rejected", Error: &journal.Error{Code: "X", Message: "x"}}, true},
+	} {
+		in := begin(t, j, run, "s", "t")
+		if err := j.Finish(in, tc.o); err != nil {
+			t.Fatal(err)
+		}
+		err := approve(in.ID)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, journal.ErrTransition)) {
+			t.Errorf("%s: approve = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+		if tc.ok && state(t, j, in.ID) != journal.StateRetryApproved {
+			t.Errorf("%s: state %s", tc.name, state(t, j, in.ID))
 		}
 	}
 }

@@ -307,8 +307,9 @@ func (j *Journal) Decide(id ID, d Decision, state State, e *Error) error {
 // Resolve records an operator's resolution of an invocation that waits for
 // one (outcome_unknown, aborted or timed_out): as completed, failed or
 // retry_approved, with who (r.By) and why (r.Why); the journal sets when
-// and from which state. Anything else returns ErrTransition and writes
-// nothing. Durable when it returns nil.
+// and from which state. A failed invocation, or one that completed with a
+// tool error, may be approved for a retry (retry_approved). Anything else
+// returns ErrTransition and writes nothing. Durable when it returns nil.
 func (j *Journal) Resolve(id ID, r Resolution, result *Result) error {
 	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Why) == "" {
 		return fmt.Errorf("resolve invocation %s: who (By) and why (Why) are required", id.Short())
@@ -319,14 +320,14 @@ func (j *Journal) Resolve(id ID, r Resolution, result *Result) error {
 		if err != nil {
 			return err
 		}
-		if !old.State.waitsForResolution() {
-			return fmt.Errorf("invocation %s is %s; only outcome_unknown, aborted or timed_out invocations are resolved: %w", id.Short(), old.State, ErrTransition)
+		switch {
+		case old.State == StateCompleted && r.As == StateRetryApproved && !old.ToolError:
+			return fmt.Errorf("invocation %s completed without a tool error; there is nothing to retry: %w", id.Short(), ErrTransition)
+		case !resolvable(old.State, r.As):
+			return fmt.Errorf("invocation %s is %s; only outcome_unknown, aborted or timed_out invocations are resolved, and failed ones or tool errors approved for a retry: %w", id.Short(), old.State, ErrTransition)
 		}
 		if !r.As.isResolution() {
 			return fmt.Errorf("resolve as %s: want completed, failed or retry_approved: %w", r.As, ErrTransition)
-		}
-		if err := checkTransition(id, old.State, r.As); err != nil {
-			return err
 		}
 		inv := cloneInv(old)
 		r.At, r.From = now, old.State

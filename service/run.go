@@ -73,6 +73,12 @@ type ResumeRequest struct {
 	Secrets []string
 	// TrustWorkspace trusts the run's workspace for this resume only.
 	TrustWorkspace bool
+	// RetryFailed approves, on By's behalf, sending again every call of the
+	// run that failed or returned a tool error (journaled as a resolution
+	// with who, when and why), so the steps that completed are not run
+	// again.
+	RetryFailed bool
+	By          string
 	// Events receives the run's progress.
 	Events func(engine.Event)
 }
@@ -114,6 +120,11 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 	if err != nil {
 		return nil, err
 	}
+	if req.RetryFailed && run.Status != journal.RunSucceeded {
+		if run, err = s.approveFailed(run, req.By); err != nil {
+			return nil, err
+		}
+	}
 	x := s.prepare(wf.Servers, wf.Own, ws, req.TrustWorkspace)
 	defer x.close()
 	acted := false
@@ -145,4 +156,37 @@ func (s *Service) Resumable() ([]journal.ID, error) {
 		}
 	}
 	return ids, nil
+}
+
+// approveFailed journals an operator's approval to send again the newest
+// invocation of each step and item of run that failed or returned a tool
+// error, and returns the run as it now is.
+func (s *Service) approveFailed(run *journal.Run, by string) (*journal.Run, error) {
+	invs, err := s.j.RunInvocations(run.ID)
+	if err != nil {
+		return nil, err
+	}
+	type unit struct {
+		step string
+		item int
+	}
+	newest := map[unit]journal.Invocation{}
+	for _, inv := range invs { // time-ordered: the newest wins
+		newest[unit{inv.Step, inv.Item}] = inv
+	}
+	approved := 0
+	for _, inv := range newest {
+		if inv.State != journal.StateFailed && !(inv.State == journal.StateCompleted && inv.ToolError) {
+			continue
+		}
+		r := journal.Resolution{By: by, As: journal.StateRetryApproved, Why: "resume --retry-failed"}
+		if err := s.j.Resolve(inv.ID, r, nil); err != nil {
+			return nil, err
+		}
+		approved++
+	}
+	if approved == 0 {
+		return run, nil
+	}
+	return s.j.Run(run.ID)
 }

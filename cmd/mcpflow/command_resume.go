@@ -16,6 +16,7 @@ type resumeOptions struct {
 	g              *globals
 	run            string
 	all            bool
+	retryFailed    bool
 	secrets        []string
 	trustWorkspace bool
 }
@@ -36,6 +37,7 @@ Secret inputs are never journaled: pass them again with --input.
 
 ` + exitCodesHelp,
 		Example: `  mcpflow resume 01a2375e-c529
+  mcpflow resume 01a2375e-c529 --retry-failed
   mcpflow resume --all`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if (o.all && len(args) == 0) || (!o.all && len(args) == 1) {
@@ -57,6 +59,7 @@ Secret inputs are never journaled: pass them again with --input.
 	cmd.Flags().StringArrayVarP(&o.secrets, "input", "i", nil, "a secret input as key=value (the journal keeps every other input)")
 	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this command only")
 	cmd.Flags().BoolVar(&o.all, "all", false, "resume every run that did not succeed")
+	cmd.Flags().BoolVar(&o.retryFailed, "retry-failed", false, "send again the calls that failed or returned a tool error (journaled as your approval); completed steps are not run again")
 	return cmd
 }
 
@@ -95,7 +98,7 @@ func runResume(ctx context.Context, o *resumeOptions) error {
 func resumeOne(ctx context.Context, o *resumeOptions, svc *service.Service, ref string) (int, error) {
 	progress := progressFor(o.g, o.Out)
 	defer progress.close()
-	rep, err := svc.Resume(ctx, service.ResumeRequest{Run: ref, Secrets: o.secrets, TrustWorkspace: o.trustWorkspace, Events: progress.event})
+	rep, err := svc.Resume(ctx, service.ResumeRequest{Run: ref, Secrets: o.secrets, TrustWorkspace: o.trustWorkspace, RetryFailed: o.retryFailed, By: osUser(), Events: progress.event})
 	progress.close()
 	if err != nil {
 		return 0, err

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mcpflow/mcpflow/journal"
+)
+
+// TestResumeRetryFailed: resume --retry-failed sends again the step that
+// failed, journaled as the operator's approval, without running again the
+// steps that completed.
+func TestResumeRetryFailed(t *testing.T) {
+	c := newCLI(t)
+	wf := c.workflow("w.yaml", `name: w
+servers: {demo: {builtin: demo, trust: true}}
+steps:
+  - {id: hi, server: demo, tool: greet, with: {name: a}}
+  - {id: shout, server: demo, tool: upper, with: {text: b}}
+`)
+	c.env = []string{"MCPFLOW_DEMO_FAULT=rpc-error-after-commit", "MCPFLOW_DEMO_FAULT_TOOL=upper"}
+	r := c.run("run", wf, "--trust-workspace")
+	if r.code != exitFailed {
+		t.Fatalf("run: exit %d, want 1\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	c.env = nil
+	j := c.openJournal()
+	run, _ := c.onlyRun(j)
+	j.Close()
+	if r := c.run("resume", run.ID.String()); r.code != exitFailed {
+		t.Errorf("plain resume: exit %d, want the failure to stand\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := c.run("resume", run.ID.String(), "--retry-failed", "--trust-workspace"); r.code != 0 {
+		t.Fatalf("resume --retry-failed: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if g, u := c.ledgerCount("greet"), c.ledgerCount("upper"); g != 1 || u != 2 {
+		t.Errorf("greet ran %d times (want 1), upper %d (want 2)", g, u)
+	}
+	j = c.openJournal()
+	run, invs := c.onlyRun(j)
+	j.Close()
+	if run.Status != journal.RunSucceeded {
+		t.Errorf("run %s", run.Status)
+	}
+	approved := false
+	for _, inv := range invs {
+		for _, res := range inv.Resolutions {
+			approved = approved || (inv.Step == "shout" && res.As == journal.StateRetryApproved && strings.Contains(res.Why, "retry-failed") && res.By != "")
+		}
+	}
+	if !approved {
+		t.Errorf("the approval is not journaled:%s", describe(invs))
+	}
+}
