@@ -3,6 +3,7 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -233,4 +234,26 @@ func RedactJSON(b []byte, secrets []string) []byte {
 	}
 	out, _ := json.Marshal(RedactValue(v, secrets))
 	return out
+}
+
+// StepRefs lists the earlier steps whose results v reads (sorted, once
+// each): a value that reads none can be evaluated before the run.
+func (v *Value) StepRefs() []string {
+	if v == nil {
+		return nil
+	}
+	var out []string
+	for _, e := range v.exprs() {
+		out = append(out, e.StepRefs()...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// StepRefs lists the earlier steps whose results e reads.
+func (e *Expression) StepRefs() []string {
+	if e == nil {
+		return nil
+	}
+	return slices.Clone(e.refs.steps)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/service"
 	"github.com/mcpflow/mcpflow/workflow"
 )
@@ -20,6 +22,7 @@ type runOptions struct {
 	inputs         []string
 	inputFile      string
 	trustWorkspace bool
+	dryRun         bool
 }
 
 func newRunCommand(g *globals, runF func(context.Context, *runOptions) error) *cobra.Command {
@@ -43,12 +46,17 @@ func newRunCommand(g *globals, runF func(context.Context, *runOptions) error) *c
 	}
 	cmd.Flags().StringArrayVarP(&o.inputs, "input", "i", nil, "workflow input as key=value, or key=@FILE to read the value from FILE (repeatable; also MCPFLOW_INPUT_<KEY>)")
 	cmd.Flags().StringVar(&o.inputFile, "input-file", "", "read inputs from a YAML or JSON file of name: value (--input wins)")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "show the calls the run would make — arguments and replay verdicts — without journaling or calling anything")
 	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this command only (allows replay of calls the tool declares safe on trusted servers)")
 	return cmd
 }
 
 func runRun(ctx context.Context, o *runOptions) error {
-	svc, done, err := o.g.service(writeJournal)
+	mode := writeJournal
+	if o.dryRun {
+		mode = noJournal // a dry run writes nothing
+	}
+	svc, done, err := o.g.service(mode)
 	if err != nil {
 		return err
 	}
@@ -60,6 +68,13 @@ func runRun(ctx context.Context, o *runOptions) error {
 		if values, err = workflow.ReadInputFile(o.inputFile); err != nil {
 			return err
 		}
+	}
+	if o.dryRun {
+		calls, err := svc.DryRun(ctx, service.RunRequest{File: o.file, Inputs: o.inputs, InputValues: values, TrustWorkspace: o.trustWorkspace})
+		if err != nil {
+			return err
+		}
+		return reportDryRun(o.g, o.ioStreams, calls)
 	}
 	rep, err := svc.Run(ctx, service.RunRequest{File: o.file, Inputs: o.inputs, InputValues: values, TrustWorkspace: o.trustWorkspace, Events: progress.event})
 	progress.close()
@@ -103,4 +118,80 @@ func reportEnd(w io.Writer, rep *service.Report) {
 	case journal.RunCancelled:
 		fmt.Fprintf(w, "mcpflow: run %s was interrupted; continue it with: mcpflow resume %s\n", rep.Run.ID.Short(), rep.Run.ID.Short())
 	}
+}
+
+// plannedView is the stable JSON shape of run --dry-run.
+type plannedView struct {
+	Step      string          `json:"step"`
+	Item      *int            `json:"item"`
+	Server    string          `json:"server"`
+	Tool      string          `json:"tool"`
+	Arguments json.RawMessage `json:"arguments"`
+	Skipped   bool            `json:"skipped"`
+	Pending   string          `json:"pending,omitempty"`
+	Replay    *replayView     `json:"replay"`
+	Problem   string          `json:"problem,omitempty"`
+}
+
+// reportDryRun prints the calls a run would make; a call that could not be
+// sent as it stands makes the exit code 2.
+func reportDryRun(g *globals, s ioStreams, calls []service.PlannedCall) error {
+	views := make([]plannedView, len(calls))
+	problems := 0
+	for i, c := range calls {
+		v := plannedView{Step: c.Step, Server: c.Server, Tool: c.Tool, Arguments: c.Arguments, Skipped: c.Skipped, Pending: c.Pending, Problem: c.Problem}
+		if c.Item >= 0 {
+			item := c.Item
+			v.Item = &item
+		}
+		if v.Arguments == nil {
+			v.Arguments = json.RawMessage("null")
+		}
+		if c.Verdict.Reason != "" {
+			v.Replay = &replayView{Safe: c.Verdict.Verdict == replay.Replay, Reason: string(c.Verdict.Reason), Declared: string(c.Verdict.Reason)}
+		}
+		if c.Problem != "" {
+			problems++
+		}
+		views[i] = v
+	}
+	err := g.printer(s.Out).print(views, func(w io.Writer) error {
+		t := newTable(w, "STEP", "CALL", "ARGUMENTS", "REPLAY IF LOST", "NOTE")
+		for _, v := range views {
+			args, replayText := string(v.Arguments), "-"
+			if v.Replay != nil {
+				replayText = "no: " + v.Replay.Reason
+				if v.Replay.Safe {
+					replayText = "yes: " + v.Replay.Reason
+				}
+			}
+			note := v.Problem
+			switch {
+			case v.Skipped:
+				args, note = "-", "skipped: its condition is false"
+			case v.Pending != "" && note == "":
+				args, note = "?", "known only when the run gets there: "+v.Pending
+			}
+			t.row(unitName(v.Step, itemOr(v.Item)), v.Server+"/"+v.Tool, args, replayText, note)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintln(w, "\ndry run: nothing was journaled and no tool was called")
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if problems > 0 {
+		return &exitError{code: exitUsage, err: fmt.Errorf("dry run: %d call(s) could not be sent as they stand", problems)}
+	}
+	return nil
+}
+
+func itemOr(p *int) int {
+	if p == nil {
+		return -1
+	}
+	return *p
 }

@@ -1,0 +1,161 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/mcpflow/mcpflow/replay"
+	"github.com/mcpflow/mcpflow/workflow"
+)
+
+// PlannedCall is one call a run would make, as a dry run sees it.
+type PlannedCall struct {
+	Step   string
+	Item   int // the for_each item, or -1
+	Server string
+	Tool   string
+	// Arguments are what would be sent (secret input values redacted), or
+	// nil when they cannot be known before the run (Pending says why).
+	Arguments json.RawMessage
+	// Pending names what the arguments, the condition or the for_each list
+	// depend on that only the run produces (earlier steps' results).
+	Pending string
+	// Skipped: the step's condition is known to be false.
+	Skipped bool
+	// Verdict is the replay verdict a lost call would get now.
+	Verdict replay.Decision
+	// Problem is why the call could not be sent as it stands (unknown
+	// tool, arguments that do not fit the schema, server unavailable).
+	Problem string
+}
+
+// DryRun loads and validates a workflow, connects to its servers and
+// discovers its tools, and evaluates every step whose inputs are known
+// before the run: it returns the calls the run would make, with their
+// arguments and the replay verdict each would get. It writes nothing to
+// the journal and calls no tool.
+func (s *Service) DryRun(ctx context.Context, req RunRequest) ([]PlannedCall, error) {
+	ws := s.o.Workspace
+	external, err := s.External(ws)
+	if err != nil {
+		return nil, err
+	}
+	wf, err := workflow.LoadFile(req.File, external)
+	if err != nil {
+		return nil, err
+	}
+	inputs, err := wf.ParseInputsFrom(req.InputValues, req.Inputs)
+	if err != nil {
+		return nil, err
+	}
+	x := s.prepare(wf.Servers, wf.Own, ws, req.TrustWorkspace)
+	defer x.close()
+	secrets := workflow.SecretValues(wf.SecretInputs(), inputs)
+	env := map[string]string{}
+	for _, name := range wf.Env {
+		env[name] = os.Getenv(name)
+	}
+	vars := workflow.Vars{Inputs: inputs, Steps: map[string]any{}, Env: env}
+	var out []PlannedCall
+	for _, st := range wf.Steps {
+		base := PlannedCall{Step: st.ID, Item: -1, Server: st.Server, Tool: st.Tool}
+		if refs := st.If.StepRefs(); len(refs) > 0 {
+			base.Pending = "its condition reads " + stepList(refs)
+		} else if st.If != nil {
+			v, err := st.If.Eval(ctx, vars)
+			if b, ok := v.(bool); err == nil && ok && !b {
+				base.Skipped = true
+				out = append(out, base)
+				continue
+			}
+		}
+		items := []any{nil}
+		loop := st.ForEach != nil
+		if loop {
+			if refs := st.ForEach.StepRefs(); len(refs) > 0 {
+				base.Pending = joinPending(base.Pending, "its for_each list reads "+stepList(refs))
+				items = nil
+			} else if v, err := st.ForEach.Eval(ctx, vars); err != nil {
+				base.Problem = err.Error()
+				items = nil
+			} else if list, ok := v.([]any); ok {
+				items = list
+			}
+			if items == nil {
+				out = append(out, s.judge(ctx, x, base, nil))
+				continue
+			}
+		}
+		for i, item := range items {
+			call := base
+			iv := vars
+			if loop {
+				call.Item, iv.Item, iv.Index, iv.InLoop = i, item, i, true
+			}
+			var args json.RawMessage
+			if refs := st.With.StepRefs(); len(refs) > 0 {
+				call.Pending = joinPending(call.Pending, "its arguments read "+stepList(refs))
+			} else {
+				var v any = map[string]any{}
+				if st.With != nil {
+					if v, err = st.With.Eval(ctx, iv); err != nil {
+						call.Problem = err.Error()
+					}
+				}
+				if call.Problem == "" {
+					args, _ = json.Marshal(v)
+				}
+			}
+			call = s.judge(ctx, x, call, args)
+			if args != nil {
+				call.Arguments = workflow.RedactJSON(args, secrets)
+			}
+			out = append(out, call)
+		}
+	}
+	return out, nil
+}
+
+// judge discovers the call's tool, checks its arguments when they are
+// known, and gives the replay verdict a lost call would get now.
+func (s *Service) judge(ctx context.Context, x *execution, call PlannedCall, args json.RawMessage) PlannedCall {
+	sess, err := x.pool.Session(ctx, call.Server)
+	if err != nil {
+		call.Problem = joinPending(call.Problem, fmt.Sprintf("server %q unavailable: %v", call.Server, firstLineOf(err.Error())))
+		return call
+	}
+	tool, err := sess.Tool(ctx, call.Tool)
+	if err != nil {
+		call.Problem = joinPending(call.Problem, err.Error())
+		return call
+	}
+	if args != nil {
+		if err := tool.Validate(args); err != nil {
+			call.Problem = joinPending(call.Problem, err.Error())
+		}
+	}
+	t := x.trust.Trust(call.Server)
+	call.Verdict = replay.Judge(replay.View{ServerTrusted: t.Server, WorkspaceTrusted: t.Workspace, Annotations: tool.Annotations}, 0)
+	return call
+}
+
+func stepList(refs []string) string {
+	return "steps." + strings.Join(refs, ", steps.")
+}
+
+func joinPending(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}
+
+func firstLineOf(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
