@@ -521,12 +521,13 @@ type retryVerdict struct {
 // the step asked for a retry: when the rule does not clear it, the verdict
 // says its outcome is unknown.
 func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal.Intent, class replay.Class, detail string) (retryVerdict, error) {
-	mayHaveRun := class == replay.ClassTimedOut || class == replay.ClassServerError
-	// A result too large for the transport would be too large again.
-	wantsRetry := class != replay.ClassNone && class != replay.ClassAborted && class != replay.ClassTooLarge && u.Retry.Attempts > 1
+	// No failure, an abort (the user's), or a result too large for the
+	// transport (it would be too large again): nothing to retry or judge.
 	if class == replay.ClassNone || class == replay.ClassAborted || class == replay.ClassTooLarge {
 		return retryVerdict{}, nil
 	}
+	mayHaveRun := class == replay.ClassTimedOut || class == replay.ClassServerError
+	wantsRetry := u.Retry.Attempts > 1
 	inv, err := r.j.Invocation(intent.ID)
 	if err != nil {
 		return retryVerdict{}, err

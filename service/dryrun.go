@@ -25,8 +25,10 @@ type PlannedCall struct {
 	Pending string
 	// Skipped: the step's condition is known to be false.
 	Skipped bool
-	// Verdict is the replay verdict a lost call would get now.
-	Verdict replay.Decision
+	// Verdict is the replay verdict a lost call would get now; Declared
+	// the verdict on the tool's annotations alone.
+	Verdict  replay.Decision
+	Declared replay.Reason
 	// Problem is why the call could not be sent as it stands (unknown
 	// tool, arguments that do not fit the schema, server unavailable).
 	Problem string
@@ -38,20 +40,11 @@ type PlannedCall struct {
 // arguments and the replay verdict each would get. It writes nothing to
 // the journal and calls no tool.
 func (s *Service) DryRun(ctx context.Context, req RunRequest) ([]PlannedCall, error) {
-	ws := s.o.Workspace
-	external, err := s.External(ws)
+	wf, inputs, err := s.load(req)
 	if err != nil {
 		return nil, err
 	}
-	wf, err := workflow.LoadFile(req.File, external)
-	if err != nil {
-		return nil, err
-	}
-	inputs, err := wf.ParseInputsFrom(req.InputValues, req.Inputs)
-	if err != nil {
-		return nil, err
-	}
-	x := s.prepare(wf.Servers, wf.Own, ws, req.TrustWorkspace)
+	x := s.prepare(wf.Servers, wf.Own, s.o.Workspace, req.TrustWorkspace)
 	defer x.close()
 	secrets := workflow.SecretValues(wf.SecretInputs(), inputs)
 	env := map[string]string{}
@@ -137,8 +130,7 @@ func (s *Service) judge(ctx context.Context, x *execution, call PlannedCall, arg
 			call.Problem = joinPending(call.Problem, err.Error())
 		}
 	}
-	t := x.trust.Trust(call.Server)
-	call.Verdict = replay.Judge(replay.View{ServerTrusted: t.Server, WorkspaceTrusted: t.Workspace, Annotations: tool.Annotations}, 0)
+	call.Verdict, call.Declared = verdictNow(x.trust.Trust(call.Server), tool)
 	return call
 }
 
@@ -154,8 +146,6 @@ func joinPending(a, b string) string {
 }
 
 func firstLineOf(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

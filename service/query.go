@@ -41,10 +41,11 @@ func (s *Service) Runs(q RunQuery) ([]RunSummary, error) {
 	}
 	out := make([]RunSummary, len(runs))
 	for i := range runs {
-		rep, err := s.report(runs[i].ID, false)
+		invs, err := s.j.RunInvocations(runs[i].ID)
 		if err != nil {
 			return nil, err
 		}
+		rep := (&Report{Run: &runs[i], Invocations: invs}).shown()
 		out[i] = RunSummary{Run: *rep.Run, Invocations: rep.Invocations}
 	}
 	return out, nil

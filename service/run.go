@@ -32,23 +32,32 @@ type RunRequest struct {
 // report's run status. Errors are invalid requests (a bad workflow, bad
 // inputs) or a journal that could not be written.
 func (s *Service) Run(ctx context.Context, req RunRequest) (*Report, error) {
-	ws := s.o.Workspace
-	external, err := s.External(ws)
-	if err != nil {
-		return nil, err
-	}
-	wf, err := workflow.LoadFile(req.File, external)
-	if err != nil {
-		return nil, err
-	}
-	inputs, err := wf.ParseInputsFrom(req.InputValues, req.Inputs)
+	wf, inputs, err := s.load(req)
 	if err != nil {
 		return nil, err
 	}
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	return s.runWorkflow(ctx, wf, inputs, ws, req.TrustWorkspace, req.Events)
+	return s.runWorkflow(ctx, wf, inputs, s.o.Workspace, req.TrustWorkspace, req.Events)
+}
+
+// load reads, validates and types what a run request names: the workflow
+// against the servers configured in the service's workspace, and its inputs.
+func (s *Service) load(req RunRequest) (*workflow.Workflow, map[string]any, error) {
+	external, err := s.External(s.o.Workspace)
+	if err != nil {
+		return nil, nil, err
+	}
+	wf, err := workflow.LoadFile(req.File, external)
+	if err != nil {
+		return nil, nil, err
+	}
+	inputs, err := wf.ParseInputsFrom(req.InputValues, req.Inputs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return wf, inputs, nil
 }
 
 // runWorkflow runs a loaded workflow and reports it as committed.

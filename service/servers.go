@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
+	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/trust"
@@ -56,30 +55,13 @@ func (s *Service) mayStart(srv *servers.Server, trustWorkspace bool) error {
 	if srv.Builtin != "" && len(srv.Args) == 0 && len(srv.Env) == 0 {
 		return nil
 	}
-	if srv.File == "" || !within(s.o.Workspace, srv.File) {
+	if srv.File == "" || !trust.Within(s.o.Workspace, srv.File) {
 		return nil
 	}
 	if ok, _ := trust.Workspace(s.o.TrustStore, s.o.Workspace, trustWorkspace); ok {
 		return nil
 	}
 	return fmt.Errorf("%w: server %q is defined in %s; mcpflow does not start servers defined by a workspace's files until you trust it (mcpflow trust add, or --trust-workspace for this command)", ErrUntrustedWorkspace, srv.Name, srv.File)
-}
-
-// within reports whether file lies in dir (both made absolute, symlinks
-// resolved where they exist).
-func within(dir, file string) bool {
-	canon := func(p string) string {
-		a, err := filepath.Abs(p)
-		if err != nil {
-			return p
-		}
-		if r, err := filepath.EvalSymlinks(a); err == nil {
-			return r
-		}
-		return a
-	}
-	rel, err := filepath.Rel(canon(dir), canon(file))
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // Servers lists the configured servers (see ServerSet) by name; with
@@ -181,12 +163,8 @@ func (s *Service) Tools(ctx context.Context, req ToolsRequest) (*ToolsReport, er
 	sort.Strings(names)
 	for _, n := range names {
 		tool := tools[n]
-		_, declared := replay.Declared(tool.Annotations)
-		rep.Tools = append(rep.Tools, ToolVerdict{
-			Tool:     tool,
-			Verdict:  replay.Judge(replay.View{ServerTrusted: t.Server, WorkspaceTrusted: t.Workspace, Annotations: tool.Annotations}, 0),
-			Declared: declared,
-		})
+		v, declared := verdictNow(t, tool)
+		rep.Tools = append(rep.Tools, ToolVerdict{Tool: tool, Verdict: v, Declared: declared})
 	}
 	return rep, nil
 }
@@ -242,4 +220,12 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*workflow.
 		return nil, &invalidError{msg: fmt.Sprintf("%s: %v", req.File, errors.Join(problems...))}
 	}
 	return wf, nil
+}
+
+// verdictNow is the replay verdict a lost call of tool would get under
+// trust t (replay.Judge, no replay made yet), and the verdict on its
+// annotations alone.
+func verdictNow(t journal.Trust, tool servers.Tool) (replay.Decision, replay.Reason) {
+	_, declared := replay.Declared(tool.Annotations)
+	return replay.Judge(replay.View{ServerTrusted: t.Server, WorkspaceTrusted: t.Workspace, Annotations: tool.Annotations}, 0), declared
 }

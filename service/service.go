@@ -104,12 +104,6 @@ func (s *Service) Close() error {
 	return s.j.Close()
 }
 
-// Workspace is the service's workspace directory.
-func (s *Service) Workspace() string { return s.o.Workspace }
-
-// TrustStore is the user's workspace trust store.
-func (s *Service) TrustStore() *trust.Store { return s.o.TrustStore }
-
 // External reads the servers configured outside workflows in workspace:
 // its mcpflow.yaml (with imports), then the service's servers file.
 func (s *Service) External(workspace string) (servers.Set, error) {

@@ -184,6 +184,22 @@ func covering(entries []trustEntry, dir string) string {
 	return best
 }
 
+// Within reports whether path lies in dir (or is dir), by whole path
+// components after making both canonical where they exist — the rule a
+// trusted directory covers its subdirectories by.
+func Within(dir, path string) bool {
+	canon := func(p string) string {
+		if c, err := CanonicalPath(p); err == nil {
+			return c
+		}
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return p
+	}
+	return covers(canon(dir), canon(path))
+}
+
 func covers(trusted, dir string) bool {
 	if trusted == dir {
 		return true

@@ -334,3 +334,24 @@ func TestNoFileGrantsWorkspace(t *testing.T) {
 		t.Errorf("reading files changed the trust store: %v", l)
 	}
 }
+
+func TestWithin(t *testing.T) {
+	root := t.TempDir()
+	mkdirs(t, root, "a/b", "ab")
+	link := filepath.Join(root, "link")
+	os.Symlink(filepath.Join(root, "a"), link)
+	for _, tc := range []struct {
+		dir, path string
+		want      bool
+	}{
+		{"a", "a", true},
+		{"a", "a/b/x.yaml", true},
+		{"a", "ab/x.yaml", false}, // by whole components
+		{"link", "a/b", true},     // symlinks resolved
+		{"a/b", "a", false},
+	} {
+		if got := Within(filepath.Join(root, tc.dir), filepath.Join(root, tc.path)); got != tc.want {
+			t.Errorf("Within(%s, %s) = %v, want %v", tc.dir, tc.path, got, tc.want)
+		}
+	}
+}

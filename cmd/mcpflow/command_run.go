@@ -148,7 +148,7 @@ func reportDryRun(g *globals, s ioStreams, calls []service.PlannedCall) error {
 			v.Arguments = json.RawMessage("null")
 		}
 		if c.Verdict.Reason != "" {
-			v.Replay = &replayView{Safe: c.Verdict.Verdict == replay.Replay, Reason: string(c.Verdict.Reason), Declared: string(c.Verdict.Reason)}
+			v.Replay = &replayView{Safe: c.Verdict.Verdict == replay.Replay, Reason: string(c.Verdict.Reason), Declared: string(c.Declared)}
 		}
 		if c.Problem != "" {
 			problems++
