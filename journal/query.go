@@ -105,40 +105,80 @@ func (f *Filter) match(inv *Invocation) bool {
 func (j *Journal) Invocations(f Filter) ([]Invocation, error) {
 	var out []Invocation
 	err := j.view(func(tx *bolt.Tx) error {
-		invs := tx.Bucket(bucketInvs)
-		b, prefix := invs, []byte(nil)
-		switch {
-		case !f.Run.IsZero():
-			b, prefix = tx.Bucket(bucketByRun), f.Run.key()
-		case f.State != stateInvalid:
-			b, prefix = tx.Bucket(bucketByState), []byte{byte(f.State)}
-		case f.Server != "" && f.Tool != "":
-			b, prefix = tx.Bucket(bucketByTool), toolPrefix(f.Server, f.Tool)
-		}
-		c := b.Cursor()
-		for k := seekLast(c, prefix, f.Before); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
-			id := ID(k[len(k)-16:])
-			if !f.Since.IsZero() && id.millis() < f.Since.UnixMilli() {
-				break // an id's time is never before its record's CreatedAt
-			}
-			v := invs.Get(id.key())
-			if v == nil {
-				return fmt.Errorf("index entry %x without a record: %w", k, ErrDamaged)
-			}
-			inv, err := decodeInv(sealerOf(tx), v)
-			if err != nil {
-				return err
-			}
-			if f.match(inv) {
-				out = append(out, *inv)
-				if f.Limit > 0 && len(out) >= f.Limit {
-					break
-				}
-			}
-		}
-		return nil
+		return walkInvs(tx, f, true, func(inv *Invocation) bool {
+			out = append(out, *inv)
+			return f.Limit <= 0 || len(out) < f.Limit
+		})
 	})
 	return out, err
+}
+
+// CountInvocations counts the invocations matching f (its Limit ignored),
+// stopping at most: it returns most and true when there are more. A filter
+// its index answers alone (run; state; server and tool; nothing) is counted
+// from index keys without reading records.
+func (j *Journal) CountInvocations(f Filter, most int) (n int, more bool, err error) {
+	f.Limit = 0
+	err = j.view(func(tx *bolt.Tx) error {
+		return walkInvs(tx, f, false, func(*Invocation) bool {
+			n++
+			if n > most {
+				n, more = most, true
+				return false
+			}
+			return true
+		})
+	})
+	return n, more, err
+}
+
+// walkInvs calls fn on each invocation matching f, newest first, until fn
+// returns false. Unless records is set, fn may be given nil where the
+// index alone says the invocation matches.
+func walkInvs(tx *bolt.Tx, f Filter, records bool, fn func(*Invocation) bool) error {
+	invs := tx.Bucket(bucketInvs)
+	b, prefix := invs, []byte(nil)
+	// rest is f without what the index selects: when it is empty, every
+	// key under the prefix matches and only the count is needed.
+	rest := f
+	rest.Before, rest.Since, rest.Limit = ID{}, time.Time{}, 0
+	switch {
+	case !f.Run.IsZero():
+		b, prefix = tx.Bucket(bucketByRun), f.Run.key()
+		rest.Run = ID{}
+	case f.State != stateInvalid:
+		b, prefix = tx.Bucket(bucketByState), []byte{byte(f.State)}
+		rest.State = stateInvalid
+	case f.Server != "" && f.Tool != "":
+		b, prefix = tx.Bucket(bucketByTool), toolPrefix(f.Server, f.Tool)
+		rest.Server, rest.Tool = "", ""
+	}
+	keysOnly := !records && rest == (Filter{}) && f.Since.IsZero()
+	c := b.Cursor()
+	for k := seekLast(c, prefix, f.Before); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+		id := ID(k[len(k)-16:])
+		if !f.Since.IsZero() && id.millis() < f.Since.UnixMilli() {
+			break // an id's time is never before its record's CreatedAt
+		}
+		if keysOnly {
+			if !fn(nil) {
+				return nil
+			}
+			continue
+		}
+		v := invs.Get(id.key())
+		if v == nil {
+			return fmt.Errorf("index entry %x without a record: %w", k, ErrDamaged)
+		}
+		inv, err := decodeInv(sealerOf(tx), v)
+		if err != nil {
+			return err
+		}
+		if f.match(inv) && !fn(inv) {
+			return nil
+		}
+	}
+	return nil
 }
 
 // seekLast positions c on the last key that has prefix and, when before is
@@ -178,6 +218,10 @@ func (j *Journal) RunInvocations(run ID) ([]Invocation, error) {
 // RunFilter selects runs. Zero fields match everything.
 type RunFilter struct {
 	Status RunStatus
+	// Workflow keeps runs of the workflow of this name.
+	Workflow string
+	// Since keeps runs started at or after it.
+	Since time.Time
 	// Before is a cursor: only runs older than this id are returned.
 	Before ID
 	Limit  int
@@ -187,23 +231,52 @@ type RunFilter struct {
 func (j *Journal) Runs(f RunFilter) ([]Run, error) {
 	var out []Run
 	err := j.view(func(tx *bolt.Tx) error {
-		c, prefix := tx.Bucket(bucketRuns).Cursor(), []byte(nil)
-		if f.Status != runInvalid {
-			c, prefix = tx.Bucket(bucketRunStatus).Cursor(), []byte{byte(f.Status)}
-		}
-		for k := seekLast(c, prefix, f.Before); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
-			r, err := getRun(tx, ID(k[len(k)-16:]))
-			if err != nil {
-				return err
-			}
+		return walkRuns(tx, f, func(r *Run) bool {
 			out = append(out, *r)
-			if f.Limit > 0 && len(out) >= f.Limit {
-				break
-			}
-		}
-		return nil
+			return f.Limit <= 0 || len(out) < f.Limit
+		})
 	})
 	return out, err
+}
+
+// CountRuns counts the runs matching f (its Limit ignored), stopping at
+// most: it returns most and true when there are more.
+func (j *Journal) CountRuns(f RunFilter, most int) (n int, more bool, err error) {
+	f.Limit = 0
+	err = j.view(func(tx *bolt.Tx) error {
+		return walkRuns(tx, f, func(*Run) bool {
+			n++
+			if n > most {
+				n, more = most, true
+				return false
+			}
+			return true
+		})
+	})
+	return n, more, err
+}
+
+// walkRuns calls fn on each run matching f, newest first, until fn returns
+// false.
+func walkRuns(tx *bolt.Tx, f RunFilter, fn func(*Run) bool) error {
+	c, prefix := tx.Bucket(bucketRuns).Cursor(), []byte(nil)
+	if f.Status != runInvalid {
+		c, prefix = tx.Bucket(bucketRunStatus).Cursor(), []byte{byte(f.Status)}
+	}
+	for k := seekLast(c, prefix, f.Before); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+		id := ID(k[len(k)-16:])
+		if !f.Since.IsZero() && id.millis() < f.Since.UnixMilli() {
+			break // a run's id is made when it starts
+		}
+		r, err := getRun(tx, id)
+		if err != nil {
+			return err
+		}
+		if (f.Workflow == "" || r.Workflow == f.Workflow) && (f.Since.IsZero() || !r.StartedAt.Before(f.Since)) && !fn(r) {
+			return nil
+		}
+	}
+	return nil
 }
 
 // exportChunk is how many records Export copies per read transaction.
@@ -267,7 +340,7 @@ func (j *Journal) Export(w io.Writer, since time.Time, decrypt bool) error {
 						return err
 					}
 				}
-				buf = append(buf, append(bytes.Clone(v), '\n'))
+				buf = append(buf, append(exportItem(v), '\n'))
 			}
 			next = nil
 			if k != nil {
@@ -287,10 +360,27 @@ func (j *Journal) Export(w io.Writer, since time.Time, decrypt bool) error {
 	return nil
 }
 
+// exportItem is a copy of a record's JSON with a plain step's item, stored
+// as -1, written null, as every other JSON output of mcpflow has it. The
+// first `,"item":` is the field: only id, run_id and step come before it,
+// and a quote inside a JSON string is always escaped.
+func exportItem(v []byte) []byte {
+	field := []byte(`,"item":`)
+	i := bytes.Index(v, field)
+	if i < 0 || !bytes.HasPrefix(v[i+len(field):], []byte("-1,")) {
+		return bytes.Clone(v)
+	}
+	out := make([]byte, 0, len(v)+2)
+	out = append(out, v[:i+len(field)]...)
+	out = append(out, "null"...)
+	return append(out, v[i+len(field)+2:]...)
+}
+
 // DecodeInvocation decodes one invocation record's JSON (one line of
-// Export). A record that is not valid gives an error wrapping ErrDamaged.
+// Export; an item of null is a plain step's). A record that is not valid
+// gives an error wrapping ErrDamaged.
 func DecodeInvocation(b []byte) (*Invocation, error) {
-	var inv Invocation
+	inv := Invocation{Item: -1}
 	if err := json.Unmarshal(b, &inv); err != nil {
 		return nil, fmt.Errorf("invocation record: %w: %v", ErrDamaged, err)
 	}

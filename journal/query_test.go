@@ -391,3 +391,99 @@ func TestExportStreamsEveryRecord(t *testing.T) {
 		t.Errorf("export since: %d lines, %v; want 1001", w2.n, err)
 	}
 }
+
+// TestExportItemNull: a plain step's item is exported null, as every other
+// JSON output has it, and reads back as a plain step; a fan-out item keeps
+// its index; a step name or arguments spelling the field are left alone.
+func TestExportItemNull(t *testing.T) {
+	j := journaltest.Open(t, nil)
+	run := newRun(t, j)
+	args := []byte(`{"x":{"item":-1,"y":1}}`)
+	for _, inv := range []journal.Invocation{
+		{RunID: run, Step: `a,"item":-1,`, Item: -1, Server: "s", Tool: "t", Arguments: args},
+		{RunID: run, Step: "b", Item: 2, Server: "s", Tool: "t", Arguments: args},
+	} {
+		if _, err := j.Begin(&inv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := j.Export(&buf, time.Time{}, false); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("exported %d lines", len(lines))
+	}
+	for i, want := range []struct {
+		field string
+		item  int
+	}{{`"item":null`, -1}, {`"item":2`, 2}} {
+		if !strings.Contains(lines[i], want.field) || strings.Count(lines[i], `{"item":-1,`) != 1 {
+			t.Errorf("line %d: want %s and the step and arguments as written\n%s", i, want.field, lines[i])
+		}
+		inv, err := journal.DecodeInvocation([]byte(lines[i]))
+		if err != nil || inv.Item != want.item || string(inv.Arguments) != string(args) {
+			t.Errorf("line %d reads back as item %v, arguments %s (%v), want item %d", i, inv.Item, inv.Arguments, err, want.item)
+		}
+	}
+}
+
+// TestCounts: counts agree with the lists they tell the length of, for
+// every index (and from a cursor), stop at the bound, and runs filter by
+// workflow and start time.
+func TestCounts(t *testing.T) {
+	c := &clock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	j := journaltest.Open(t, &journal.Options{Now: c.now})
+	var runs []journal.ID
+	for i, wf := range []string{"a", "b", "a"} {
+		r := &journal.Run{Workflow: wf, Definition: []byte("name: " + wf + "\n")}
+		if err := j.CreateRun(r); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r.ID)
+		for k := range 4 + i {
+			in := begin(t, j, r.ID, "srv", []string{"x", "y"}[k%2])
+			if k%3 == 0 {
+				finish(t, j, in, journal.StateCompleted)
+			}
+		}
+		c.t = c.t.Add(time.Hour)
+	}
+	all, _ := j.Invocations(journal.Filter{})
+	for _, f := range []journal.Filter{
+		{}, {Run: runs[1]}, {State: journal.StateIntent}, {Server: "srv", Tool: "y"}, {Server: "srv"},
+		{Run: runs[2], State: journal.StateCompleted}, {Since: c.t.Add(-90 * time.Minute)}, {Before: all[4].ID},
+		{State: journal.StateCompleted, Before: all[1].ID},
+	} {
+		list, err := j.Invocations(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, more, err := j.CountInvocations(f, 100)
+		if err != nil || n != len(list) || more {
+			t.Errorf("%+v: counted %d (more %v, %v), listed %d", f, n, more, err, len(list))
+		}
+	}
+	if n, more, _ := j.CountInvocations(journal.Filter{}, 5); n != 5 || !more {
+		t.Errorf("bounded count: %d, more %v; want 5, true", n, more)
+	}
+	for _, tc := range []struct {
+		f    journal.RunFilter
+		want []journal.ID
+	}{
+		{journal.RunFilter{Workflow: "a"}, []journal.ID{runs[2], runs[0]}},
+		{journal.RunFilter{Since: runs[1].Time()}, []journal.ID{runs[2], runs[1]}},
+		{journal.RunFilter{Workflow: "a", Before: runs[2]}, []journal.ID{runs[0]}},
+	} {
+		list, _ := j.Runs(tc.f)
+		var got []journal.ID
+		for _, r := range list {
+			got = append(got, r.ID)
+		}
+		n, more, err := j.CountRuns(tc.f, 100)
+		if !slices.Equal(got, tc.want) || n != len(tc.want) || more || err != nil {
+			t.Errorf("%+v: listed %v, counted %d (%v); want %v", tc.f, got, n, err, tc.want)
+		}
+	}
+}

@@ -12,6 +12,13 @@ import (
 type RunQuery struct {
 	// Status, when set, is a run status name (running, succeeded, …).
 	Status string
+	// Workflow keeps the runs of the workflow of this name.
+	Workflow string
+	// Since keeps the runs started at or after it.
+	Since time.Time
+	// Cursor is the id of the last run of the previous page: only older
+	// runs are listed.
+	Cursor string
 	// Limit caps the runs returned (0: all).
 	Limit int
 }
@@ -24,15 +31,8 @@ type RunSummary struct {
 
 // Runs lists runs with their invocations.
 func (s *Service) Runs(q RunQuery) ([]RunSummary, error) {
-	f := journal.RunFilter{Limit: q.Limit}
-	if q.Status != "" {
-		st, err := ParseRunStatus(q.Status)
-		if err != nil {
-			return nil, err
-		}
-		f.Status = st
-	}
-	if err := s.open(); err != nil {
+	f, err := s.runFilter(q)
+	if err != nil {
 		return nil, err
 	}
 	runs, err := s.j.Runs(f)
@@ -49,6 +49,48 @@ func (s *Service) Runs(q RunQuery) ([]RunSummary, error) {
 		out[i] = RunSummary{Run: *rep.Run, Invocations: rep.Invocations}
 	}
 	return out, nil
+}
+
+// Count is how many items a query matches: N, or at least N when More.
+type Count struct {
+	N    int
+	More bool
+}
+
+// countMost bounds a count, so that telling a cut list's total never
+// costs more than reading this many index entries.
+const countMost = 100_000
+
+// CountRuns counts the runs q matches (its Limit ignored).
+func (s *Service) CountRuns(q RunQuery) (Count, error) {
+	f, err := s.runFilter(q)
+	if err != nil {
+		return Count{}, err
+	}
+	n, more, err := s.j.CountRuns(f, countMost)
+	return Count{n, more}, err
+}
+
+func (s *Service) runFilter(q RunQuery) (journal.RunFilter, error) {
+	f := journal.RunFilter{Workflow: q.Workflow, Since: q.Since, Limit: q.Limit}
+	if q.Status != "" {
+		st, err := ParseRunStatus(q.Status)
+		if err != nil {
+			return f, err
+		}
+		f.Status = st
+	}
+	if err := s.open(); err != nil {
+		return f, err
+	}
+	if q.Cursor != "" {
+		id, err := s.j.FindRun(q.Cursor)
+		if err != nil {
+			return f, invalid("--cursor: %v", err)
+		}
+		f.Before = id
+	}
+	return f, nil
 }
 
 // ParseRunStatus reads a run status name; a bad one is an invalid request.
@@ -77,22 +119,37 @@ type InvocationQuery struct {
 	State        string
 	Server, Tool string
 	Since        time.Time
-	Limit        int
+	// Cursor is the id of the last invocation of the previous page: only
+	// older invocations are listed.
+	Cursor string
+	Limit  int
 }
 
 // Invocations lists invocations.
 func (s *Service) Invocations(q InvocationQuery) ([]journal.Invocation, error) {
-	if err := s.open(); err != nil {
+	f, err := s.invFilter(q)
+	if err != nil {
 		return nil, err
 	}
-	f := journal.Filter{Server: q.Server, Tool: q.Tool, Since: q.Since, Limit: q.Limit}
-	if q.Run != "" {
-		id, err := s.j.FindRun(q.Run)
-		if err != nil {
-			return nil, invalid("--run: %v", err)
-		}
-		f.Run = id
+	invs, err := s.j.Invocations(f)
+	if err != nil {
+		return nil, err
 	}
+	return s.shownInvs(invs)
+}
+
+// CountInvocations counts the invocations q matches (its Limit ignored).
+func (s *Service) CountInvocations(q InvocationQuery) (Count, error) {
+	f, err := s.invFilter(q)
+	if err != nil {
+		return Count{}, err
+	}
+	n, more, err := s.j.CountInvocations(f, countMost)
+	return Count{n, more}, err
+}
+
+func (s *Service) invFilter(q InvocationQuery) (journal.Filter, error) {
+	f := journal.Filter{Server: q.Server, Tool: q.Tool, Since: q.Since, Limit: q.Limit}
 	switch q.State {
 	case "":
 	case "tool_error": // completed, with a tool error
@@ -100,15 +157,28 @@ func (s *Service) Invocations(q InvocationQuery) ([]journal.Invocation, error) {
 	default:
 		st, err := journal.ParseState(q.State)
 		if err != nil {
-			return nil, invalid("--state: unknown invocation state %q (want one of intent, completed, tool_error, failed, outcome_unknown, aborted, timed_out, skipped, retry_approved)", q.State)
+			return f, invalid("--state: unknown invocation state %q (want one of intent, completed, tool_error, failed, outcome_unknown, aborted, timed_out, skipped, retry_approved)", q.State)
 		}
 		f.State = st
 	}
-	invs, err := s.j.Invocations(f)
-	if err != nil {
-		return nil, err
+	if err := s.open(); err != nil {
+		return f, err
 	}
-	return s.shownInvs(invs)
+	if q.Run != "" {
+		id, err := s.j.FindRun(q.Run)
+		if err != nil {
+			return f, invalid("--run: %v", err)
+		}
+		f.Run = id
+	}
+	if q.Cursor != "" {
+		id, err := s.j.FindInvocation(q.Cursor)
+		if err != nil {
+			return f, invalid("--cursor: %v", err)
+		}
+		f.Before = id
+	}
+	return f, nil
 }
 
 // shownInvs redacts invocations of any runs for showing.

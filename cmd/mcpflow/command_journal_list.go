@@ -15,6 +15,7 @@ type journalListOptions struct {
 	ioStreams
 	g                               *globals
 	run, state, server, tool, since string
+	cursor                          string
 	limit                           int
 	payload                         bool
 }
@@ -40,12 +41,13 @@ func newJournalListCommand(g *globals, runF func(context.Context, *journalListOp
 	f.StringVar(&o.tool, "tool", "", "only this tool")
 	f.StringVar(&o.since, "since", "", "only invocations created since: a duration (90m, 24h) or a date (2026-12-01, RFC 3339)")
 	f.IntVar(&o.limit, "limit", 50, "at most this many (0: all)")
+	f.StringVar(&o.cursor, "cursor", "", "start after this invocation (the last id of the previous page), going back in time")
 	f.BoolVar(&o.payload, "payload", false, "include arguments and results (JSON output)")
 	return cmd
 }
 
 func runJournalList(o *journalListOptions) error {
-	q := service.InvocationQuery{Run: o.run, State: o.state, Server: o.server, Tool: o.tool, Limit: o.limit}
+	q := service.InvocationQuery{Run: o.run, State: o.state, Server: o.server, Tool: o.tool, Cursor: o.cursor, Limit: o.limit}
 	if o.since != "" {
 		var err error
 		if q.Since, err = parseSince(o.since, time.Now()); err != nil {
@@ -73,8 +75,19 @@ func runJournalList(o *journalListOptions) error {
 		t := newTable(w, "ID", "RUN", "STEP", "SERVER", "TOOL", "STATE", "ATTEMPTS", "CREATED", "ERROR")
 		now := time.Now()
 		for _, inv := range invs {
-			t.row(inv.ID.Short(), inv.RunID.Short(), stepName(&inv), inv.Server, inv.Tool, stateText(&inv), fmt.Sprint(len(inv.Attempts)), ago(now, inv.CreatedAt), errorText(&inv))
+			t.row(inv.ID.Short(), inv.RunID.Short(), stepName(&inv), inv.Server, inv.Tool, stateText(&inv), fmt.Sprint(len(inv.Attempts)), o.g.times.ago(now, inv.CreatedAt), errorText(&inv))
 		}
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if o.limit == 0 || len(invs) < o.limit {
+			return nil
+		}
+		c, err := svc.CountInvocations(q)
+		if err != nil || (c.N <= len(invs) && !c.More) {
+			return err
+		}
+		_, err = fmt.Fprintln(o.Err, cutNote(len(invs), c, "invocations", invs[len(invs)-1].ID.String(), o.cursor != ""))
+		return err
 	})
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -49,7 +48,7 @@ func runJournalShow(o *journalShowOptions) error {
 		return err
 	}
 	return o.g.printer(o.Out).print(invDetail(inv, o.payload), func(w io.Writer) error {
-		return showInvocation(w, inv, o.payload)
+		return showInvocation(w, o.g.times, inv, o.payload)
 	})
 }
 
@@ -59,7 +58,6 @@ type invocationDetail struct {
 	Annotations     json.RawMessage      `json:"annotations"`
 	Trust           journal.Trust        `json:"trust"`
 	ArgumentsDigest string               `json:"arguments_digest"`
-	AttemptLog      []journal.Attempt    `json:"attempt_log"`
 	Decisions       []journal.Decision   `json:"decisions"`
 	Resolutions     []journal.Resolution `json:"resolutions"`
 }
@@ -67,13 +65,10 @@ type invocationDetail struct {
 func invDetail(inv *journal.Invocation, payload bool) invocationDetail {
 	d := invocationDetail{
 		invocationView: invView(inv, payload), Annotations: inv.Annotations, Trust: inv.Trust,
-		ArgumentsDigest: inv.ArgumentsDigest, AttemptLog: inv.Attempts, Decisions: inv.Decisions, Resolutions: inv.Resolutions,
+		ArgumentsDigest: inv.ArgumentsDigest, Decisions: inv.Decisions, Resolutions: inv.Resolutions,
 	}
 	if d.Annotations == nil {
 		d.Annotations = json.RawMessage("null")
-	}
-	if d.AttemptLog == nil {
-		d.AttemptLog = []journal.Attempt{}
 	}
 	if d.Decisions == nil {
 		d.Decisions = []journal.Decision{}
@@ -84,7 +79,7 @@ func invDetail(inv *journal.Invocation, payload bool) invocationDetail {
 	return d
 }
 
-func showInvocation(w io.Writer, inv *journal.Invocation, payload bool) error {
+func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload bool) error {
 	ann := "none declared"
 	if inv.Annotations != nil {
 		ann = string(inv.Annotations)
@@ -100,7 +95,7 @@ func showInvocation(w io.Writer, inv *journal.Invocation, payload bool) error {
 	}
 	fmt.Fprintln(w, "\nAttempts:")
 	for _, a := range inv.Attempts {
-		line := fmt.Sprintf("  %d  sent %s", a.N, a.SentAt.Local().Format("2006-01-02 15:04:05.000"))
+		line := fmt.Sprintf("  %d  sent %s", a.N, tf.at(a.SentAt))
 		if a.Replay {
 			line += "  (replay)"
 		}
@@ -126,7 +121,7 @@ func showInvocation(w io.Writer, inv *journal.Invocation, payload bool) error {
 	if len(inv.Resolutions) > 0 {
 		fmt.Fprintln(w, "\nResolutions:")
 		for _, r := range inv.Resolutions {
-			fmt.Fprintf(w, "  %s  %s: %s → %s: %s\n", r.At.Local().Format(time.RFC3339), r.By, r.From, r.As, r.Why)
+			fmt.Fprintf(w, "  %s  %s: %s → %s: %s\n", tf.at(r.At), r.By, r.From, r.As, r.Why)
 		}
 	}
 	if payload {

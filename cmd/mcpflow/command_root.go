@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/itchyny/gojq"
 	"github.com/spf13/cobra"
 
 	"github.com/mcpflow/mcpflow/journal"
@@ -22,7 +23,14 @@ type globals struct {
 	journalPath string
 	workspace   string
 	output      string
-	noColor     bool
+	// jsonFields and jqExpr are --json and --jq; fields and jq are
+	// them parsed.
+	jsonFields, jqExpr string
+	fields             []string
+	jq                 *gojq.Code
+	noColor            bool
+	timeFlag           string
+	times              timeFormat
 	// started is set once cobra accepted the command line and a command's
 	// own code runs; errors before that are usage errors.
 	started bool
@@ -49,6 +57,9 @@ server and the workspace are trusted — otherwise the call is marked outcome un
 	root.PersistentFlags().StringVar(&g.workspaceFlag, "workspace", "", "workspace directory (default: the current directory)")
 	root.PersistentFlags().StringVar(&g.serversFile, "servers", "", "also use the MCP servers in this file (Claude Desktop, Cursor, .mcp.json, VS Code, Gemini CLI or mcpflow.yaml format)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table, json or jsonl")
+	root.PersistentFlags().StringVar(&g.jsonFields, "json", "", "print JSON with only these fields (comma-separated; an unknown one lists them all)")
+	root.PersistentFlags().StringVar(&g.jqExpr, "jq", "", "filter the JSON output with a jq expression (strings printed raw)")
+	root.PersistentFlags().StringVar(&g.timeFlag, "time-format", "relative", "times in tables: relative (5m ago; older ones with date and zone) or iso (RFC 3339)")
 	root.PersistentFlags().BoolVar(&g.noColor, "no-color", false, "disable colour (also NO_COLOR)")
 	root.AddCommand(
 		newRunCommand(g, nil),
@@ -71,6 +82,24 @@ func (g *globals) resolve(cmd *cobra.Command) error {
 	case "table", "json", "jsonl":
 	default:
 		return usageError("--output %q: want table, json or jsonl", g.output)
+	}
+	var err error
+	if g.times, err = parseTimeFormat(g.timeFlag); err != nil {
+		return err
+	}
+	if cmd.Flags().Changed("json") {
+		if g.fields = parseFields(g.jsonFields); len(g.fields) == 0 {
+			return usageError("--json: name the fields to print, comma-separated (an unknown one lists them all)")
+		}
+	}
+	if g.jqExpr != "" {
+		q, err := gojq.Parse(g.jqExpr)
+		if err != nil {
+			return usageError("--jq %q: %v", g.jqExpr, err)
+		}
+		if g.jq, err = gojq.Compile(q); err != nil {
+			return usageError("--jq %q: %v", g.jqExpr, err)
+		}
 	}
 	ws := g.workspaceFlag
 	if ws == "" {
@@ -175,4 +204,6 @@ func (g *globals) trustStore() *trust.Store { return trust.OpenStore("") }
 
 // printer is the one printer of every command, in the format --output
 // chose.
-func (g *globals) printer(w io.Writer) printer { return printer{w: w, format: g.output} }
+func (g *globals) printer(w io.Writer) printer {
+	return printer{w: w, format: g.output, fields: g.fields, jq: g.jq}
+}

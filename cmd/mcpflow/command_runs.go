@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -30,15 +29,16 @@ func duration(r journal.Run) string {
 	return round(r.FinishedAt.Sub(r.StartedAt)).String()
 }
 
-func showRun(w io.Writer, run *journal.Run, invs []journal.Invocation) error {
-	fmt.Fprintf(w, "Run:       %s\nWorkflow:  %s (%s)\nStatus:    %s\nStarted:   %s\n", run.ID, run.Workflow, run.Source, run.Status, run.StartedAt.Local().Format(time.RFC3339))
+func showRun(w io.Writer, tf timeFormat, run *journal.Run, invs []journal.Invocation) error {
+	fmt.Fprintf(w, "Run:       %s\nWorkflow:  %s (%s)\nStatus:    %s\nStarted:   %s\n", run.ID, run.Workflow, run.Source, run.Status, tf.at(run.StartedAt))
 	if run.FinishedAt != nil {
-		fmt.Fprintf(w, "Finished:  %s (%s)\n", run.FinishedAt.Local().Format(time.RFC3339), duration(*run))
+		fmt.Fprintf(w, "Finished:  %s (%s)\n", tf.at(*run.FinishedAt), duration(*run))
 	}
 	fmt.Fprintf(w, "Workspace: %s\nDigest:    %s\n", run.Workspace, run.Digest)
 	if run.Error != nil {
 		fmt.Fprintf(w, "Error:     %s\n", run.Error.Error())
 	}
+	printValues(w, "Inputs:", run.Inputs)
 	fmt.Fprintln(w)
 	if len(invs) == 0 {
 		fmt.Fprintln(w, "No steps ran.")
@@ -54,7 +54,7 @@ func showRun(w io.Writer, run *journal.Run, invs []journal.Invocation) error {
 	var trail []string
 	for _, inv := range invs {
 		for _, res := range inv.Resolutions {
-			trail = append(trail, fmt.Sprintf("  %s  %s resolved %s (%s) as %s: %s", res.At.Local().Format(time.RFC3339), res.By, inv.ID.Short(), inv.Step, res.As, res.Why))
+			trail = append(trail, fmt.Sprintf("  %s  %s resolved %s (%s) as %s: %s", tf.at(res.At), res.By, inv.ID.Short(), inv.Step, res.As, res.Why))
 		}
 	}
 	if len(trail) > 0 {

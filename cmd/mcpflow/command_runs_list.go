@@ -13,9 +13,9 @@ import (
 
 type runsListOptions struct {
 	ioStreams
-	g      *globals
-	status string
-	limit  int
+	g                               *globals
+	status, workflow, since, cursor string
+	limit                           int
 }
 
 func newRunsListCommand(g *globals, runF func(context.Context, *runsListOptions) error) *cobra.Command {
@@ -33,7 +33,10 @@ func newRunsListCommand(g *globals, runF func(context.Context, *runsListOptions)
 		},
 	}
 	cmd.Flags().StringVar(&o.status, "status", "", "only runs in this status: running, succeeded, failed, blocked, cancelled")
+	cmd.Flags().StringVar(&o.workflow, "workflow", "", "only runs of the workflow of this name")
+	cmd.Flags().StringVar(&o.since, "since", "", "only runs started since: a duration (90m, 24h, 7d) or a date (2026-12-01, RFC 3339)")
 	cmd.Flags().IntVar(&o.limit, "limit", 50, "at most this many (0: all)")
+	cmd.Flags().StringVar(&o.cursor, "cursor", "", "start after this run (the last id of the previous page), going back in time")
 	return cmd
 }
 
@@ -45,12 +48,19 @@ func runRunsList(o *runsListOptions) error {
 			return err
 		}
 	}
+	q := service.RunQuery{Status: o.status, Workflow: o.workflow, Cursor: o.cursor, Limit: o.limit}
+	if o.since != "" {
+		var err error
+		if q.Since, err = parseSince(o.since, time.Now()); err != nil {
+			return usageError("--since: %v", err)
+		}
+	}
 	svc, done, err := o.g.service(readJournal)
 	if err != nil {
 		return err
 	}
 	defer done()
-	runs, err := svc.Runs(service.RunQuery{Status: o.status, Limit: o.limit})
+	runs, err := svc.Runs(q)
 	if err != nil {
 		return err
 	}
@@ -66,8 +76,19 @@ func runRunsList(o *runsListOptions) error {
 		t := newTable(w, "ID", "WORKFLOW", "STATUS", "STEPS", "STARTED", "DURATION")
 		now := time.Now()
 		for i, r := range runs {
-			t.row(r.Run.ID.Short(), r.Run.Workflow, r.Run.Status.String(), fmt.Sprint(len(views[i].Steps)), ago(now, r.Run.StartedAt), duration(r.Run))
+			t.row(r.Run.ID.Short(), r.Run.Workflow, r.Run.Status.String(), fmt.Sprint(len(views[i].Steps)), o.g.times.ago(now, r.Run.StartedAt), duration(r.Run))
 		}
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if o.limit == 0 || len(runs) < o.limit {
+			return nil
+		}
+		c, err := svc.CountRuns(q)
+		if err != nil || (c.N <= len(runs) && !c.More) {
+			return err
+		}
+		_, err = fmt.Fprintln(o.Err, cutNote(len(runs), c, "runs", runs[len(runs)-1].Run.ID.String(), o.cursor != ""))
+		return err
 	})
 }

@@ -40,6 +40,6 @@ func runRunsShow(o *runsShowOptions) error {
 		return err
 	}
 	return o.g.printer(o.Out).print(runView(rep.Run, rep.Invocations), func(w io.Writer) error {
-		return showRun(w, rep.Run, rep.Invocations)
+		return showRun(w, o.g.times, rep.Run, rep.Invocations)
 	})
 }

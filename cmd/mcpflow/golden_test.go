@@ -120,6 +120,14 @@ func TestGolden(t *testing.T) {
 		{"runs-list", func() []string { return []string{"runs", "list"} }},
 		{"journal-list", func() []string { return []string{"journal", "list", "--limit", "3"} }},
 		{"journal-list-json", func() []string { return []string{"journal", "list", "--limit", "1", "-o", "json"} }},
+		{"journal-list-fields", func() []string { return []string{"journal", "list", "--limit", "2", "--json", "step,state,attempts"} }},
+		{"journal-list-unknown-field", func() []string { return []string{"journal", "list", "--json", "step,bogus"} }},
+		{"journal-list-cut", func() []string { return []string{"journal", "list", "--limit", "2"} }},
+		{"runs-list-jq", func() []string { return []string{"runs", "list", "--jq", `.[0] | .workflow + ": " + (.steps | map(.step) | join(","))`} }},
+		{"runs-list-workflow", func() []string {
+			return []string{"runs", "list", "--workflow", "hello", "--since", "1h", "--time-format", "iso"}
+		}},
+		{"runs-list-bad-time-format", func() []string { return []string{"runs", "list", "--time-format", "unix"} }},
 		{"runs-show", func() []string { return []string{"runs", "show", runID} }},
 		{"journal-show", func() []string { return []string{"journal", "show", invID, "--payload"} }},
 		{"journal-resolve-completed-invocation", func() []string { return []string{"journal", "resolve", invID, "--as", "failed", "--reason", "x"} }},

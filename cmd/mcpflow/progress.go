@@ -49,7 +49,7 @@ func newProgressSink(w io.Writer, isTTY bool, noColor bool) progressSink {
 // lines, not redrawn rows, on a terminal that says it cannot move the
 // cursor (TERM=dumb).
 func progressFor(g *globals, w io.Writer) progressSink {
-	if g.output != "table" {
+	if g.printer(nil).structured() {
 		return nopSink{}
 	}
 	return newProgressSink(w, isTerminal(w) && os.Getenv("TERM") != "dumb", g.noColor)

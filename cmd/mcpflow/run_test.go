@@ -92,7 +92,7 @@ func TestHello(t *testing.T) {
 	}
 	for i, step := range []string{"record", "shout", "greet"} {
 		o := listed[i]
-		if o["step"] != step || o["state"] != "completed" || o["attempts"] != 1.0 || o["error"] != nil || o["run_id"] != run.ID.String() {
+		if o["step"] != step || o["state"] != "completed" || len(o["attempts"].([]any)) != 1 || o["error"] != nil || o["run_id"] != run.ID.String() {
 			t.Errorf("listed[%d] = %v", i, o)
 		}
 		for _, k := range []string{"id", "run_id", "step", "server", "tool", "state", "attempts", "error"} {

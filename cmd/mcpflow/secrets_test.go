@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // TestSecretsKeptFaithfullyAndPrivately: with payloads encrypted at rest,
@@ -55,6 +56,9 @@ steps:
 		if r := c.run(args...); r.code != 0 || strings.Contains(r.stdout, token) {
 			t.Errorf("%v shows the secret (exit %d)\n%s", args, r.code, r.stdout)
 		}
+	}
+	if r := c.run("runs", "show", run.ID.String()); !strings.Contains(r.stdout, "Inputs:\n  l: "+workflow.Redacted+"\n  token: "+workflow.Redacted+"\n") {
+		t.Errorf("runs show: want the inputs listed, redacted (exit %d)\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := c.run("journal", "export", "--decrypt"); r.code != 0 || !strings.Contains(r.stdout, token) {
 		t.Errorf("export --decrypt: exit %d, want the faithful arguments\n%s%s", r.code, r.stdout, r.stderr)

@@ -8,22 +8,24 @@ import (
 	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/service"
 )
 
 // invocationView is the stable JSON shape of an invocation (documented in
 // the README). Arguments and results are left out unless asked for.
 type invocationView struct {
-	ID             string         `json:"id"`
-	RunID          string         `json:"run_id"`
-	Step           string         `json:"step"`
-	Item           *int           `json:"item"`
-	Server         string         `json:"server"`
-	Tool           string         `json:"tool"`
-	State          string         `json:"state"`
-	Attempts       int            `json:"attempts"`
-	Replays        int            `json:"replays"`
-	IdempotencyKey string         `json:"idempotency_key"`
-	Error          *journal.Error `json:"error"`
+	ID     string `json:"id"`
+	RunID  string `json:"run_id"`
+	Step   string `json:"step"`
+	Item   *int   `json:"item"`
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+	State  string `json:"state"`
+	// Attempts are the sends, as the journal and its export have them.
+	Attempts       []journal.Attempt `json:"attempts"`
+	Replays        int               `json:"replays"`
+	IdempotencyKey string            `json:"idempotency_key"`
+	Error          *journal.Error    `json:"error"`
 	// ToolError: completed with a tool error (state stays completed).
 	ToolError bool            `json:"tool_error"`
 	CreatedAt time.Time       `json:"created_at"`
@@ -36,7 +38,7 @@ func invView(inv *journal.Invocation, payload bool) invocationView {
 	v := invocationView{
 		ID: inv.ID.String(), RunID: inv.RunID.String(), Step: inv.Step,
 		Server: inv.Server, Tool: inv.Tool, State: inv.State.String(), ToolError: inv.ToolError,
-		Attempts: len(inv.Attempts), Replays: inv.Replays(), IdempotencyKey: inv.IdempotencyKey,
+		Attempts: attemptList(inv), Replays: inv.Replays(), IdempotencyKey: inv.IdempotencyKey,
 		Error: inv.Error, CreatedAt: inv.CreatedAt, UpdatedAt: inv.UpdatedAt,
 	}
 	if inv.Item >= 0 {
@@ -49,6 +51,15 @@ func invView(inv *journal.Invocation, payload bool) invocationView {
 	return v
 }
 
+// attemptList is an invocation's attempts, an empty list when it has none
+// (a skipped step), never null.
+func attemptList(inv *journal.Invocation) []journal.Attempt {
+	if inv.Attempts == nil {
+		return []journal.Attempt{}
+	}
+	return inv.Attempts
+}
+
 // runObject is the stable JSON shape of a run.
 type runObject struct {
 	ID         string         `json:"id"`
@@ -59,36 +70,63 @@ type runObject struct {
 	Error      *journal.Error `json:"error"`
 	Workspace  string         `json:"workspace"`
 	Digest     string         `json:"digest"`
+	Inputs     map[string]any `json:"inputs"`
 	Outputs    map[string]any `json:"outputs"`
 	Steps      []stepView     `json:"steps"`
 }
 
 type stepView struct {
-	Step       string         `json:"step"`
-	Invocation string         `json:"invocation"`
-	Server     string         `json:"server"`
-	Tool       string         `json:"tool"`
-	State      string         `json:"state"`
-	Attempts   int            `json:"attempts"`
-	Error      *journal.Error `json:"error"`
+	Step       string            `json:"step"`
+	Invocation string            `json:"invocation"`
+	Server     string            `json:"server"`
+	Tool       string            `json:"tool"`
+	State      string            `json:"state"`
+	Attempts   []journal.Attempt `json:"attempts"`
+	Error      *journal.Error    `json:"error"`
 }
 
 func runView(r *journal.Run, invs []journal.Invocation) runObject {
 	v := runObject{
 		ID: r.ID.String(), Workflow: r.Workflow, Status: r.Status.String(),
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Error: r.Error,
-		Workspace: r.Workspace, Digest: r.Digest, Outputs: r.Outputs, Steps: []stepView{},
+		Workspace: r.Workspace, Digest: r.Digest, Inputs: r.Inputs, Outputs: r.Outputs, Steps: []stepView{},
 	}
 	for _, inv := range invs {
 		v.Steps = append(v.Steps, stepView{
 			Step: inv.Step, Invocation: inv.ID.String(), Server: inv.Server, Tool: inv.Tool,
-			State: inv.State.String(), Attempts: len(inv.Attempts), Error: inv.Error,
+			State: inv.State.String(), Attempts: attemptList(&inv), Error: inv.Error,
 		})
 	}
 	return v
 }
 
-func ago(now, t time.Time) string {
+// timeFormat is how tables and details show times (--time-format): one
+// format, with its zone, everywhere.
+type timeFormat uint8
+
+const (
+	// timeRelative: "5m ago" for the last two days in lists, local time
+	// with its zone otherwise.
+	timeRelative timeFormat = iota
+	// timeISO: RFC 3339 in local time, with its offset.
+	timeISO
+)
+
+func parseTimeFormat(s string) (timeFormat, error) {
+	switch s {
+	case "relative":
+		return timeRelative, nil
+	case "iso":
+		return timeISO, nil
+	}
+	return 0, usageError("--time-format %q: want relative or iso", s)
+}
+
+// ago is a time in a list: how long ago, or the date and time with zone.
+func (f timeFormat) ago(now, t time.Time) string {
+	if f == timeISO {
+		return t.Local().Format(time.RFC3339)
+	}
 	d := now.Sub(t)
 	switch {
 	case d < time.Minute:
@@ -98,22 +136,34 @@ func ago(now, t time.Time) string {
 	case d < 48*time.Hour:
 		return fmt.Sprintf("%dh ago", int(d.Hours()))
 	}
-	return t.Local().Format("2006-01-02 15:04")
+	return t.Local().Format("2006-01-02 15:04 MST")
+}
+
+// at is a time in a detail view, to the millisecond, with its zone.
+func (f timeFormat) at(t time.Time) string {
+	if f == timeISO {
+		return t.Local().Format("2006-01-02T15:04:05.000Z07:00")
+	}
+	return t.Local().Format("2006-01-02 15:04:05.000 MST")
 }
 
 // printOutputs prints a succeeded run's outputs, one per line, sorted.
-func printOutputs(w io.Writer, outputs map[string]any) {
-	if len(outputs) == 0 {
+func printOutputs(w io.Writer, outputs map[string]any) { printValues(w, "outputs:", outputs) }
+
+// printValues prints named values under a heading, one per line, sorted;
+// strings as they are, other values as JSON.
+func printValues(w io.Writer, heading string, values map[string]any) {
+	if len(values) == 0 {
 		return
 	}
-	names := make([]string, 0, len(outputs))
-	for k := range outputs {
+	names := make([]string, 0, len(values))
+	for k := range values {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	fmt.Fprintln(w, "outputs:")
+	fmt.Fprintln(w, heading)
 	for _, k := range names {
-		v := outputs[k]
+		v := values[k]
 		text, ok := v.(string)
 		if !ok {
 			b, _ := json.Marshal(v)
@@ -160,4 +210,28 @@ func errorText(inv *journal.Invocation) string {
 		return inv.Error.Code
 	}
 	return ""
+}
+
+// cutNote is the line under a table whose list was cut at --limit: how
+// many it shows of how many match, and how to see the rest. noun is
+// plural ("invocations"); fromCursor says the count starts at --cursor.
+func cutNote(shown int, c service.Count, noun, last string, fromCursor bool) string {
+	total := thousands(c.N)
+	if c.More {
+		total = "more than " + total
+	}
+	from := ""
+	if fromCursor {
+		from = " from the cursor"
+	}
+	return fmt.Sprintf("showing %s of %s %s%s — next page: --cursor %s; all: --limit 0", thousands(shown), total, noun, from, last)
+}
+
+// thousands writes n with comma separators: 2,500.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
