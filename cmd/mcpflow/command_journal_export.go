@@ -2,9 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"time"
 
+	"github.com/mcpflow/mcpflow/journal"
 	"github.com/spf13/cobra"
 )
 
@@ -48,8 +52,38 @@ func runJournalExport(o *journalExportOptions) error {
 	}
 	defer done()
 	w := bufio.NewWriter(o.Out)
-	if err := svc.Export(w, t, o.decrypt); err != nil {
+	var out io.Writer = w
+	p := o.g.printer(w)
+	if len(p.fields) > 0 || p.jq != nil {
+		// Each record goes through --json and --jq as it streams, as
+		// one invocation object.
+		p.format = "jsonl"
+		out = &lineFilter{each: func(line []byte) error {
+			return p.filteredAs(json.RawMessage(line), journal.Invocation{})
+		}}
+	}
+	if err := svc.Export(out, t, o.decrypt); err != nil {
 		return err
 	}
 	return w.Flush()
+}
+
+// lineFilter is a writer that hands each complete line to each.
+type lineFilter struct {
+	buf  []byte
+	each func(line []byte) error
+}
+
+func (f *lineFilter) Write(b []byte) (int, error) {
+	f.buf = append(f.buf, b...)
+	for {
+		i := bytes.IndexByte(f.buf, '\n')
+		if i < 0 {
+			return len(b), nil
+		}
+		if err := f.each(f.buf[:i]); err != nil {
+			return 0, err
+		}
+		f.buf = f.buf[i+1:]
+	}
 }

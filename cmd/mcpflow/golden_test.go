@@ -135,6 +135,9 @@ func TestGolden(t *testing.T) {
 		{"journal-check", func() []string { return []string{"journal", "check"} }},
 		{"journal-check-json", func() []string { return []string{"journal", "check", "-o", "json"} }},
 		{"journal-export", func() []string { return []string{"journal", "export", "--since", "1h"} }},
+		{"journal-export-jq", func() []string {
+			return []string{"journal", "export", "--jq", `select(.step == "shout") | "\(.tool) \(.state) item=\(.item)"`}
+		}},
 		{"runs-list-jsonl", func() []string { return []string{"runs", "list", "--limit", "1", "-o", "jsonl"} }},
 		{"journal-prune-dry-run", func() []string { return []string{"journal", "prune", "--before", "2000-01-01", "--dry-run"} }},
 		{"journal-prune-missing-before", func() []string { return []string{"journal", "prune"} }},

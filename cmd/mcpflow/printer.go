@@ -61,13 +61,17 @@ func (p printer) structured() bool {
 // filtered prints v reduced to the chosen fields and passed through the jq
 // expression. jq's results are printed one a line: strings raw, anything
 // else as compact JSON (jq -r's rules, as gh prints them).
-func (p printer) filtered(v any) error {
+func (p printer) filtered(v any) error { return p.filteredAs(v, v) }
+
+// filteredAs is filtered, with the fields --json may name taken from
+// shape (a value of v's type, or of its element type).
+func (p printer) filteredAs(v, shape any) error {
 	doc, err := generic(v)
 	if err != nil {
 		return err
 	}
 	if len(p.fields) > 0 {
-		if doc, err = selectFields(doc, p.fields, fieldsOf(v)); err != nil {
+		if doc, err = selectFields(doc, p.fields, fieldsOf(shape)); err != nil {
 			return err
 		}
 	}
