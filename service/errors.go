@@ -20,6 +20,12 @@ var (
 	// journal is usable. Front ends show it as the journal being
 	// unavailable (exit 4).
 	ErrJournal = errors.New("journal failure")
+	// ErrTrustFlagNeeded: a run whose calls were sent with workspace trust
+	// from --trust-workspace is resumed without it, in a workspace the
+	// trust store does not trust, and without ResumeRequest.Untrusted.
+	// Every call that then needs a replay would be decided
+	// workspace_not_trusted for good, so Resume refuses (an ErrInvalid).
+	ErrTrustFlagNeeded = errors.New("run was started with --trust-workspace")
 )
 
 // journalFailed marks an error of the engine, which fails only when the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/trust"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -82,6 +83,9 @@ type ResumeRequest struct {
 	Secrets []string
 	// TrustWorkspace trusts the run's workspace for this resume only.
 	TrustWorkspace bool
+	// Untrusted resumes without workspace trust a run that was started
+	// with --trust-workspace (see ErrTrustFlagNeeded): the user confirmed.
+	Untrusted bool
 	// RetryFailed approves, on By's behalf, sending again every call of the
 	// run that failed or returned a tool error (journaled as a resolution
 	// with who, when and why), so the steps that completed are not run
@@ -112,6 +116,11 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 			return nil, fmt.Errorf("run %s belongs to workspace %s, which no longer exists", id.Short(), run.Workspace)
 		}
 		ws = run.Workspace
+	}
+	if !req.TrustWorkspace && !req.Untrusted && run.Status != journal.RunSucceeded {
+		if err := s.trustStillGiven(run, ws); err != nil {
+			return nil, err
+		}
 	}
 	external, err := s.External(ws)
 	if err != nil {
@@ -146,6 +155,30 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 		return nil, journalFailed(err)
 	}
 	return s.report(id, acted)
+}
+
+// trustStillGiven refuses to resume, without --trust-workspace, a run whose
+// calls were sent trusting workspace ws by that flag when the trust store
+// does not trust ws: the run would lose the trust it started with, and
+// every call needing a replay would be decided workspace_not_trusted.
+func (s *Service) trustStillGiven(run *journal.Run, ws string) error {
+	if ok, _ := trust.Workspace(s.o.TrustStore, ws, false); ok {
+		return nil
+	}
+	invs, err := s.j.RunInvocations(run.ID)
+	if err != nil {
+		return err
+	}
+	for _, inv := range invs {
+		for _, a := range inv.Attempts {
+			if a.Trust != nil && a.Trust.WorkspaceSource == "flag" {
+				return &invalidError{cause: ErrTrustFlagNeeded, msg: fmt.Sprintf(
+					"run %s was started with --trust-workspace, and %s is not in your trust store: resumed without it, every call that needs a replay would be marked outcome unknown (workspace_not_trusted) for good; resume with --trust-workspace, trust the workspace (mcpflow trust add %s), or confirm with --untrusted",
+					run.ID.Short(), ws, ws)}
+			}
+		}
+	}
+	return nil
 }
 
 // Resumable lists the runs that did not succeed, newest first within each

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -19,6 +20,7 @@ type resumeOptions struct {
 	retryFailed    bool
 	secrets        []string
 	trustWorkspace bool
+	untrusted      bool
 }
 
 func newResumeCommand(g *globals, runF func(context.Context, *resumeOptions) error) *cobra.Command {
@@ -33,7 +35,10 @@ lost connection: it is re-sent only when the replay rule clears it, otherwise it
 becomes outcome_unknown and the run stays blocked until you resolve it with
 'mcpflow journal resolve'. Resuming a run that succeeded changes nothing.
 
-Secret inputs are never journaled: pass them again with --input.
+A run started with --trust-workspace keeps needing it: without the flag (or the
+workspace in your trust store) resume refuses, or asks on a terminal, since every
+call needing a replay would be decided workspace_not_trusted for good; --untrusted
+confirms.
 
 ` + exitCodesHelp,
 		Example: `  mcpflow resume 01a2375e-c529
@@ -58,6 +63,7 @@ Secret inputs are never journaled: pass them again with --input.
 	}
 	cmd.Flags().StringArrayVarP(&o.secrets, "input", "i", nil, "a secret input as key=value (the journal keeps every other input)")
 	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this command only")
+	cmd.Flags().BoolVar(&o.untrusted, "untrusted", false, "resume without workspace trust a run that was started with --trust-workspace (asked on a terminal)")
 	cmd.Flags().BoolVar(&o.all, "all", false, "resume every run that did not succeed")
 	cmd.Flags().BoolVar(&o.retryFailed, "retry-failed", false, "send again the calls that failed or returned a tool error (journaled as your approval); completed steps are not run again")
 	return cmd
@@ -96,10 +102,16 @@ func runResume(ctx context.Context, o *resumeOptions) error {
 }
 
 func resumeOne(ctx context.Context, o *resumeOptions, svc *service.Service, ref string) (int, error) {
-	progress := progressFor(o.g, o.Out)
-	defer progress.close()
-	rep, err := svc.Resume(ctx, service.ResumeRequest{Run: ref, Secrets: o.secrets, TrustWorkspace: o.trustWorkspace, RetryFailed: o.retryFailed, By: osUser(), Events: progress.event})
-	progress.close()
+	req := service.ResumeRequest{Run: ref, Secrets: o.secrets, TrustWorkspace: o.trustWorkspace, Untrusted: o.untrusted, RetryFailed: o.retryFailed, By: osUser()}
+	rep, err := resumeWith(ctx, o, svc, req)
+	if errors.Is(err, service.ErrTrustFlagNeeded) && interactive(o.ioStreams) {
+		// The user is there to confirm, as the refusal asks.
+		if !confirm(o.In, o.Err, err.Error()+"\nResume without workspace trust? [y/N] ") {
+			return 0, &exitError{code: exitUsage, err: fmt.Errorf("run %s not resumed", ref)}
+		}
+		req.Untrusted = true
+		rep, err = resumeWith(ctx, o, svc, req)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -118,6 +130,14 @@ func resumeOne(ctx context.Context, o *resumeOptions, svc *service.Service, ref 
 	}
 	reportEnd(o.Err, rep)
 	return statusCode(rep.Run.Status), nil
+}
+
+// resumeWith resumes one run with live progress.
+func resumeWith(ctx context.Context, o *resumeOptions, svc *service.Service, req service.ResumeRequest) (*service.Report, error) {
+	progress := progressFor(o.g, o.Out)
+	defer progress.close()
+	req.Events = progress.event
+	return svc.Resume(ctx, req)
 }
 
 // reportBlocked says why a run is blocked and what to do: each invocation

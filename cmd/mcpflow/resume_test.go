@@ -66,8 +66,8 @@ func TestResumeAfterCrashDuringUnsafeCall(t *testing.T) {
 	runBefore, _ := json.Marshal(run)
 	j.Close()
 
-	// A second resume changes nothing.
-	r = c.run("resume", id.String())
+	// A second resume changes nothing, with or without workspace trust.
+	r = c.run("resume", id.String(), "--untrusted")
 	if r.code != exitBlocked {
 		t.Fatalf("second resume: exit %d\n%s", r.code, r.stderr)
 	}
@@ -114,7 +114,7 @@ func TestResumeAfterCrashDuringSafeCallReplays(t *testing.T) {
 func TestResumeWithoutWorkspaceTrustDoesNotReplay(t *testing.T) {
 	c := newCLI(t)
 	id := crashDuringCall(t, c, "trusted", "upper", true)
-	r := c.run("resume", id.String()) // no --trust-workspace this time
+	r := c.run("resume", id.String(), "--untrusted") // no --trust-workspace this time, and the user confirmed
 	if r.code != exitBlocked || c.ledgerCount("upper") != 1 {
 		t.Fatalf("exit %d, %d executions\n%s", r.code, c.ledgerCount("upper"), r.stderr)
 	}

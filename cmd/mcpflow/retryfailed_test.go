@@ -28,7 +28,7 @@ steps:
 	j := c.openJournal()
 	run, _ := c.onlyRun(j)
 	j.Close()
-	if r := c.run("resume", run.ID.String()); r.code != exitFailed {
+	if r := c.run("resume", run.ID.String(), "--trust-workspace"); r.code != exitFailed {
 		t.Errorf("plain resume: exit %d, want the failure to stand\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if r := c.run("resume", run.ID.String(), "--retry-failed", "--trust-workspace"); r.code != 0 {

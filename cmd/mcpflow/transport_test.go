@@ -529,7 +529,7 @@ func TestServerUnavailableThenResumeWithoutTrust(t *testing.T) {
 	run, _ := c.onlyRun(j)
 	j.Close()
 	c.env = nil
-	r = c.run("resume", run.ID.String()) // no --trust-workspace, empty trust store
+	r = c.run("resume", run.ID.String(), "--untrusted") // no --trust-workspace, empty trust store, confirmed
 	if r.code != exitBlocked || !strings.Contains(r.stderr, replay.ErrOutcomeUnknown.Error()) {
 		t.Fatalf("resume: exit %d, want %d\n%s\n%s", r.code, exitBlocked, r.stdout, r.stderr)
 	}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// TestResumeKeepsTheTrustItStartedWith: a run started with
+// --trust-workspace, in a workspace the store does not trust, is not
+// resumed without the flag unless the user confirms — on a terminal by
+// answering the question, elsewhere with --untrusted — and a refusal
+// journals nothing. With the flag, or once the workspace is trusted, no
+// question is asked.
+func TestResumeKeepsTheTrustItStartedWith(t *testing.T) {
+	c := newCLI(t)
+	hello := repoFile("examples", "workflows", "hello.yaml")
+	c.env = []string{"MCPFLOW_DEMO_FAULT=reject-before-commit", "MCPFLOW_DEMO_FAULT_TOOL=ledger_append"}
+	if r := c.run("run", hello, "--trust-workspace"); r.code != exitFailed {
+		t.Fatalf("run: exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	c.env = nil
+	j := c.openJournal()
+	run, before := c.onlyRun(j)
+	j.Close()
+	id := run.ID.Short()
+
+	r := c.run("resume", id)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "was started with --trust-workspace") || !strings.Contains(r.stderr, "--untrusted") {
+		t.Errorf("resume without the flag: exit %d, want 2 naming the flag\n%s", r.code, r.stderr)
+	}
+	j = c.openJournal()
+	_, after := c.onlyRun(j)
+	got, _ := j.Run(run.ID)
+	j.Close()
+	if describe(after) != describe(before) || got.UpdatedAt != run.UpdatedAt {
+		t.Errorf("a refused resume wrote to the journal:\n%s\nwas\n%s", describe(after), describe(before))
+	}
+
+	// On a terminal the user is asked; no refuses, yes goes on.
+	for _, answer := range []string{"n", "y"} {
+		code, out := ptyAnswer(t, c, "Resume without workspace trust? [y/N] ", answer, "resume", id)
+		if answer == "n" && (code != exitUsage || !strings.Contains(out, "not resumed")) {
+			t.Errorf("answered no: exit %d\n%s", code, out)
+		}
+		if answer == "y" && (code == exitUsage || strings.Contains(out, "not resumed")) {
+			t.Errorf("answered yes: exit %d\n%s", code, out)
+		}
+	}
+	for _, args := range [][]string{{"--untrusted"}, {"--trust-workspace"}} {
+		if r := c.run(append([]string{"resume", id}, args...)...); r.code == exitUsage {
+			t.Errorf("resume %v: exit 2\n%s", args, r.stderr)
+		}
+	}
+	if r := c.run("trust", "add"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	if r := c.run("resume", id); r.code == exitUsage || strings.Contains(r.stderr, "--trust-workspace") {
+		t.Errorf("resume in a trusted workspace: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// ptyAnswer runs mcpflow on a pseudo-terminal, answers the question when it
+// is asked, and returns the exit code and everything written.
+func ptyAnswer(t *testing.T, c *cli, question, answer string, args ...string) (int, string) {
+	t.Helper()
+	cmd := c.command(args...)
+	ptmx, err := pty.Start(cmd)
+	if err != nil {
+		t.Skipf("no pty: %v", err)
+	}
+	defer ptmx.Close()
+	var out lockedBuffer
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		io.Copy(&out, ptmx) // ends with EIO once the child's side is closed
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), question) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("never asked %q:\n%s", question, out.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ptmx.Write([]byte(answer + "\n"))
+	err = cmd.Wait()
+	<-copied
+	code := 0
+	if cmd.ProcessState != nil {
+		code = cmd.ProcessState.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String()
+}
