@@ -123,7 +123,9 @@ func TestGolden(t *testing.T) {
 		{"journal-list-fields", func() []string { return []string{"journal", "list", "--limit", "2", "--json", "step,state,attempts"} }},
 		{"journal-list-unknown-field", func() []string { return []string{"journal", "list", "--json", "step,bogus"} }},
 		{"journal-list-cut", func() []string { return []string{"journal", "list", "--limit", "2"} }},
-		{"runs-list-jq", func() []string { return []string{"runs", "list", "--jq", `.[0] | .workflow + ": " + (.steps | map(.step) | join(","))`} }},
+		{"runs-list-jq", func() []string {
+			return []string{"runs", "list", "--jq", `.[0] | .workflow + ": " + (.steps | map(.step) | join(","))`}
+		}},
 		{"runs-list-workflow", func() []string {
 			return []string{"runs", "list", "--workflow", "hello", "--since", "1h", "--time-format", "iso"}
 		}},
