@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -58,6 +60,42 @@ func completeInvocationIDs(g *globals) cobra.CompletionFunc {
 	}
 }
 
+// completeServerTools offers server names, then, after a server, the tools
+// it lists. Asking a server for its tools starts it, so this happens only
+// where mcpflow may start it (see service.ErrUntrustedWorkspace), and
+// within a few seconds.
+func completeServerTools(g *globals) cobra.CompletionFunc {
+	servers := completeServerNames(g)
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) != 1 {
+			return servers(cmd, args, toComplete)
+		}
+		if g.resolve(cmd) != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		workflow, _ := cmd.Flags().GetString("workflow")
+		trusted, _ := cmd.Flags().GetBool("trust-workspace")
+		svc, done, err := g.service(noJournal)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer done()
+		ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
+		defer cancel()
+		rep, err := svc.Tools(ctx, service.ToolsRequest{Server: args[0], Workflow: workflow, TrustWorkspace: trusted})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []cobra.Completion
+		for _, t := range rep.Tools {
+			if strings.HasPrefix(t.Tool.Name, toComplete) {
+				out = append(out, cobra.CompletionWithDesc(t.Tool.Name, firstLine(t.Tool.Description)))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
 func completeServerNames(g *globals) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if len(args) > 0 || g.resolve(cmd) != nil {
@@ -100,8 +138,8 @@ func addCompletions(root *cobra.Command, g *globals) {
 	find("runs", "show").ValidArgsFunction = completeRunIDs(g)
 	find("journal", "show").ValidArgsFunction = completeInvocationIDs(g)
 	find("journal", "resolve").ValidArgsFunction = completeInvocationIDs(g)
-	find("servers", "tools").ValidArgsFunction = completeServerNames(g)
-	find("call").ValidArgsFunction = completeServerNames(g)
+	find("servers", "tools").ValidArgsFunction = completeServerTools(g)
+	find("call").ValidArgsFunction = completeServerTools(g)
 	_ = find("journal", "resolve").RegisterFlagCompletionFunc("as", fixedCompletions("completed", "failed", "retry"))
 	_ = find("journal", "list").RegisterFlagCompletionFunc("state", fixedCompletions("intent", "completed", "tool_error", "failed", "outcome_unknown", "aborted", "timed_out", "skipped", "retry_approved"))
 	_ = find("runs", "list").RegisterFlagCompletionFunc("status", fixedCompletions("running", "succeeded", "failed", "blocked", "cancelled"))

@@ -179,6 +179,7 @@ func TestGoldenCall(t *testing.T) {
 		{"call-unknown-tool", []string{"call", "demo", "gret"}},
 		{"call-unknown-server", []string{"call", "dmeo", "greet"}},
 		{"call-tool-error", []string{"call", "demo", "fail", "--arg", "message=disk full"}},
+		{"complete-call-tools", []string{"__complete", "call", "demo", "c"}},
 	} {
 		code, out, errs := inProcess(t, ws, tc.args...)
 		got := fmt.Sprintf("$ mcpflow %s\nexit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(tc.args, " "), code, out, errs)
