@@ -1,9 +1,11 @@
 package journal_test
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -94,4 +96,68 @@ func BenchmarkListNewest50(b *testing.B) {
 			b.Fatalf("%d, %v", len(invs), err)
 		}
 	}
+}
+
+// BenchmarkOpenList is what `mcpflow journal list` does on a journal of
+// 1,000,000 invocations: open it read-only, list the newest 50, close.
+func BenchmarkOpenList(b *testing.B) {
+	path := fixture(b)
+	for b.Loop() {
+		j, err := journal.Open(path, &journal.Options{ReadOnly: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		invs, err := j.Invocations(journal.Filter{Limit: 50})
+		if err != nil || len(invs) != 50 {
+			b.Fatalf("%d, %v", len(invs), err)
+		}
+		j.Close()
+	}
+}
+
+// BenchmarkExport exports all 1,000,000 invocations; it reports
+// invocations per second and the peak heap in use while exporting.
+func BenchmarkExport(b *testing.B) {
+	path := fixture(b)
+	j := journaltest.OpenPath(b, path, &journal.Options{ReadOnly: true})
+	var peak uint64
+	for b.Loop() {
+		w := &countingWriter{}
+		stop := sampleHeap(&peak)
+		err := j.Export(w, time.Time{}, false)
+		stop()
+		if err != nil || w.lines != 1_000_000 {
+			b.Fatalf("%d lines, %v", w.lines, err)
+		}
+	}
+	b.ReportMetric(float64(b.N)*1e6/b.Elapsed().Seconds(), "invocations/s")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+}
+
+type countingWriter struct{ lines int }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.lines += bytes.Count(p, []byte{'\n'})
+	return len(p), nil
+}
+
+// sampleHeap records the largest HeapInuse seen until stop is called.
+func sampleHeap(peak *uint64) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			*peak = max(*peak, ms.HeapInuse)
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
