@@ -40,7 +40,9 @@ them is text, never an expression.
 The result's content is printed for people: text as it is, images and audio as
 [image/png 5.3 KB], resource links as [link URI "title"], embedded resources
 as their URI and MIME type and the first lines of their text; -o json prints
-the result exactly as journaled.
+the result exactly as journaled. While the call runs, a terminal on stderr
+shows its progress (elapsed time, a bar fed by the server's progress
+notifications).
 
 ` + exitCodesHelp,
 		Example: `  mcpflow call demo greet --arg name=Ada --workflow examples/workflows/hello.yaml
@@ -68,7 +70,10 @@ func runCall(ctx context.Context, o *callOptions) error {
 		return err
 	}
 	defer done()
-	rep, err := svc.Call(ctx, service.CallRequest{Server: o.server, Tool: o.tool, ArgsJSON: o.argsJSON, Args: o.args, Workflow: o.workflow, TrustWorkspace: o.trustWorkspace})
+	progress := callProgressFor(o.g, o.Err)
+	defer progress.close()
+	rep, err := svc.Call(ctx, service.CallRequest{Server: o.server, Tool: o.tool, ArgsJSON: o.argsJSON, Args: o.args, Workflow: o.workflow, TrustWorkspace: o.trustWorkspace, Events: progress.event})
+	progress.close()
 	if err != nil {
 		return err
 	}
