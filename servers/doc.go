@@ -22,7 +22,9 @@
 // session connects (never when read, so parsed configuration holds no
 // secrets from the environment); an unset variable fails the connect.
 // A stdio server's stderr goes to WORKSPACE/.mcpflow/logs/NAME.log
-// ([Session.LogPath]).
+// ([Session.LogPath]), and so do the log messages (notifications/message)
+// of any server that declares the logging capability, one line each with
+// time, level, logger and data; sessions ask for [LogLevel] and above.
 //
 // [ParseEntry] is the one strict parser of mcpflow's own YAML entries,
 // used for a workflow's servers: and for mcpflow.yaml. Its errors, like
@@ -99,6 +101,11 @@
 //     file systems, spell a directory as the system resolves it. Writers
 //     exclude each other with flock on Linux and the BSDs (macOS included);
 //     elsewhere only within one process.
+//   - Log messages are asked for with logging/setLevel on protocols before
+//     2026-07-28; on 2026-07-28 the level travels in each request's _meta,
+//     and sessions made here put it in tools/call only: a server's messages
+//     while answering tools/list are not asked for. A log line holds what the
+//     server sent (its data cut at 16 KiB); nothing of the call is added.
 //   - This package never decides whether a call may be replayed: that is
 //     package replay's job.
 package servers

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -71,9 +72,19 @@ type Session struct {
 	tap    *wireTap
 
 	// stdio only
-	cmd     *exec.Cmd
-	log     *os.File
-	logPath string
+	cmd *exec.Cmd
+
+	// The server's log: a stdio server's stderr, and every server's log
+	// notifications (notifications/message). An http or sse server's log
+	// is opened when its first message arrives.
+	workspace string
+	logPath   string
+	logMu     sync.Mutex
+	log       *os.File
+	logClosed bool
+	// logInMeta: the server logs, and the protocol wants the log level in
+	// each request's _meta.
+	logInMeta bool
 
 	// http and sse: the transport made for this session, if any
 	ownHTTP *http.Transport
@@ -128,7 +139,8 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 			return lookup(name)
 		}
 	}
-	s := &Session{server: srv, tap: newWireTap(), progress: map[any]func(float64, float64, string){}}
+	s := &Session{server: srv, tap: newWireTap(), progress: map[any]func(float64, float64, string){},
+		workspace: o.Workspace, logPath: filepath.Join(logDir(o.Workspace), logName(srv.Name))}
 	inner, err := s.transport(o)
 	if err != nil {
 		s.release()
@@ -151,6 +163,9 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 			// connection's reader while Tools waits for a page.
 			s.toolsStale.Store(true)
 		},
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			s.logMessage(req.Params)
+		},
 	})
 	transport := &wireTransport{inner: inner, tap: s.tap}
 	timeout := srv.ConnectTimeout
@@ -170,6 +185,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		return nil, fmt.Errorf("connect to server %q (%s): %w%s%s", srv.Name, srv.Transport(), err, tail, authHint(srv, err))
 	}
 	s.cs = cs
+	s.askForLogs(cctx)
 	return s, nil
 }
 
@@ -265,16 +281,11 @@ func (s *Session) command(o Options) (*exec.Cmd, error) {
 		cmd = supervised(cmd, self)
 	}
 	setParentDeathSignal(cmd)
-	logDir := filepath.Join(o.Workspace, ".mcpflow", "logs")
-	if err := os.MkdirAll(logDir, 0o700); err != nil {
-		return nil, fmt.Errorf("server %q: create log directory: %w", srv.Name, err)
-	}
-	s.logPath = filepath.Join(logDir, logName(srv.Name))
-	f, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := openLog(o.Workspace, srv.Name)
 	if err != nil {
-		return nil, fmt.Errorf("server %q: open log: %w", srv.Name, err)
+		return nil, err
 	}
-	s.log = f
+	s.log = f // not yet shared: the connection starts later
 	cmd.Stderr = f
 	return cmd, nil
 }
@@ -319,8 +330,9 @@ func logName(server string) string {
 	return string(b) + ".log"
 }
 
-// LogPath is the file that receives a stdio server's stderr; "" for http
-// and sse servers.
+// LogPath is the server's log file: a stdio server's stderr goes there,
+// and every server's log notifications, one line each (an http or sse
+// server's file exists once its first message arrived).
 func (s *Session) LogPath() string { return s.logPath }
 
 // PID is the process id of a stdio server; 0 for http and sse servers.
@@ -331,26 +343,29 @@ func (s *Session) PID() int {
 	return s.cmd.Process.Pid
 }
 
-// stderrTail returns the end of the server's log, for error messages.
+// stderrTail returns the end of a stdio server's log, for error messages.
 func (s *Session) stderrTail() string {
-	if s.log == nil {
+	if s.cmd == nil {
 		return ""
 	}
-	b, err := os.ReadFile(s.log.Name())
+	b, err := os.ReadFile(s.logPath)
 	if err != nil || len(b) == 0 {
 		return ""
 	}
 	if len(b) > 2048 {
 		b = b[len(b)-2048:]
 	}
-	return "\nserver stderr (" + s.log.Name() + "):\n" + strings.TrimRight(string(b), "\n")
+	return "\nserver stderr (" + s.logPath + "):\n" + strings.TrimRight(string(b), "\n")
 }
 
 // release frees what a session holds besides its MCP connection.
 func (s *Session) release() {
+	s.logMu.Lock()
 	if s.log != nil {
 		s.log.Close()
 	}
+	s.logClosed = true
+	s.logMu.Unlock()
 	if s.ownHTTP != nil {
 		s.ownHTTP.CloseIdleConnections()
 	}
@@ -401,11 +416,18 @@ func (s *Session) Tool(ctx context.Context, name string) (Tool, error) {
 	return Tool{}, fmt.Errorf("%w %q on server %q (it has: %s)", ErrUnknownTool, name, s.server.Name, strings.Join(names, ", "))
 }
 
-// Call sends one tools/call. meta is attached as _meta; progress, when not
-// nil, receives the call's notifications/progress. The server's
+// Call sends one tools/call. meta is attached as _meta (with the log level
+// asked for, on a server that logs under protocol 2026-07-28); progress,
+// when not nil, receives the call's notifications/progress. The server's
 // CallTimeout, if set, bounds the call: it then fails with
 // context.DeadlineExceeded, and the tool may have run.
 func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage, meta map[string]any, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
+	if s.logInMeta {
+		m := make(map[string]any, len(meta)+1)
+		maps.Copy(m, meta)
+		m[metaLogLevel] = LogLevel
+		meta = m
+	}
 	params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: meta}
 	if progress != nil {
 		token := fmt.Sprintf("%v", meta["io.mcpflow/idempotency-key"])

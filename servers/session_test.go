@@ -35,6 +35,8 @@ var declaredAnnotations = map[string]string{
 	"ledger_count":       `{"readOnlyHint":true,"destructiveHint":false}`,
 	"count_slowly":       `{"readOnlyHint":true}`,
 	"fail":               `{"readOnlyHint":true}`,
+	"media":              `{"readOnlyHint":true}`,
+	"log":                `{"readOnlyHint":true}`,
 }
 
 // serveDemoHTTP runs the demo server in-process for cfg (HTTPAddr or
@@ -219,8 +221,11 @@ func TestConnectStreamableHTTP(t *testing.T) {
 		HTTPClient: &http.Client{Transport: wire},
 		LookupEnv:  func(k string) (string, bool) { v, ok := env[k]; return v, ok },
 	})
-	if s.PID() != 0 || s.LogPath() != "" {
-		t.Errorf("http session: PID %d, LogPath %q; want 0 and \"\"", s.PID(), s.LogPath())
+	if want := filepath.Join(".mcpflow", "logs", "remote.log"); s.PID() != 0 || s.LogPath() != want {
+		t.Errorf("http session: PID %d, LogPath %q; want 0 and %q", s.PID(), s.LogPath(), want)
+	}
+	if _, err := os.Stat(s.LogPath()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("an http server's log exists before any message: %v", err)
 	}
 	checkDiscovery(t, s)
 	callGreet(t, s, "http")
@@ -291,16 +296,16 @@ func TestConnectStdioBuiltin(t *testing.T) {
 	}
 }
 
-// TestDiscoveryPages lists tools two per page on every transport: all nine
-// are found, annotations intact.
+// TestDiscoveryPages lists tools two per page on every transport: all
+// eleven are found, annotations intact.
 func TestDiscoveryPages(t *testing.T) {
 	t.Run("http", func(t *testing.T) {
 		wire := newWireCounter(t)
 		url := serveDemoHTTP(t, demo.Config{HTTPAddr: "127.0.0.1:0", PageSize: 2})
 		s := connect(t, &Server{Name: "paged", URL: url}, &Options{HTTPClient: &http.Client{Transport: wire}})
 		checkDiscovery(t, s)
-		if got := wire.count("tools/list"); got != 5 {
-			t.Errorf("%d tools/list requests, want 5 pages of at most 2", got)
+		if got := wire.count("tools/list"); got != 6 {
+			t.Errorf("%d tools/list requests, want 6 pages of at most 2", got)
 		}
 	})
 	t.Run("sse", func(t *testing.T) {

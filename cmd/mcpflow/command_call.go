@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 
@@ -38,6 +37,13 @@ which case it is read as JSON. --args takes the whole arguments object as JSON;
 --arg values are applied on top. Arguments are sent exactly as given: "${{" in
 them is text, never an expression.
 
+The result's content is printed for people: text as it is, images and audio as
+[image/png 5.3 KB], resource links as [link URI "title"], embedded resources
+as their URI and MIME type and the first lines of their text; -o json prints
+the result exactly as journaled. While the call runs, a terminal on stderr
+shows its progress (elapsed time, a bar fed by the server's progress
+notifications).
+
 ` + exitCodesHelp,
 		Example: `  mcpflow call demo greet --arg name=Ada --workflow examples/workflows/hello.yaml
   mcpflow call files read_text_file --args '{"path": "README.md"}'`,
@@ -64,7 +70,10 @@ func runCall(ctx context.Context, o *callOptions) error {
 		return err
 	}
 	defer done()
-	rep, err := svc.Call(ctx, service.CallRequest{Server: o.server, Tool: o.tool, ArgsJSON: o.argsJSON, Args: o.args, Workflow: o.workflow, TrustWorkspace: o.trustWorkspace})
+	progress := callProgressFor(o.g, o.Err)
+	defer progress.close()
+	rep, err := svc.Call(ctx, service.CallRequest{Server: o.server, Tool: o.tool, ArgsJSON: o.argsJSON, Args: o.args, Workflow: o.workflow, TrustWorkspace: o.trustWorkspace, Events: progress.event})
+	progress.close()
 	if err != nil {
 		return err
 	}
@@ -92,22 +101,4 @@ func runCall(ctx context.Context, o *callOptions) error {
 		fmt.Fprintf(o.Err, "mcpflow: %s\n", rep.Run.Error.Error())
 	}
 	return &exitError{code: statusCode(rep.Run.Status)}
-}
-
-func printResult(w io.Writer, r *journal.Result) {
-	var content []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	_ = json.Unmarshal(r.Content, &content)
-	printed := false
-	for _, c := range content {
-		if c.Type == "text" {
-			fmt.Fprintln(w, c.Text)
-			printed = true
-		}
-	}
-	if !printed && len(r.StructuredContent) > 0 {
-		fmt.Fprintln(w, string(r.StructuredContent))
-	}
 }

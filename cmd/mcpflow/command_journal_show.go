@@ -127,8 +127,7 @@ func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload
 	if payload {
 		fmt.Fprintf(w, "\nArguments:\n  %s\n", inv.Arguments)
 		if inv.Result != nil {
-			b, _ := json.Marshal(inv.Result)
-			fmt.Fprintf(w, "Result:\n  %s\n", b)
+			showResult(w, inv.Result)
 		}
 	}
 	return nil
@@ -141,4 +140,21 @@ func oneLine(s string) string {
 		s = string(r[:200]) + "…"
 	}
 	return s
+}
+
+// showResult prints a result as journal show does: its content rendered
+// (contentLines), its structured content as JSON, and whether it was a
+// tool error. -o json shows the result exactly as journaled.
+func showResult(w io.Writer, r *journal.Result) {
+	head := "Result:"
+	if r.IsError {
+		head = "Result (tool error):"
+	}
+	fmt.Fprintln(w, head)
+	for _, l := range contentLines(r.Content) {
+		fmt.Fprintln(w, strings.TrimRight("  "+l, " "))
+	}
+	if !isNull(r.StructuredContent) {
+		fmt.Fprintf(w, "Structured content:\n  %s\n", r.StructuredContent)
+	}
 }

@@ -180,11 +180,22 @@ func TestGoldenCall(t *testing.T) {
 		{"call-unknown-server", []string{"call", "dmeo", "greet"}},
 		{"call-tool-error", []string{"call", "demo", "fail", "--arg", "message=disk full"}},
 		{"complete-call-tools", []string{"__complete", "call", "demo", "c"}},
+		{"call-media", []string{"call", "demo", "media"}},
 	} {
 		code, out, errs := inProcess(t, ws, tc.args...)
 		got := fmt.Sprintf("$ mcpflow %s\nexit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(tc.args, " "), code, out, errs)
 		checkGolden(t, tc.name, normalize(got, ws, cfg))
 	}
+	// journal show renders the same content, and the structured content.
+	_, js, _ := inProcess(t, ws, "journal", "list", "--tool", "media", "--limit", "1", "-o", "json")
+	var invs []struct{ ID string }
+	if err := json.Unmarshal([]byte(js), &invs); err != nil || len(invs) != 1 {
+		t.Fatalf("journal list: %v %s", err, js)
+	}
+	args := []string{"journal", "show", invs[0].ID, "--payload"}
+	code, out, errs := inProcess(t, ws, args...)
+	got := fmt.Sprintf("$ mcpflow %s\nexit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), code, out, errs)
+	checkGolden(t, "journal-show-media", normalize(got, ws, cfg))
 }
 
 // TestCallSendsArgumentsAsGiven: expression syntax inside --args, at any

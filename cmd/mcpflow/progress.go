@@ -55,6 +55,17 @@ func progressFor(g *globals, w io.Writer) progressSink {
 	return newProgressSink(w, isTerminal(w) && os.Getenv("TERM") != "dumb", g.noColor)
 }
 
+// callProgressFor is the sink of call: the running call's row on w (its
+// stderr) while it runs, when w is a terminal that can move the cursor and
+// the output is a table; nothing otherwise. No line stays: the result is
+// call's output.
+func callProgressFor(g *globals, w io.Writer) progressSink {
+	if g.output != "table" || !isTerminal(w) || os.Getenv("TERM") == "dumb" {
+		return nopSink{}
+	}
+	return newLiveDisplay(w, liveOptions{color: !g.noColor, rowsOnly: true})
+}
+
 // isTerminal reports whether w is an *os.File that is a terminal.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -263,6 +274,9 @@ type liveOptions struct {
 	refresh time.Duration
 	// now is the clock for running steps' elapsed time; nil means time.Now.
 	now func() time.Time
+	// rowsOnly shows the running rows and prints no lines: for call,
+	// whose result is its output.
+	rowsOnly bool
 }
 
 // liveDisplay shows one row per running unit — state, elapsed time,
@@ -340,7 +354,9 @@ func (d *liveDisplay) event(ev engine.Event) {
 	switch ev.Kind {
 	case engine.RunStarted:
 		d.stop()
-		fmt.Fprintf(d.w, "run %s started: %s\n", ev.Run, ev.Workflow)
+		if !d.opts.rowsOnly {
+			fmt.Fprintf(d.w, "run %s started: %s\n", ev.Run, ev.Workflow)
+		}
 	case engine.StepStarted:
 		u := d.unit(ev)
 		u.mu.Lock()
@@ -369,6 +385,13 @@ func (d *liveDisplay) event(ev engine.Event) {
 			u.bar.SetCurrent(int64(min(max(ev.Progress/ev.Total, 0), 1) * barScale))
 		}
 	case engine.StepFinished:
+		if d.opts.rowsOnly {
+			if u, ok := d.units[keyOf(ev)]; ok {
+				delete(d.units, keyOf(ev))
+				u.drop()
+			}
+			return
+		}
 		var b strings.Builder
 		b.WriteString(finishedLine(ev, d.pal.eventState(ev)))
 		if ev.Err != nil {
@@ -382,6 +405,9 @@ func (d *liveDisplay) event(ev engine.Event) {
 		}
 	case engine.RunFinished:
 		d.stop()
+		if d.opts.rowsOnly {
+			return
+		}
 		fmt.Fprintf(d.w, "run %s %s in %s\n", ev.Run, d.pal.status(ev.Status)(ev.Status.String()), round(ev.Elapsed))
 		if ev.Err != nil && ev.Status != journal.RunBlocked {
 			fmt.Fprintf(d.w, "    %s\n", ev.Err.Error())
@@ -438,7 +464,9 @@ func (d *liveDisplay) stop() {
 		u.mu.Lock()
 		ev := engine.Event{Step: u.step, Item: u.item, Server: u.server, Tool: u.tool, State: journal.StateIntent, Attempt: u.attempt, Elapsed: now.Sub(u.started)}
 		u.mu.Unlock()
-		d.print(finishedLine(ev, d.pal.eventState(ev)) + "\n")
+		if !d.opts.rowsOnly {
+			d.print(finishedLine(ev, d.pal.eventState(ev)) + "\n")
+		}
 		u.drop()
 	}
 	close(d.quit)
@@ -524,7 +552,7 @@ func (d *liveDisplay) unit(ev engine.Event) *liveUnit {
 		mpb.BarPriority(u.priority),
 		mpb.BarWidth(barWidth),
 		mpb.BarFillerTrim(),
-		mpb.PrependDecorators(rowDecorator(func(decor.Statistics) (string, string) { return u.left(d.opts.now(), d.pal) })),
+		mpb.PrependDecorators(rowDecorator(func(st decor.Statistics) (string, string) { return u.left(st.AvailableWidth, d.opts.now(), d.pal) })),
 		mpb.AppendDecorators(rowDecorator(u.right)),
 	)
 	if err == nil { // else mpb shut down: no row
@@ -534,18 +562,41 @@ func (d *liveDisplay) unit(ev engine.Event) *liveUnit {
 	return u
 }
 
+// minBarWidth is the narrowest bar: names are shortened to leave it room.
+const minBarWidth = 12
+
 // left is the row up to the bar: the columns of the final line, with the
-// elapsed time counting.
-func (u *liveUnit) left(now time.Time, pal palette) (raw, styled string) {
+// elapsed time counting. On a screen too narrow for the whole row (width
+// columns), the unit's name and the server/tool are shortened, with an
+// ellipsis, so that the state, the time, the bar at its narrowest and the
+// count after it still fit on the line.
+func (u *liveUnit) left(width int, now time.Time, pal palette) (raw, styled string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	state, style := "running   ", pal.busy
 	if u.retrying {
 		state, style = "retrying  ", pal.warn
 	}
-	head := fmt.Sprintf("step %-12s ", unitName(u.step, u.item))
-	rest := fmt.Sprintf(" %-22s %8s ", u.server+"/"+u.tool, now.Sub(u.started).Truncate(100*time.Millisecond))
+	elapsed := fmt.Sprintf("%8s", now.Sub(u.started).Truncate(100*time.Millisecond))
+	// "step NAME STATE SERVER/TOOL ELAPSED ", then the bar and the tail.
+	fixed := len("step ") + 1 + len(state) + 1 + 1 + runewidth.StringWidth(elapsed) + 1
+	nameW, toolW := fitColumns(unitName(u.step, u.item), u.server+"/"+u.tool, width-fixed-minBarWidth-runewidth.StringWidth(u.tail()))
+	head := "step " + pad(shortUnitName(u.step, u.item, nameW), nameW) + " "
+	rest := " " + pad(shortToolName(u.server, u.tool, toolW), toolW) + " " + elapsed + " "
 	return head + state + rest, head + style(state) + rest
+}
+
+// tail is what follows the bar before the message: the count and the
+// attempt. Called with u.mu held.
+func (u *liveUnit) tail() string {
+	var b strings.Builder
+	if c := progressCount(u.progress, u.total); c != "" {
+		b.WriteString(" " + c)
+	}
+	if u.attempt > 1 {
+		fmt.Fprintf(&b, "  attempt %d", u.attempt)
+	}
+	return b.String()
 }
 
 // right is the row after the bar: the count, the attempt, and as much of
@@ -554,21 +605,83 @@ func (u *liveUnit) right(st decor.Statistics) (raw, styled string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	var b strings.Builder
-	if c := progressCount(u.progress, u.total); c != "" {
-		b.WriteString(" " + c)
-	}
-	if u.attempt > 1 {
-		fmt.Fprintf(&b, "  attempt %d", u.attempt)
-	}
+	b.WriteString(u.tail())
 	if u.message != "" {
 		msg := "  " + u.message
 		room := st.AvailableWidth - runewidth.StringWidth(b.String())
-		bar := min(max(room-runewidth.StringWidth(msg), 12), barWidth)
+		bar := min(max(room-runewidth.StringWidth(msg), minBarWidth), barWidth)
 		if room-bar >= 6 {
 			b.WriteString(runewidth.Truncate(msg, room-bar, "…"))
 		}
 	}
 	return b.String(), b.String()
+}
+
+// Column widths of the name and server/tool columns when there is room,
+// and the narrowest either is shortened to.
+const (
+	nameColumn = 12
+	toolColumn = 22
+	minColumn  = 6
+)
+
+// fitColumns returns the widths of the name and server/tool columns of a
+// row with room columns for both: padded to their usual widths when they
+// fit, else unpadded, else shortened: the longer, or both (two fifths of
+// room for the name), to no less than minColumn each.
+func fitColumns(name, tool string, room int) (nameW, toolW int) {
+	nw, tw := runewidth.StringWidth(name), runewidth.StringWidth(tool)
+	pn, pt := max(nw, nameColumn), max(tw, toolColumn)
+	switch {
+	case pn+pt <= room:
+		return pn, pt
+	case nw+tw <= room:
+		pn = max(nw, min(nameColumn, room-tw))
+		return pn, min(pt, room-pn)
+	}
+	// server/tool holds two names: it gets three fifths.
+	room = max(room, 2*minColumn)
+	share := max(minColumn, room*2/5)
+	switch {
+	case nw <= share:
+		return nw, room - nw
+	case tw <= room-share:
+		return room - tw, tw
+	}
+	return share, room - share
+}
+
+// shortUnitName is a unit's name in at most w columns: the step's id
+// shortened with an ellipsis, an item's [i] kept.
+func shortUnitName(step string, item, w int) string {
+	name := unitName(step, item)
+	if runewidth.StringWidth(name) <= w {
+		return name
+	}
+	suffix := ""
+	if item >= 0 {
+		suffix = fmt.Sprintf("[%d]", item)
+	}
+	if w-len(suffix) < 2 {
+		return runewidth.Truncate(name, w, "…")
+	}
+	return runewidth.Truncate(step, w-len(suffix), "…") + suffix
+}
+
+// shortToolName is server/tool in at most w columns: the server's name
+// shortened first (to 4 columns), then the whole.
+func shortToolName(server, tool string, w int) string {
+	s := server + "/" + tool
+	if runewidth.StringWidth(s) <= w {
+		return s
+	}
+	keep := max(4, w-1-runewidth.StringWidth(tool))
+	return runewidth.Truncate(runewidth.Truncate(server, keep, "…")+"/"+tool, w, "…")
+}
+
+// pad pads s with spaces to w columns.
+func pad(s string, w int) string {
+	return s + strings.Repeat(" ", max(0, w-runewidth.StringWidth(s)))
 }
 
 // lineStart starts every write (mpb writes a frame at a time) at the start

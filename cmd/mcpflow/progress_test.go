@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/mattn/go-runewidth"
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
@@ -605,5 +606,112 @@ func TestProgressTTYInterrupt(t *testing.T) {
 	}
 	if !strings.HasSuffix(raw, "\n") {
 		t.Errorf("output does not end with a newline: %q", raw[max(0, len(raw)-40):])
+	}
+}
+
+// TestProgressLiveNarrow: on an 80-column screen, rows of units with long
+// names shorten the names (an item's [i] kept) so that the state, the time
+// and the whole bar fit on the line; short names stay as they are; the
+// final lines keep the full names.
+func TestProgressLiveNarrow(t *testing.T) {
+	var out lockedBuffer
+	clock := newProgressClock()
+	d := newLiveDisplay(&out, liveOptions{width: 80, refresh: 5 * time.Millisecond, now: clock.now})
+	t.Cleanup(d.close)
+	longStep, longServer, longTool := "provision_the_primary_database", "payments-database-admin", "create_database_with_replicas"
+	d.event(engine.Event{Kind: engine.RunStarted, Run: progressID(t, progressRunA), Workflow: "narrow"})
+	d.event(engine.Event{Kind: engine.StepStarted, Step: "count", Item: -1, Server: "demo", Tool: "count_slowly", Attempt: 1})
+	d.event(engine.Event{Kind: engine.StepStarted, Step: longStep, Item: 12, Server: longServer, Tool: longTool, Attempt: 2})
+	d.event(engine.Event{Kind: engine.StepStarted, Step: longStep, Item: -1, Server: "demo", Tool: "greet", Attempt: 1})
+	d.event(engine.Event{Kind: engine.StepProgress, Step: "count", Item: -1, Progress: 40, Total: 100, Message: "counted 40 of 100"})
+	d.event(engine.Event{Kind: engine.StepProgress, Step: longStep, Item: 12, Progress: 400, Total: 1000, Message: strings.Repeat("copying ", 10)})
+	d.event(engine.Event{Kind: engine.StepProgress, Step: longStep, Item: -1, Progress: 3})
+	rows := regexp.MustCompile(`^step .* running +`)
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`^step count        running    demo/count_slowly            0s \[=+>-+\] 40/100$`),
+		regexp.MustCompile(`^step pro…\[12\] running    pay…/create_…       0s \[=+>-+\] 400/1000  attempt 2$`),
+		regexp.MustCompile(`^step provision_the_primary_databa… running    demo/greet       0s [\x{2800}-\x{28FF}] +3$`),
+	}
+	s := waitTermScreen(t, &out, "three rows with their bars", func(s []string) bool {
+		n := 0
+		for _, l := range s {
+			for _, re := range want {
+				if re.MatchString(l) {
+					n++
+				}
+			}
+		}
+		return n == len(want)
+	})
+	for _, l := range s {
+		if rows.MatchString(l) && runewidth.StringWidth(l) > 80 {
+			t.Errorf("row of %d columns on an 80-column screen: %q", runewidth.StringWidth(l), l)
+		}
+	}
+	d.event(engine.Event{Kind: engine.StepFinished, Step: longStep, Item: 12, Server: longServer, Tool: longTool, State: journal.StateCompleted, Attempt: 2, Elapsed: time.Second})
+	waitTermScreen(t, &out, "the full final line", screenHas(`^step provision_the_primary_database\[12\] completed  payments-database-admin/create_database_with_replicas +1s  attempt 2$`))
+	d.close()
+}
+
+// TestFitColumns: the name and tool columns keep their widths when there is
+// room, lose their padding, then shorten, the longer first.
+func TestFitColumns(t *testing.T) {
+	for _, tc := range []struct {
+		name, tool   string
+		room         int
+		nameW, toolW int
+	}{
+		{"greet", "demo/greet", 40, 12, 22},
+		{"greet", "demo/greet", 34, 12, 22},
+		{"greet", "demo/greet", 20, 10, 10},
+		{"greet", "demo/greet", 15, 5, 10},
+		{"a_long_step_name", "demo/greet", 30, 16, 14},
+		{"a_long_step_name", "srv/a_really_long_tool_name", 30, 12, 18},
+		{"short", "srv/a_really_long_tool_name", 30, 5, 25},
+		{"a_long_step_name", "demo/x", 12, 6, 6},
+		{"a_long_step_name", "demo/x", 2, 6, 6},
+	} {
+		if n, w := fitColumns(tc.name, tc.tool, tc.room); n != tc.nameW || w != tc.toolW {
+			t.Errorf("fitColumns(%q, %q, %d) = %d, %d; want %d, %d", tc.name, tc.tool, tc.room, n, w, tc.nameW, tc.toolW)
+		}
+	}
+	if got := shortToolName("payments-database-admin", "create_database_with_replicas", 30); got != "pay…/create_database_with_rep…" {
+		t.Errorf("shortToolName = %q", got)
+	}
+	if got := shortUnitName("provision_the_primary_database", 12, 14); got != "provision…[12]" {
+		t.Errorf("shortUnitName = %q", got)
+	}
+}
+
+// TestProgressCallTTY: call on a terminal shows the running call's row,
+// with its bar, on stderr while it runs; when it ends, the screen holds the
+// result and nothing else.
+func TestProgressCallTTY(t *testing.T) {
+	c := newCLI(t)
+	wf := c.workflow("tty.yaml", ptyWorkflow)
+	code, raw := ptyRun(t, c, nil, "call", "demo", "count_slowly", "--arg", "n=20", "--arg", "delay_ms=40", "--workflow", wf)
+	s := termScreen(t, raw)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, strings.Join(s, "\n"))
+	}
+	if !regexp.MustCompile(`step call +running +demo/count_slowly +\S+ \[=+>-+\] 1?\d/20  counted 1?\d of 20`).MatchString(raw) {
+		t.Errorf("no frame shows the call's bar:\n%q", raw)
+	}
+	if want := []string{"counted to 20"}; !slices.Equal(s, want) {
+		t.Errorf("screen after the call:\n%s\nwant:\n%s", strings.Join(s, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestCallNoProgressOffTerminal: off a terminal, and with -o json, call
+// writes its result and nothing about progress.
+func TestCallNoProgressOffTerminal(t *testing.T) {
+	c := newCLI(t)
+	wf := c.workflow("tty.yaml", ptyWorkflow)
+	r := c.run("call", "demo", "count_slowly", "--arg", "n=3", "--arg", "delay_ms=1", "--workflow", wf)
+	if r.code != 0 || r.stdout != "counted to 3\n" || r.stderr != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0, the result, nothing", r.code, r.stdout, r.stderr)
+	}
+	if _, ok := callProgressFor(&globals{output: "json"}, os.Stderr).(nopSink); !ok {
+		t.Error("-o json: want no progress")
 	}
 }

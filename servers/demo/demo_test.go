@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -403,6 +404,8 @@ var wantAnnotations = map[string]string{
 	"ledger_count":       `{"destructiveHint":false,"readOnlyHint":true}`,
 	"count_slowly":       `{"readOnlyHint":true}`,
 	"fail":               `{"readOnlyHint":true}`,
+	"media":              `{"readOnlyHint":true}`,
+	"log":                `{"readOnlyHint":true}`,
 }
 
 // checkSparseAnnotations asserts that the raw tools/list results captured by
@@ -501,8 +504,8 @@ func TestPagination(t *testing.T) {
 			break
 		}
 	}
-	if pages != 5 {
-		t.Errorf("got %d pages, want 5 for 9 tools", pages)
+	if want := (len(declared) + 1) / 2; pages != want {
+		t.Errorf("got %d pages, want %d for %d tools", pages, want, len(declared))
 	}
 	slices.Sort(names)
 	want := slices.Sorted(func(yield func(string) bool) {
@@ -679,5 +682,66 @@ func TestAfterFault(t *testing.T) {
 	}
 	if _, err := list("bogus"); err == nil {
 		t.Error("an unknown after-fault mode was accepted")
+	}
+}
+
+// TestMedia: one content item of each MCP type, with the sizes documented.
+func TestMedia(t *testing.T) {
+	cs, _ := connect(t, Config{Ledger: testLedger(t)}, nil)
+	res := call(t, cs, "media", nil, "")
+	var got []string
+	for _, c := range res.Content {
+		switch c := c.(type) {
+		case *mcp.TextContent:
+			got = append(got, "text "+c.Text)
+		case *mcp.ImageContent:
+			got = append(got, fmt.Sprintf("image %s %d", c.MIMEType, len(c.Data)))
+		case *mcp.AudioContent:
+			got = append(got, fmt.Sprintf("audio %s %d", c.MIMEType, len(c.Data)))
+		case *mcp.ResourceLink:
+			got = append(got, fmt.Sprintf("link %s %s %q %s %d", c.URI, c.Name, c.Title, c.MIMEType, *c.Size))
+		case *mcp.EmbeddedResource:
+			got = append(got, fmt.Sprintf("resource %s %s %q %d", c.Resource.URI, c.Resource.MIMEType, c.Resource.Text, len(c.Resource.Blob)))
+		default:
+			t.Errorf("unexpected content %T", c)
+		}
+	}
+	want := []string{
+		"text every content type",
+		"image image/png 5300",
+		"audio audio/wav 12000",
+		`link file:///demo/report.md report.md "Quarterly report" text/markdown 1532`,
+		`resource file:///demo/notes.txt text/plain "note 1\nnote 2\nnote 3\nnote 4\nnote 5\nnote 6\nnote 7\nnote 8\n" 0`,
+		`resource file:///demo/logo.bin application/octet-stream "" 2048`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("media content:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestLog: the log tool sends its message at the level asked, and a debug
+// message that a client asking for info does not get.
+func TestLog(t *testing.T) {
+	logged := make(chan *mcp.LoggingMessageParams, 10)
+	cs, _ := connect(t, Config{Ledger: testLedger(t)}, &mcp.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) { logged <- req.Params },
+	})
+	p := &mcp.CallToolParams{Name: "log", Arguments: map[string]any{"message": "disk at 91%", "level": "warning"},
+		Meta: mcp.Meta{mcp.MetaKeyLogLevel: "info"}}
+	res, err := cs.CallTool(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := text(t, res); got != "logged at warning" {
+		t.Errorf("text = %q", got)
+	}
+	cs.Close() // waits for the notifications handled before the reply
+	close(logged)
+	var got []string
+	for m := range logged {
+		got = append(got, fmt.Sprintf("%s %s %v", m.Level, m.Logger, m.Data))
+	}
+	if want := []string{"warning demo disk at 91%"}; !slices.Equal(got, want) {
+		t.Errorf("log messages %q, want %q", got, want)
 	}
 }

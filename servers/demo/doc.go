@@ -27,6 +27,11 @@
 //	count_slowly        n (5, max 1000),           notifications/progress every step,       readOnlyHint:true
 //	                    delay_ms (50)              then "counted to N", {"count": N}
 //	fail                message                    isError, text message ("demo failure")   readOnlyHint:true
+//	media               (none)                     one content item of every type: text,    readOnlyHint:true
+//	                                               image, audio, resource_link, resource
+//	                                               (text, then blob)
+//	log                 message (required),        notifications/message (logger "demo")    readOnlyHint:true
+//	                    level ("info")             at level, and one at debug; "logged at LEVEL"
 //
 // go-sdk servers always send readOnlyHint and idempotentHint, false or not.
 // The demo server instead rewrites its tools/list results to the declared

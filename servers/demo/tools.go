@@ -38,6 +38,8 @@ var declared = map[string]*hints{
 	"ledger_count":       {ReadOnly: new(true), Destructive: new(false)},
 	"count_slowly":       {ReadOnly: new(true)},
 	"fail":               {ReadOnly: new(true)},
+	"media":              {ReadOnly: new(true)},
+	"log":                {ReadOnly: new(true)},
 }
 
 // sdk converts the declaration to the SDK's type, which cannot express an
@@ -160,6 +162,10 @@ type (
 	failIn struct {
 		Message string `json:"message,omitempty" jsonschema:"the error text (default \"demo failure\")"`
 	}
+	logIn struct {
+		Message string           `json:"message"`
+		Level   mcp.LoggingLevel `json:"level"`
+	}
 )
 
 // countSchema is given explicitly because inferred schemas carry no defaults
@@ -170,6 +176,17 @@ var countSchema = json.RawMessage(`{
 		"n": {"type": "integer", "minimum": 0, "maximum": 1000, "default": 5, "description": "how far to count"},
 		"delay_ms": {"type": "integer", "minimum": 0, "default": 50, "description": "pause before each step, in milliseconds"}
 	},
+	"additionalProperties": false
+}`)
+
+// logSchema lists the MCP log levels.
+var logSchema = json.RawMessage(`{
+	"type": "object",
+	"properties": {
+		"message": {"type": "string", "description": "the data of the log message"},
+		"level": {"type": "string", "enum": ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"], "default": "info", "description": "its level"}
+	},
+	"required": ["message"],
 	"additionalProperties": false
 }`)
 
@@ -237,7 +254,49 @@ func (d *demo) newServer(drop dropFunc) *mcp.Server {
 			res.IsError = true
 			return res, nil, nil
 		})
+	addTool(d, s, drop, "media", "Return one content item of every type: text, image, audio, resource link, embedded text and blob resources.", nil,
+		func(context.Context, *mcp.CallToolRequest, struct{}, int) (*mcp.CallToolResult, any, error) {
+			return mediaResult(), nil, nil
+		})
+	addTool(d, s, drop, "log", "Send a log message (notifications/message, logger \"demo\") at the given level, and one at debug.", logSchema,
+		func(ctx context.Context, req *mcp.CallToolRequest, in logIn, _ int) (*mcp.CallToolResult, any, error) {
+			level := in.Level
+			if level == "" {
+				level = "info"
+			}
+			// Sent only to a client that asked for this level or a lower one.
+			for _, p := range []*mcp.LoggingMessageParams{
+				{Level: "debug", Logger: "demo", Data: "debug detail of: " + in.Message},
+				{Level: level, Logger: "demo", Data: in.Message},
+			} {
+				if err := req.Session.Log(ctx, p); err != nil {
+					return nil, nil, err
+				}
+			}
+			return textResult("logged at " + string(level)), nil, nil
+		})
 	return s
+}
+
+// mediaResult is the media tool's result: one content item of each type,
+// with sizes a client can check (5,300 bytes of PNG, 12,000 of WAV, an
+// 8-line text resource, a 2,048-byte blob).
+func mediaResult() *mcp.CallToolResult {
+	png := append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 5300-8)...)
+	wav := append([]byte("RIFF"), make([]byte, 12000-4)...)
+	size := int64(1532)
+	var notes strings.Builder
+	for i := 1; i <= 8; i++ {
+		fmt.Fprintf(&notes, "note %d\n", i)
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{
+		&mcp.TextContent{Text: "every content type"},
+		&mcp.ImageContent{Data: png, MIMEType: "image/png"},
+		&mcp.AudioContent{Data: wav, MIMEType: "audio/wav"},
+		&mcp.ResourceLink{URI: "file:///demo/report.md", Name: "report.md", Title: "Quarterly report", MIMEType: "text/markdown", Size: &size},
+		&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///demo/notes.txt", MIMEType: "text/plain", Text: notes.String()}},
+		&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///demo/logo.bin", MIMEType: "application/octet-stream", Blob: make([]byte, 2048)}},
+	}}
 }
 
 func countSlowly(ctx context.Context, req *mcp.CallToolRequest, in countIn, _ int) (*mcp.CallToolResult, countOut, error) {
