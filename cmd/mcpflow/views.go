@@ -61,6 +61,9 @@ type runObject struct {
 	Digest     string         `json:"digest"`
 	Outputs    map[string]any `json:"outputs"`
 	Steps      []stepView     `json:"steps"`
+	// Approvals are the run's approval gates: pending, approved or
+	// rejected, with who, when and why.
+	Approvals []approvalView `json:"approvals"`
 }
 
 type stepView struct {
@@ -78,6 +81,10 @@ func runView(r *journal.Run, invs []journal.Invocation) runObject {
 		ID: r.ID.String(), Workflow: r.Workflow, Status: r.Status.String(),
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Error: r.Error,
 		Workspace: r.Workspace, Digest: r.Digest, Outputs: r.Outputs, Steps: []stepView{},
+		Approvals: []approvalView{},
+	}
+	for _, a := range r.Approvals {
+		v.Approvals = append(v.Approvals, approvalOf(a))
 	}
 	for _, inv := range invs {
 		v.Steps = append(v.Steps, stepView{
