@@ -6,6 +6,12 @@
 // [PlanResume]. The [Engine] owns the run loop and reports progress as
 // [Event]s; it never prints.
 //
+// A step with approve: has a gate after its condition and before anything
+// of it is journaled: until an operator decides, the run stops blocked
+// ([CodeApprovalRequired]) with the request journaled on the run; approved,
+// the step runs on resume; rejected, it fails ([CodeApprovalRejected])
+// without an intent, and continue_on_error applies as to any failure.
+//
 // # Caveats
 //
 //   - Resume re-reads the environment variables a workflow lists; the

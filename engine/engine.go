@@ -28,6 +28,7 @@ type Journal interface {
 	Finish(journal.Intent, journal.Outcome) error
 	Decide(journal.ID, journal.Decision, journal.State, *journal.Error) error
 	Skip(*journal.Invocation) error
+	RequestApproval(run journal.ID, step, message string) error
 	Interrupted(journal.ID, journal.Outcome) error
 	Run(journal.ID) (*journal.Run, error)
 	Invocation(journal.ID) (*journal.Invocation, error)
@@ -208,6 +209,11 @@ const (
 	CodeAborted           = "MCPFLOW_ABORTED"
 	CodeTimedOut          = "MCPFLOW_TIMED_OUT"
 	CodeJournal           = "MCPFLOW_JOURNAL"
+	// CodeApprovalRequired blocks a run at a step with approve: until an
+	// operator decides (mcpflow approve or reject).
+	CodeApprovalRequired = "MCPFLOW_APPROVAL_REQUIRED"
+	// CodeApprovalRejected fails a step an operator rejected.
+	CodeApprovalRejected = "MCPFLOW_APPROVAL_REJECTED"
 )
 
 // Run executes wf with inputs (already typed by ParseInputs) and returns the
@@ -377,6 +383,9 @@ func (r *runner) runStep(ctx context.Context, st *workflow.Step) (stepResult, er
 			return r.skip(u)
 		}
 	}
+	if out, err := r.gate(st); out != nil || err != nil {
+		return *out, err
+	}
 	if st.ForEach == nil {
 		return r.unit(ctx, u)
 	}
@@ -389,6 +398,52 @@ func (r *runner) runStep(ctx context.Context, st *workflow.Step) (stepResult, er
 		return failed(CodeExpression, "step %s: for_each yielded %s, not a list", st.ID, workflow.Text(v)), nil
 	}
 	return r.fanOut(ctx, st, items)
+}
+
+// gate is a step's approval gate, after its condition and before anything
+// of it is journaled: a step without approve:, or one an operator
+// approved, goes on (nil). Otherwise the step ends without an intent:
+// failed when it was rejected (continue_on_error applies), else blocked
+// until an operator decides, with the request journaled first. One
+// decision covers every item of a for_each. A step that has an invocation
+// journaled passed its gate before: resume never reaches here for it
+// without the approval.
+func (r *runner) gate(st *workflow.Step) (*stepResult, error) {
+	if !st.Approve {
+		return nil, nil
+	}
+	run, err := r.j.Run(r.run.ID)
+	if err != nil {
+		return &stepResult{}, err
+	}
+	a := run.Approval(st.ID)
+	switch {
+	case a != nil && a.State == journal.ApprovalApproved:
+		return nil, nil
+	case a != nil && a.State == journal.ApprovalRejected:
+		out := failed(CodeApprovalRejected, "%s", rejectedText(st.ID, a))
+		return &out, nil
+	}
+	if err := r.j.RequestApproval(r.run.ID, st.ID, st.ApproveMessage); err != nil {
+		return &stepResult{}, err
+	}
+	msg := fmt.Sprintf("step %s waits for approval", st.ID)
+	if st.ApproveMessage != "" {
+		msg += ": " + st.ApproveMessage
+	}
+	return &stepResult{status: journal.RunBlocked, err: &journal.Error{Code: CodeApprovalRequired, Message: msg}}, nil
+}
+
+// rejectedText says who rejected a step, when, and why.
+func rejectedText(step string, a *journal.Approval) string {
+	msg := fmt.Sprintf("step %s was rejected by %s", step, a.By)
+	if a.At != nil {
+		msg += " at " + a.At.UTC().Format(time.RFC3339)
+	}
+	if a.Reason != "" {
+		msg += ": " + a.Reason
+	}
+	return msg
 }
 
 func (r *runner) condition(ctx context.Context, u unit) (bool, *stepResult) {

@@ -21,15 +21,21 @@ import (
 // PlanResume says: an invocation interrupted by a crash is treated exactly
 // like a lost connection; a decision already journaled is followed, never
 // re-decided; an outcome_unknown invocation keeps the run blocked until an
-// operator resolves it.
+// operator resolves it. A step with approve: runs once an operator
+// approved it, and fails without sending anything once one rejected it.
 //
 // It returns the run as committed, and whether anything was done: resuming
-// a run that succeeded, or one still blocked on an unresolved outcome,
-// writes nothing.
+// a run that succeeded, or one still blocked on an unresolved outcome or on
+// a step waiting for approval, writes nothing.
 //
 // An error means the journal could not be read or written.
 func (e *Engine) Resume(ctx context.Context, run *journal.Run, wf *workflow.Workflow, inputs map[string]any) (*journal.Run, bool, error) {
 	if run.Status == journal.RunSucceeded {
+		return run, false, nil
+	}
+	if run.Status == journal.RunBlocked && len(run.PendingApprovals()) > 0 {
+		// Blocked until an operator approves or rejects the step: nothing
+		// to do, nothing written.
 		return run, false, nil
 	}
 	invs, err := e.Journal.RunInvocations(run.ID)

@@ -31,7 +31,11 @@ func (p Problem) String() string { return p.Record + ": " + p.Message }
 //     state has no open attempt; resolutions go from a state that waits for
 //     one to completed, failed or retry_approved;
 //   - every invocation's run exists; a run is finished exactly when it has
-//     FinishedAt; a succeeded run has no unsettled invocation.
+//     FinishedAt; a succeeded run has no unsettled invocation;
+//   - a run has at most one approval per step, each pending, approved or
+//     rejected; a decided one says who and when (not before it was
+//     requested), a pending one says neither; a succeeded run has no
+//     pending approval.
 //
 // It returns nil, nil for a healthy journal. While it runs, writers wait.
 // Once it found a problem, the journal refuses writes.
@@ -104,6 +108,7 @@ func checkRecords(tx *bolt.Tx, add func(rec, format string, args ...any)) {
 		if len(r.Definition) > 0 && r.Digest != Digest(r.Definition) {
 			add(name, "digest %s does not match the definition", r.Digest)
 		}
+		checkApprovals(r, name, add)
 		runs[r.ID] = &runInfo{status: r.Status}
 		return nil
 	})
@@ -214,5 +219,34 @@ func checkInvocation(inv *Invocation, name string, add func(string, string, ...a
 	}
 	if inv.State == StateRetryApproved && len(inv.Resolutions) == 0 {
 		add(name, "retry_approved without a resolution")
+	}
+}
+
+func checkApprovals(r *Run, name string, add func(string, string, ...any)) {
+	seen := map[string]bool{}
+	for i, a := range r.Approvals {
+		what := fmt.Sprintf("approval %d (step %q)", i+1, a.Step)
+		switch {
+		case a.Step == "":
+			add(name, "approval %d has no step", i+1)
+		case seen[a.Step]:
+			add(name, "%s: a second approval of the same step", what)
+		}
+		seen[a.Step] = true
+		switch {
+		case a.State == ApprovalPending:
+			if a.By != "" || a.At != nil {
+				add(name, "%s: pending but decided by %q", what, a.By)
+			}
+			if r.Status == RunSucceeded {
+				add(name, "%s: succeeded while the step waits for approval", what)
+			}
+		case a.State.Decided():
+			if a.By == "" || a.At == nil || a.At.Before(a.RequestedAt) {
+				add(name, "%s: %s without who, or when not after it was requested", what, a.State)
+			}
+		default:
+			add(name, "%s: state %s", what, a.State)
+		}
 	}
 }

@@ -2,7 +2,7 @@
 // every MCP tools/call: the product's memory after a crash and its audit trail.
 //
 // The core types are [Journal] (one bbolt file), [Run] (one execution of a
-// workflow), [Invocation] (one logical tools/call, with its [Attempt]s,
+// workflow, with the [Approval] gates of its steps), [Invocation] (one logical tools/call, with its [Attempt]s,
 // replay [Decision]s and operator [Resolution]s), the typed states [State]
 // and [RunStatus] with their checked transitions (state.go is the only place
 // that defines them), and [Intent], the proof that an invocation's intent is
@@ -10,8 +10,9 @@
 //
 // # Durability
 //
-// Every write method (CreateRun, SetRunStatus, Begin, Skip, Again, Finish,
-// Interrupted, Decide, Resolve, Prune) returns only after its bbolt
+// Every write method (CreateRun, SetRunStatus, EndRun, RequestApproval,
+// DecideApproval, Begin, Skip, Again, Finish, Interrupted, Decide, Resolve,
+// Prune) returns only after its bbolt
 // transaction has been committed and fsynced (bbolt writes and syncs the
 // data pages, then the meta page). When a write method returns nil, the fact
 // it wrote survives a crash of this process or of the machine; when it

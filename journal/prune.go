@@ -34,7 +34,7 @@ const pruneBatch = 200
 // entries. It never removes a running run, nor a run with an invocation
 // that may have had an effect nobody has accounted for yet (intent,
 // outcome_unknown, retry_approved, or an unresolved aborted or timed_out
-// call); those that are old
+// call), nor a run with a step that waits for approval; those that are old
 // enough are listed in Kept with the reason. With dryRun it only reports.
 //
 // Runs are removed in batches of up to pruneBatch, each batch in one
@@ -86,6 +86,7 @@ func pruneChunk(tx *bolt.Tx, after []byte, before time.Time, dryRun bool, rep *P
 			Status     RunStatus  `json:"status"`
 			StartedAt  time.Time  `json:"started_at"`
 			FinishedAt *time.Time `json:"finished_at"`
+			Approvals  []Approval `json:"approvals"`
 		}
 		b, err := unseal("run "+id.String(), v)
 		if err != nil {
@@ -101,6 +102,11 @@ func pruneChunk(tx *bolt.Tx, after []byte, before time.Time, dryRun bool, rep *P
 			}
 			continue
 		case r.FinishedAt == nil || !r.FinishedAt.Before(before):
+			continue
+		}
+		// Keep a run that waits for an operator's approval.
+		if p := (&Run{Approvals: r.Approvals}).PendingApprovals(); len(p) > 0 {
+			rep.Kept = append(rep.Kept, KeptRun{id, fmt.Sprintf("step %s waits for approval", p[0].Step)})
 			continue
 		}
 		// Keep what may have had an effect nobody has accounted for: a call

@@ -40,6 +40,46 @@ type Run struct {
 	// Sealed holds Inputs and Outputs encrypted, as stored, when the
 	// journal was opened without its key: they are then nil.
 	Sealed string `json:"sealed,omitempty"`
+	// Approvals are the run's approval gates, one per step with approve:
+	// that the run reached, in the order they were requested.
+	Approvals []Approval `json:"approvals,omitempty"`
+}
+
+// Approval is the approval gate of one step of a run: requested when the
+// run reached the step (before any intent of it was written; the run is
+// then blocked), and decided by an operator, with who, when and why.
+type Approval struct {
+	Step string `json:"step"`
+	// Message is the step's approve: message for the approver ("" for
+	// approve: true).
+	Message     string        `json:"message,omitempty"`
+	RequestedAt time.Time     `json:"requested_at"`
+	State       ApprovalState `json:"state"`
+	// By, At and Reason are set by the decision.
+	By     string     `json:"by,omitempty"`
+	At     *time.Time `json:"at,omitempty"`
+	Reason string     `json:"reason,omitempty"`
+}
+
+// Approval returns the approval gate of step, or nil.
+func (r *Run) Approval(step string) *Approval {
+	for i := range r.Approvals {
+		if r.Approvals[i].Step == step {
+			return &r.Approvals[i]
+		}
+	}
+	return nil
+}
+
+// PendingApprovals returns the approval gates that wait for a decision.
+func (r *Run) PendingApprovals() []Approval {
+	var out []Approval
+	for _, a := range r.Approvals {
+		if a.State == ApprovalPending {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Invocation is one logical tools/call: one step (or one fan-out item) of a

@@ -218,3 +218,53 @@ func (s *RunStatus) UnmarshalText(b []byte) error {
 	*s = v
 	return err
 }
+
+// ApprovalState is where a step's approval gate stands.
+type ApprovalState uint8
+
+const (
+	approvalInvalid ApprovalState = iota
+	// ApprovalPending: the run reached the step and waits for a decision.
+	ApprovalPending
+	// ApprovalApproved: an operator approved the step; it runs on resume.
+	ApprovalApproved
+	// ApprovalRejected: an operator rejected the step; it fails on resume
+	// without sending anything.
+	ApprovalRejected
+	numApprovalStates
+)
+
+var approvalStateNames = [numApprovalStates]string{
+	approvalInvalid:  "invalid",
+	ApprovalPending:  "pending",
+	ApprovalApproved: "approved",
+	ApprovalRejected: "rejected",
+}
+
+func (s ApprovalState) String() string {
+	if s < numApprovalStates {
+		return approvalStateNames[s]
+	}
+	return fmt.Sprintf("approval(%d)", uint8(s))
+}
+
+// ParseApprovalState parses the name printed by String.
+func ParseApprovalState(name string) (ApprovalState, error) {
+	for s := ApprovalPending; s < numApprovalStates; s++ {
+		if approvalStateNames[s] == name {
+			return s, nil
+		}
+	}
+	return approvalInvalid, fmt.Errorf("unknown approval state %q (want pending, approved or rejected)", name)
+}
+
+// Decided reports whether an operator decided the gate.
+func (s ApprovalState) Decided() bool { return s == ApprovalApproved || s == ApprovalRejected }
+
+func (s ApprovalState) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+func (s *ApprovalState) UnmarshalText(b []byte) error {
+	v, err := ParseApprovalState(string(b))
+	*s = v
+	return err
+}

@@ -66,6 +66,9 @@ func (j *Journal) EndRun(id ID, status RunStatus, runErr *Error, outputs map[str
 			return fmt.Errorf("run %s: %s → %s: %w", id.Short(), old.Status, status, ErrTransition)
 		}
 		if status == RunSucceeded {
+			if p := old.PendingApprovals(); len(p) > 0 {
+				return fmt.Errorf("run %s: succeeded while step %s waits for approval: %w", id.Short(), p[0].Step, ErrTransition)
+			}
 			if inv, err := firstUnsettled(tx, id); err != nil || inv != nil {
 				if err != nil {
 					return err
@@ -73,7 +76,7 @@ func (j *Journal) EndRun(id ID, status RunStatus, runErr *Error, outputs map[str
 				return fmt.Errorf("run %s: succeeded while invocation %s is %s: %w", id.Short(), inv.ID.Short(), inv.State, ErrTransition)
 			}
 		}
-		r := *old
+		r := *cloneRun(old)
 		r.Status, r.Error, r.UpdatedAt = status, runErr, now
 		r.Outputs = nil
 		if status == RunSucceeded {
@@ -85,6 +88,94 @@ func (j *Journal) EndRun(id ID, status RunStatus, runErr *Error, outputs map[str
 		}
 		return putRun(tx, old, &r)
 	})
+}
+
+// RequestApproval records that run reached step, whose approve: asks for an
+// operator's decision before anything of it is written: a pending approval
+// with message, for the approver. A gate already recorded for the step
+// (pending or decided) is left as it is. The run must exist and not have
+// succeeded. Durable when it returns nil.
+func (j *Journal) RequestApproval(id ID, step, message string) error {
+	if strings.TrimSpace(step) == "" {
+		return fmt.Errorf("run %s: request approval: step is required", id.Short())
+	}
+	now := j.now().UTC()
+	return j.update(func(tx *bolt.Tx) error {
+		old, err := getRun(tx, id)
+		if err != nil {
+			return err
+		}
+		if old.Approval(step) != nil {
+			return nil
+		}
+		if old.Status == RunSucceeded {
+			return fmt.Errorf("run %s succeeded; step %s cannot wait for approval: %w", id.Short(), step, ErrTransition)
+		}
+		r := cloneRun(old)
+		r.Approvals = append(r.Approvals, Approval{Step: step, Message: message, RequestedAt: now, State: ApprovalPending})
+		r.UpdatedAt = now
+		return putRun(tx, old, r)
+	})
+}
+
+// DecideApproval records an operator's decision on a step of run that
+// waits for approval: as ApprovalApproved or ApprovalRejected, with who (by,
+// required) and why (reason, optional); the journal sets when. It returns
+// the approval as committed. A step that does not wait for approval —
+// never reached, without approve:, or decided already (the error says by
+// whom and when) — returns ErrTransition and writes nothing. Durable when
+// it returns nil.
+func (j *Journal) DecideApproval(id ID, step string, as ApprovalState, by, reason string) (*Approval, error) {
+	if !as.Decided() {
+		return nil, fmt.Errorf("run %s: decide approval of step %s as %s: want approved or rejected: %w", id.Short(), step, as, ErrTransition)
+	}
+	if strings.TrimSpace(by) == "" {
+		return nil, fmt.Errorf("run %s: decide approval of step %s: who (by) is required", id.Short(), step)
+	}
+	now := j.now().UTC()
+	var out Approval
+	err := j.update(func(tx *bolt.Tx) error {
+		old, err := getRun(tx, id)
+		if err != nil {
+			return err
+		}
+		a := old.Approval(step)
+		switch {
+		case a == nil:
+			return fmt.Errorf("run %s: step %s is not waiting for approval (%s): %w", id.Short(), step, waitingText(old), ErrTransition)
+		case a.State.Decided():
+			return fmt.Errorf("run %s: step %s was already %s by %s at %s: %w", id.Short(), step, a.State, a.By, a.At.Format(time.RFC3339), ErrTransition)
+		}
+		r := cloneRun(old)
+		a = r.Approval(step)
+		a.State, a.By, a.At, a.Reason = as, by, &now, reason
+		r.UpdatedAt = now
+		out = *a
+		return putRun(tx, old, r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// waitingText names the steps of r that wait for approval.
+func waitingText(r *Run) string {
+	p := r.PendingApprovals()
+	if len(p) == 0 {
+		return "no step of this run waits for approval"
+	}
+	names := make([]string, len(p))
+	for i, a := range p {
+		names[i] = a.Step
+	}
+	return "waiting: " + strings.Join(names, ", ")
+}
+
+func cloneRun(r *Run) *Run {
+	c := *r
+	c.Approvals = append([]Approval(nil), r.Approvals...)
+	return &c
 }
 
 // Begin writes the intent of a new invocation (state intent, attempt 1) and

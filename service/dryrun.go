@@ -25,6 +25,11 @@ type PlannedCall struct {
 	Pending string
 	// Skipped: the step's condition is known to be false.
 	Skipped bool
+	// Approve: the run would stop before this call until an operator
+	// approves the step (mcpflow approve); ApproveMessage is what the
+	// approver is shown.
+	Approve        bool
+	ApproveMessage string
 	// Verdict is the replay verdict a lost call would get now; Declared
 	// the verdict on the tool's annotations alone.
 	Verdict  replay.Decision
@@ -54,7 +59,7 @@ func (s *Service) DryRun(ctx context.Context, req RunRequest) ([]PlannedCall, er
 	vars := workflow.Vars{Inputs: inputs, Steps: map[string]any{}, Env: env}
 	var out []PlannedCall
 	for _, st := range wf.Steps {
-		base := PlannedCall{Step: st.ID, Item: -1, Server: st.Server, Tool: st.Tool}
+		base := PlannedCall{Step: st.ID, Item: -1, Server: st.Server, Tool: st.Tool, Approve: st.Approve, ApproveMessage: st.ApproveMessage}
 		if refs := st.If.StepRefs(); len(refs) > 0 {
 			base.Pending = "its condition reads " + stepList(refs)
 		} else if st.If != nil {

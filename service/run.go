@@ -110,25 +110,14 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 	if err != nil {
 		return nil, err
 	}
-	ws := s.o.Workspace
-	if run.Workspace != "" && run.Workspace != ws {
-		if st, err := os.Stat(run.Workspace); err != nil || !st.IsDir() {
-			return nil, fmt.Errorf("run %s belongs to workspace %s, which no longer exists", id.Short(), run.Workspace)
-		}
-		ws = run.Workspace
+	wf, ws, err := s.journaledWorkflow(run)
+	if err != nil {
+		return nil, err
 	}
 	if !req.TrustWorkspace && !req.Untrusted && run.Status != journal.RunSucceeded {
 		if err := s.trustStillGiven(run, ws); err != nil {
 			return nil, err
 		}
-	}
-	external, err := s.External(ws)
-	if err != nil {
-		return nil, err
-	}
-	wf, err := workflow.Load(run.Source, run.Definition, external)
-	if err != nil {
-		return nil, fmt.Errorf("run %s: journaled definition: %w", id.Short(), err)
 	}
 	secrets, err := wf.ParseSecretInputs(req.Secrets)
 	if err != nil {
@@ -179,6 +168,28 @@ func (s *Service) trustStillGiven(run *journal.Run, ws string) error {
 		}
 	}
 	return nil
+}
+
+// journaledWorkflow loads a run's journaled definition against the servers
+// configured now in the workspace the run belongs to, and returns it with
+// that workspace.
+func (s *Service) journaledWorkflow(run *journal.Run) (*workflow.Workflow, string, error) {
+	ws := s.o.Workspace
+	if run.Workspace != "" && run.Workspace != ws {
+		if st, err := os.Stat(run.Workspace); err != nil || !st.IsDir() {
+			return nil, "", fmt.Errorf("run %s belongs to workspace %s, which no longer exists", run.ID.Short(), run.Workspace)
+		}
+		ws = run.Workspace
+	}
+	external, err := s.External(ws)
+	if err != nil {
+		return nil, "", err
+	}
+	wf, err := workflow.Load(run.Source, run.Definition, external)
+	if err != nil {
+		return nil, "", fmt.Errorf("run %s: journaled definition: %w", run.ID.Short(), err)
+	}
+	return wf, ws, nil
 }
 
 // Resumable lists the runs that did not succeed, newest first within each

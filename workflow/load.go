@@ -110,7 +110,7 @@ func (l *loader) boolean(n *yaml.Node, what string) (bool, error) {
 var (
 	workflowKeys = []string{"name", "description", "inputs", "env", "servers", "steps", "outputs"}
 	inputKeys    = []string{"type", "description", "required", "default", "secret"}
-	stepKeys     = []string{"id", "name", "server", "tool", "with", "if", "for_each", "concurrency", "timeout", "retry", "continue_on_error"}
+	stepKeys     = []string{"id", "name", "server", "tool", "with", "if", "for_each", "concurrency", "timeout", "retry", "continue_on_error", "approve"}
 	retryKeys    = []string{"attempts", "backoff"}
 )
 
@@ -549,6 +549,11 @@ func (l *loader) step(sn *yaml.Node, i int, sc scope) (*Step, error) {
 			return nil, err
 		}
 	}
+	if v, ok := f["approve"]; ok {
+		if st.Approve, st.ApproveMessage, err = l.approve(v, what+".approve"); err != nil {
+			return nil, err
+		}
+	}
 	if w, ok := f["with"]; ok {
 		if w.Kind != yaml.MappingNode {
 			return nil, l.errAt(w, "%s.with: expected a mapping of arguments, found %s", what, yamlpos.KindName(w))
@@ -558,6 +563,26 @@ func (l *loader) step(sn *yaml.Node, i int, sc scope) (*Step, error) {
 		}
 	}
 	return st, nil
+}
+
+// approve reads a step's approve: true, false, or the message shown to the
+// approver (which implies true).
+func (l *loader) approve(n *yaml.Node, what string) (bool, string, error) {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
+		b, err := l.boolean(n, what)
+		return b, "", err
+	}
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+		return false, "", l.errAt(n, "%s: expected true, false or a message for the approver, found %s", what, yamlpos.KindName(n))
+	}
+	msg := strings.TrimSpace(n.Value)
+	switch {
+	case msg == "":
+		return false, "", l.errAt(n, "%s: the message for the approver is empty (write approve: true for none)", what)
+	case strings.Contains(msg, "${{"):
+		return false, "", l.errAt(n, "%s: the message is shown as written; expressions are not evaluated here", what)
+	}
+	return true, msg, nil
 }
 
 func (l *loader) duration(n *yaml.Node, what string) (time.Duration, error) {

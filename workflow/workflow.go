@@ -75,6 +75,12 @@ type Step struct {
 	// ContinueOnError lets the run go on when this step fails; later
 	// steps see steps.ID.isError.
 	ContinueOnError bool
+	// Approve: the run stops before the step's first intent is written
+	// until an operator approves the step (mcpflow approve) or rejects it
+	// (the step then fails). One approval covers every item of a for_each.
+	// ApproveMessage is shown to the approver ("" for approve: true).
+	Approve        bool
+	ApproveMessage string
 }
 
 // Retry says how often to try a call again after a tool error (isError).

@@ -33,7 +33,9 @@ and inputs come from the journal, not from the file on disk. Completed steps are
 never called again. A call that was in flight when mcpflow died is treated like a
 lost connection: it is re-sent only when the replay rule clears it, otherwise it
 becomes outcome_unknown and the run stays blocked until you resolve it with
-'mcpflow journal resolve'. Resuming a run that succeeded changes nothing.
+'mcpflow journal resolve'. A run blocked at a step with approve: stays blocked
+until 'mcpflow approve' (the step runs) or 'mcpflow reject' (it fails, sending
+nothing). Resuming a run that succeeded, or one still waiting, changes nothing.
 
 A run started with --trust-workspace keeps needing it: without the flag (or the
 workspace in your trust store) resume refuses, or asks on a terminal, since every
@@ -141,7 +143,8 @@ func resumeWith(ctx context.Context, o *resumeOptions, svc *service.Service, req
 }
 
 // reportBlocked says why a run is blocked and what to do: each invocation
-// waiting for an operator, and the commands that resolve it and continue.
+// waiting for an operator and each step waiting for approval, and the
+// commands that resolve, approve or reject them and continue.
 func reportBlocked(w io.Writer, rep *service.Report) {
 	run := rep.Run
 	msg := "an invocation's outcome is unknown"
@@ -150,16 +153,35 @@ func reportBlocked(w io.Writer, rep *service.Report) {
 	}
 	fmt.Fprintf(w, "mcpflow: run %s is blocked: %s\n", run.ID.Short(), msg)
 	example := "ID"
-	for _, inv := range rep.Waiting() {
+	waiting := rep.Waiting()
+	for _, inv := range waiting {
 		fmt.Fprintf(w, "  waiting for you: invocation %s, step %s, %s/%s (%s)\n", inv.ID.Short(), stepName(&inv), inv.Server, inv.Tool, inv.State)
 		if why := notReplayed(&inv); why != "" {
 			fmt.Fprintf(w, "    not replayed: %s\n", why)
 		}
 		example = inv.ID.Short()
 	}
+	approvals := run.PendingApprovals()
+	for _, a := range approvals {
+		fmt.Fprintf(w, "  waiting for approval: step %s%s (nothing of it was journaled or sent)\n", a.Step, quoted(a.Message))
+	}
 	fmt.Fprintf(w, "  inspect:  mcpflow runs show %s\n", run.ID.Short())
-	fmt.Fprintf(w, "  resolve:  mcpflow journal resolve %s --as completed --result FILE | --as failed --reason TEXT | --as retry --reason TEXT\n", example)
+	if len(waiting) > 0 || len(approvals) == 0 {
+		fmt.Fprintf(w, "  resolve:  mcpflow journal resolve %s --as completed --result FILE | --as failed --reason TEXT | --as retry --reason TEXT\n", example)
+	}
+	for _, a := range approvals {
+		fmt.Fprintf(w, "  approve:  mcpflow approve %s %s [--reason TEXT]\n", run.ID.Short(), a.Step)
+		fmt.Fprintf(w, "  reject:   mcpflow reject %s %s [--reason TEXT]\n", run.ID.Short(), a.Step)
+	}
 	fmt.Fprintf(w, "  continue: mcpflow resume %s\n", run.ID.Short())
+}
+
+// quoted is an approver's message as the blocked-run message shows it.
+func quoted(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return fmt.Sprintf(": %q", msg)
 }
 
 // notReplayed says why the replay rule did not clear sending an invocation

@@ -64,6 +64,8 @@ server and the workspace are trusted — otherwise the call is marked outcome un
 	root.AddCommand(
 		newRunCommand(g, nil),
 		newResumeCommand(g, nil),
+		newApproveCommand(g, nil),
+		newRejectCommand(g, nil),
 		newValidateCommand(g, nil),
 		newCallCommand(g, nil),
 		newServersCommand(g),

@@ -128,9 +128,15 @@ type plannedView struct {
 	Tool      string          `json:"tool"`
 	Arguments json.RawMessage `json:"arguments"`
 	Skipped   bool            `json:"skipped"`
+	Approval  *approvalAsk    `json:"approval"`
 	Pending   string          `json:"pending,omitempty"`
 	Replay    *replayView     `json:"replay"`
 	Problem   string          `json:"problem,omitempty"`
+}
+
+// approvalAsk is a step's approve: as a dry run shows it.
+type approvalAsk struct {
+	Message string `json:"message"`
 }
 
 // reportDryRun prints the calls a run would make; a call that could not be
@@ -143,6 +149,9 @@ func reportDryRun(g *globals, s ioStreams, calls []service.PlannedCall) error {
 		if c.Item >= 0 {
 			item := c.Item
 			v.Item = &item
+		}
+		if c.Approve {
+			v.Approval = &approvalAsk{Message: c.ApproveMessage}
 		}
 		if v.Arguments == nil {
 			v.Arguments = json.RawMessage("null")
@@ -172,6 +181,13 @@ func reportDryRun(g *globals, s ioStreams, calls []service.PlannedCall) error {
 			case v.Pending != "" && note == "":
 				args, note = "?", "known only when the run gets there: "+v.Pending
 			}
+			if v.Approval != nil && !v.Skipped {
+				ask := "waits for approval (mcpflow approve)"
+				if v.Approval.Message != "" {
+					ask = fmt.Sprintf("waits for approval: %q", v.Approval.Message)
+				}
+				note = joinNote(ask, note)
+			}
 			t.row(unitName(v.Step, itemOr(v.Item)), v.Server+"/"+v.Tool, args, replayText, note)
 		}
 		if err := t.flush(); err != nil {
@@ -187,6 +203,13 @@ func reportDryRun(g *globals, s ioStreams, calls []service.PlannedCall) error {
 		return &exitError{code: exitUsage, err: fmt.Errorf("dry run: %d call(s) could not be sent as they stand", problems)}
 	}
 	return nil
+}
+
+func joinNote(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "; " + b
 }
 
 func itemOr(p *int) int {

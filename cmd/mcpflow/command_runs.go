@@ -3,10 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/service"
 )
 
 func newRunsCommand(g *globals) *cobra.Command {
@@ -42,14 +44,14 @@ func showRun(w io.Writer, tf timeFormat, run *journal.Run, invs []journal.Invoca
 	fmt.Fprintln(w)
 	if len(invs) == 0 {
 		fmt.Fprintln(w, "No steps ran.")
-		return nil
-	}
-	t := newTable(w, "STEP", "INVOCATION", "TOOL", "STATE", "ATTEMPTS", "DURATION", "ERROR")
-	for _, inv := range invs {
-		t.row(stepName(&inv), inv.ID.Short(), inv.Server+"/"+inv.Tool, stateText(&inv), attemptsText(&inv), invDuration(&inv), errorText(&inv))
-	}
-	if err := t.flush(); err != nil {
-		return err
+	} else {
+		t := newTable(w, "STEP", "INVOCATION", "TOOL", "STATE", "ATTEMPTS", "DURATION", "ERROR")
+		for _, inv := range invs {
+			t.row(stepName(&inv), inv.ID.Short(), inv.Server+"/"+inv.Tool, stateText(&inv), attemptsText(&inv), invDuration(&inv), errorText(&inv))
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
 	}
 	var trail []string
 	for _, inv := range invs {
@@ -63,7 +65,50 @@ func showRun(w io.Writer, tf timeFormat, run *journal.Run, invs []journal.Invoca
 			fmt.Fprintln(w, l)
 		}
 	}
+	if len(run.Approvals) > 0 {
+		fmt.Fprintln(w, "\nApprovals:")
+		for _, a := range run.Approvals {
+			fmt.Fprintln(w, approvalLine(tf, run.ID, a))
+		}
+	}
 	return nil
+}
+
+// approvalLine is one approval gate in runs show: who decided what, when
+// and why, or what it waits for and the commands that decide it.
+func approvalLine(tf timeFormat, run journal.ID, a journal.Approval) string {
+	if a.State == journal.ApprovalPending {
+		return fmt.Sprintf("  %s  step %s waits for approval%s (mcpflow approve %s %s, or reject)", tf.at(a.RequestedAt), a.Step, quoted(a.Message), run.Short(), a.Step)
+	}
+	at := a.RequestedAt
+	if a.At != nil {
+		at = *a.At
+	}
+	line := fmt.Sprintf("  %s  %s %s step %s", tf.at(at), a.By, a.State, a.Step)
+	if a.Reason != "" {
+		line += ": " + a.Reason
+	}
+	return line
+}
+
+// waitingFor says what a blocked run waits for: the approval of a step, or
+// the resolution of the invocations whose outcome is unknown.
+func waitingFor(run *journal.Run, invs []journal.Invocation) string {
+	if run.Status != journal.RunBlocked {
+		return ""
+	}
+	if p := run.PendingApprovals(); len(p) > 0 {
+		return "approval of step " + p[0].Step
+	}
+	rep := service.Report{Run: run, Invocations: invs}
+	var steps []string
+	for _, inv := range rep.Waiting() {
+		steps = append(steps, stepName(&inv))
+	}
+	if len(steps) == 0 {
+		return ""
+	}
+	return "resolution of " + strings.Join(steps, ", ")
 }
 
 func attemptsText(inv *journal.Invocation) string {

@@ -73,10 +73,10 @@ func runRunsList(o *runsListOptions) error {
 			_, err := fmt.Fprintln(w, "no runs match")
 			return err
 		}
-		t := newTable(w, "ID", "WORKFLOW", "STATUS", "STEPS", "STARTED", "DURATION")
+		t := newTable(w, "ID", "WORKFLOW", "STATUS", "STEPS", "STARTED", "DURATION", "WAITING FOR")
 		now := time.Now()
 		for i, r := range runs {
-			t.row(r.Run.ID.Short(), r.Run.Workflow, r.Run.Status.String(), fmt.Sprint(len(views[i].Steps)), o.g.times.ago(now, r.Run.StartedAt), duration(r.Run))
+			t.row(r.Run.ID.Short(), r.Run.Workflow, r.Run.Status.String(), fmt.Sprint(len(views[i].Steps)), o.g.times.ago(now, r.Run.StartedAt), duration(r.Run), waitingFor(&r.Run, r.Invocations))
 		}
 		if err := t.flush(); err != nil {
 			return err

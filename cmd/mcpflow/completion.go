@@ -35,6 +35,41 @@ func completeRunIDs(g *globals) cobra.CompletionFunc {
 	}
 }
 
+// completeApprovals offers the runs with a step that waits for approval,
+// then that run's waiting steps.
+func completeApprovals(g *globals) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 1 || g.resolve(cmd) != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		svc, done, err := g.service(readJournal)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer done()
+		var out []cobra.Completion
+		if len(args) == 1 {
+			rep, err := svc.RunDetail(args[0])
+			if err != nil {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			for _, a := range rep.Run.PendingApprovals() {
+				if strings.HasPrefix(a.Step, toComplete) {
+					out = append(out, cobra.CompletionWithDesc(a.Step, a.Message))
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		}
+		runs, _ := svc.Runs(service.RunQuery{Status: journal.RunBlocked.String(), Limit: 100})
+		for _, r := range runs {
+			if p := r.Run.PendingApprovals(); len(p) > 0 && strings.HasPrefix(r.Run.ID.String(), toComplete) {
+				out = append(out, cobra.CompletionWithDesc(r.Run.ID.String(), r.Run.Workflow+" waits for approval of "+p[0].Step))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
 func completeInvocationIDs(g *globals) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if len(args) > 0 || g.resolve(cmd) != nil {
@@ -136,6 +171,8 @@ func addCompletions(root *cobra.Command, g *globals) {
 	}
 	find("resume").ValidArgsFunction = completeRunIDs(g)
 	find("runs", "show").ValidArgsFunction = completeRunIDs(g)
+	find("approve").ValidArgsFunction = completeApprovals(g)
+	find("reject").ValidArgsFunction = completeApprovals(g)
 	find("journal", "show").ValidArgsFunction = completeInvocationIDs(g)
 	find("journal", "resolve").ValidArgsFunction = completeInvocationIDs(g)
 	find("servers", "tools").ValidArgsFunction = completeServerTools(g)

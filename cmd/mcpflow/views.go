@@ -73,6 +73,9 @@ type runObject struct {
 	Inputs     map[string]any `json:"inputs"`
 	Outputs    map[string]any `json:"outputs"`
 	Steps      []stepView     `json:"steps"`
+	// Approvals are the run's approval gates: pending, approved or
+	// rejected, with who, when and why.
+	Approvals []approvalView `json:"approvals"`
 }
 
 type stepView struct {
@@ -90,6 +93,10 @@ func runView(r *journal.Run, invs []journal.Invocation) runObject {
 		ID: r.ID.String(), Workflow: r.Workflow, Status: r.Status.String(),
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Error: r.Error,
 		Workspace: r.Workspace, Digest: r.Digest, Inputs: r.Inputs, Outputs: r.Outputs, Steps: []stepView{},
+		Approvals: []approvalView{},
+	}
+	for _, a := range r.Approvals {
+		v.Approvals = append(v.Approvals, approvalOf(a))
 	}
 	for _, inv := range invs {
 		v.Steps = append(v.Steps, stepView{
