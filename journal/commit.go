@@ -37,7 +37,13 @@ type groupCommit struct {
 
 type pendingWrite struct {
 	fn   func(*bolt.Tx) error
-	done chan error
+	done chan struct{} // closed once err is set
+	err  error
+}
+
+func (w *pendingWrite) finish(err error) {
+	w.err = err
+	close(w.done)
 }
 
 func (g *groupCommit) init(db *bolt.DB, path string) {
@@ -49,25 +55,41 @@ func (g *groupCommit) init(db *bolt.DB, path string) {
 // written). fn may run more than once and must be free of side effects
 // outside tx.
 func (g *groupCommit) do(fn func(*bolt.Tx) error) error {
-	w := &pendingWrite{fn: fn, done: make(chan error, 1)}
+	w, err := g.enqueue(fn)
+	if err != nil {
+		return err
+	}
+	return g.wait(w)
+}
+
+// enqueue queues fn for the next commit without starting one: it rides
+// with the next write that commits (see wait), and is ordered before it.
+func (g *groupCommit) enqueue(fn func(*bolt.Tx) error) (*pendingWrite, error) {
+	w := &pendingWrite{fn: fn, done: make(chan struct{})}
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.closed {
-		g.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	g.pending = append(g.pending, w)
-	g.mu.Unlock()
+	return w, nil
+}
+
+// wait returns once w is committed (or failed): committed by another
+// writer's commit, or by this one, which takes the committer's token and
+// commits everything queued, w included.
+func (g *groupCommit) wait(w *pendingWrite) error {
 	select {
-	case err := <-w.done:
-		return err
+	case <-w.done:
+		return w.err
 	case g.token <- struct{}{}:
 	}
-	// The previous committer sent all its results before it gave the token
-	// back: w is either done or still queued.
+	// The previous committer finished all its writes before it gave the
+	// token back: w is either done or still queued.
 	select {
-	case err := <-w.done:
+	case <-w.done:
 		<-g.token
-		return err
+		return w.err
 	default:
 	}
 	g.mu.Lock()
@@ -76,7 +98,8 @@ func (g *groupCommit) do(fn func(*bolt.Tx) error) error {
 	g.mu.Unlock()
 	g.commit(batch)
 	<-g.token
-	return <-w.done
+	<-w.done
+	return w.err
 }
 
 // commit writes batch in as few transactions as possible. When one write
@@ -91,11 +114,11 @@ func (g *groupCommit) commit(batch []*pendingWrite) {
 				g.writes.Add(int64(len(batch)))
 			}
 			for _, w := range batch {
-				w.done <- err
+				w.finish(err)
 			}
 			return
 		}
-		batch[failed].done <- err
+		batch[failed].finish(err)
 		batch = append(batch[:failed:failed], batch[failed+1:]...)
 	}
 }
@@ -130,8 +153,17 @@ func (g *groupCommit) update(batch []*pendingWrite) (failed int, err error) {
 	return cur, err
 }
 
+// close refuses new writes. Writes still queued (enqueued, never waited
+// for) are committed first: a deferred write is never dropped by Close.
 func (g *groupCommit) close() {
 	g.mu.Lock()
 	g.closed = true
+	last := (*pendingWrite)(nil)
+	if n := len(g.pending); n > 0 {
+		last = g.pending[n-1]
+	}
 	g.mu.Unlock()
+	if last != nil {
+		g.wait(last)
+	}
 }

@@ -2,6 +2,7 @@ package journal_test
 
 import (
 	"errors"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -130,4 +131,63 @@ func TestLoneWriterDoesNotWait(t *testing.T) {
 		t.Errorf("%d commits for %d sequential writes: each write must commit at once", c, 2*n)
 	}
 	t.Logf("%d sequential durable writes: %v each", 2*n, took/(2*n))
+}
+
+// TestPendingRidesWithTheNextCommit: a deferred write makes no commit of
+// its own; the next write carries it in the same commit, before itself;
+// Wait commits it when nothing else does; a failed deferred write fails
+// alone; Close commits what is still queued.
+func TestPendingRidesWithTheNextCommit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	j := journaltest.OpenPath(t, path, nil)
+	c0 := j.Commits()
+
+	// Run creation rides with the first intent: one commit for both.
+	r := &journal.Run{Workflow: "wf"}
+	created, err := j.CreateRunLater(r)
+	if err != nil || created.Done() || j.Commits() != c0 {
+		t.Fatalf("CreateRunLater: %v, done %v, %d commits; want queued, no commit", err, created.Done(), j.Commits()-c0)
+	}
+	in, err := j.Begin(&journal.Invocation{RunID: r.ID, Step: "a", Item: -1, Server: "s", Tool: "t"})
+	if err != nil || !created.Done() || created.Wait() != nil || j.Commits()-c0 != 1 {
+		t.Fatalf("Begin after CreateRunLater: %v, done %v, %d commits; want one commit carrying both", err, created.Done(), j.Commits()-c0)
+	}
+
+	// The outcome of a and the intent of b share a commit.
+	finished, err := j.FinishLater(in, journal.Outcome{State: journal.StateCompleted, Result: &journal.Result{Content: []byte(`[]`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Begin(&journal.Invocation{RunID: r.ID, Step: "b", Item: -1, Server: "s", Tool: "t"}); err != nil || finished.Wait() != nil || j.Commits()-c0 != 2 {
+		t.Fatalf("Begin after FinishLater: %v, %v, %d commits", err, finished.Wait(), j.Commits()-c0)
+	}
+	if got, _ := j.Invocation(in.ID); got.State != journal.StateCompleted {
+		t.Errorf("a is %s, want completed", got.State)
+	}
+
+	// A deferred write that fails fails alone, at Wait; the write it rode
+	// with commits.
+	again, err := j.FinishLater(in, journal.Outcome{State: journal.StateCompleted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped, _ := j.SkipLater(&journal.Invocation{RunID: r.ID, Step: "c", Item: -1, Server: "s", Tool: "t"})
+	if err := again.Wait(); !errors.Is(err, journal.ErrTransition) {
+		t.Errorf("finishing a finished call: %v, want ErrTransition", err)
+	}
+	if err := skipped.Wait(); err != nil {
+		t.Errorf("the skip queued with it: %v", err)
+	}
+
+	// Close commits what is queued.
+	late, _ := j.SkipLater(&journal.Invocation{RunID: r.ID, Step: "d", Item: -1, Server: "s", Tool: "t"})
+	journaltest.CheckAndClose(t, j)
+	if !late.Done() || late.Wait() != nil {
+		t.Fatalf("after Close: done %v, %v", late.Done(), late.Wait())
+	}
+	j = journaltest.OpenPath(t, path, nil)
+	invs, _ := j.RunInvocations(r.ID)
+	if len(invs) != 4 || invs[3].Step != "d" || invs[3].State != journal.StateSkipped {
+		t.Errorf("after reopening: %d invocations, want a, b, c and d skipped", len(invs))
+	}
 }

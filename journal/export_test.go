@@ -12,7 +12,7 @@ import (
 )
 
 // Commits is how many transactions the group committer has committed.
-func (j *Journal) Commits() int64 { return j.gc.commits.Load() }
+func (j *Journal) Commits() int64 { return j.Stats().Commits }
 
 // RawInvocation and RawRun return a record's stored bytes.
 func (j *Journal) RawInvocation(id ID) []byte { return j.raw(bucketInvs, id) }

@@ -365,12 +365,75 @@ func (j *Journal) view(fn func(*bolt.Tx) error) (err error) {
 // — every write is refused, so that nothing is built on a record that
 // cannot be read: salvage what is readable into a new journal instead.
 func (j *Journal) update(fn func(*bolt.Tx) error) error {
-	if d := j.damage.Load(); d != nil {
-		return fmt.Errorf("journal %s: %w: writes refused since damage was found (%v); copy what is readable with 'mcpflow journal salvage OUT'", j.path, ErrDamaged, *d)
+	if err := j.refused(); err != nil {
+		return err
 	}
 	err := j.gc.do(fn)
 	j.latch(err)
 	return err
+}
+
+// Pending is a journal write queued to ride with the next commit instead
+// of making its own: the next write that commits (any writer's) carries
+// it, in the same bbolt transaction and before its own write. Until then
+// it is not durable — a crash loses it — and nothing may depend on it:
+// call Wait first, or let a later write of the same goroutine commit (a
+// write that returns nil was committed after, or with, every write queued
+// before it). Close commits what is still queued.
+type Pending struct {
+	j *Journal
+	w *pendingWrite
+}
+
+// Wait returns once the write is committed (nil: durable) or failed,
+// committing it now if no other write has.
+func (p *Pending) Wait() error {
+	err := p.j.gc.wait(p.w)
+	p.j.latch(err)
+	return err
+}
+
+// Done reports whether the write is committed or failed, without waiting.
+func (p *Pending) Done() bool {
+	select {
+	case <-p.w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// later queues fn for the next commit.
+func (j *Journal) later(fn func(*bolt.Tx) error) (*Pending, error) {
+	if err := j.refused(); err != nil {
+		return nil, err
+	}
+	w, err := j.gc.enqueue(fn)
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{j: j, w: w}, nil
+}
+
+// Stats counts the journal's writes since it was opened.
+type Stats struct {
+	// Commits is the number of bbolt commits (each two fdatasyncs: the
+	// data pages, then the meta page); Writes the number of journal facts
+	// they carried (a commit shared by concurrent writers carries many).
+	Commits, Writes int64
+}
+
+// Stats returns the journal's write counts.
+func (j *Journal) Stats() Stats {
+	return Stats{Commits: j.gc.commits.Load(), Writes: j.gc.writes.Load()}
+}
+
+// refused is the error of every write once damage was found.
+func (j *Journal) refused() error {
+	if d := j.damage.Load(); d != nil {
+		return fmt.Errorf("journal %s: %w: writes refused since damage was found (%v); copy what is readable with 'mcpflow journal salvage OUT'", j.path, ErrDamaged, *d)
+	}
+	return nil
 }
 
 // latch remembers damage that err reports.

@@ -27,7 +27,13 @@ func (in Intent) Valid() bool { return in.durable }
 
 // CreateRun writes a new run in status running. It assigns r.ID when unset
 // and sets the timestamps. Durable when it returns nil.
-func (j *Journal) CreateRun(r *Run) error {
+func (j *Journal) CreateRun(r *Run) error { return j.update(j.createRun(r)) }
+
+// CreateRunLater is CreateRun queued to ride with the next commit (see
+// Pending): the run exists once the Pending is done without error.
+func (j *Journal) CreateRunLater(r *Run) (*Pending, error) { return j.later(j.createRun(r)) }
+
+func (j *Journal) createRun(r *Run) func(*bolt.Tx) error {
 	now := j.now().UTC()
 	if r.ID.IsZero() {
 		r.ID = j.ids.next(now)
@@ -37,12 +43,12 @@ func (j *Journal) CreateRun(r *Run) error {
 		r.Digest = Digest(r.Definition)
 	}
 	rec := *r
-	return j.update(func(tx *bolt.Tx) error {
+	return func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketRuns).Get(rec.ID.key()) != nil {
 			return fmt.Errorf("run %s: %w", rec.ID, ErrExists)
 		}
 		return putRun(tx, nil, &rec)
-	})
+	}
 }
 
 // SetRunStatus moves a run to status with an optional error; finished
@@ -200,11 +206,16 @@ func (j *Journal) Begin(inv *Invocation) (Intent, error) {
 // Skip records a step whose condition was false: an invocation in state
 // skipped that was never sent (no attempt). Like Begin it assigns inv.ID
 // and overwrites the fields the journal owns. Durable when it returns nil.
-func (j *Journal) Skip(inv *Invocation) error {
+func (j *Journal) Skip(inv *Invocation) error { return j.update(j.skip(inv)) }
+
+// SkipLater is Skip queued to ride with the next commit (see Pending).
+func (j *Journal) SkipLater(inv *Invocation) (*Pending, error) { return j.later(j.skip(inv)) }
+
+func (j *Journal) skip(inv *Invocation) func(*bolt.Tx) error {
 	now := j.now().UTC()
 	j.newInv(inv, now, StateSkipped)
 	rec := *inv
-	return j.update(func(tx *bolt.Tx) error { return insertInv(tx, &rec) })
+	return func(tx *bolt.Tx) error { return insertInv(tx, &rec) }
 }
 
 func (j *Journal) newInv(inv *Invocation, now time.Time, s State) {
@@ -308,8 +319,21 @@ func (j *Journal) Finish(in Intent, o Outcome) error {
 	if !in.durable {
 		return fmt.Errorf("finish: intent not issued by the journal: %w", ErrTransition)
 	}
+	return j.update(j.finish(in, o))
+}
+
+// FinishLater is Finish queued to ride with the next commit (see Pending):
+// the outcome of one step and the intent of the next share a commit.
+func (j *Journal) FinishLater(in Intent, o Outcome) (*Pending, error) {
+	if !in.durable {
+		return nil, fmt.Errorf("finish: intent not issued by the journal: %w", ErrTransition)
+	}
+	return j.later(j.finish(in, o))
+}
+
+func (j *Journal) finish(in Intent, o Outcome) func(*bolt.Tx) error {
 	now := j.now().UTC()
-	return j.update(func(tx *bolt.Tx) error {
+	return func(tx *bolt.Tx) error {
 		old, err := getInv(tx, in.ID)
 		if err != nil {
 			return err
@@ -336,7 +360,7 @@ func (j *Journal) Finish(in Intent, o Outcome) error {
 			inv.Decisions = append(inv.Decisions, d)
 		}
 		return putInv(tx, old, inv)
-	})
+	}
 }
 
 // Interrupted records the failure of an attempt whose outcome was never

@@ -1,0 +1,202 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/journaltest"
+	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/workflow"
+)
+
+// BenchmarkStepCost prints, from one process, the figures of the
+// performance table in the README: what a journaled step costs beyond the
+// bare tools/call, in units of one fsync measured in the same run, and the
+// throughput of 64 concurrent runs against 64 bare callers. Each iteration
+// is one interleaved round (fsync, bare calls, a 20-step run, 64
+// concurrent 10-step runs, 64 concurrent bare callers); the figures are
+// medians over the rounds. Run it with:
+//
+//	go test ./engine -run '^$' -bench StepCost -benchtime 10x
+func BenchmarkStepCost(b *testing.B) {
+	dir := b.TempDir()
+	j := journaltest.OpenPath(b, filepath.Join(dir, "journal.db"), nil)
+	srv := benchServer()
+	sess := cachedSession{connectMemTB(b, srv), map[string]servers.Tool{}}
+	callers := make([]cachedSession, 64)
+	for i := range callers {
+		callers[i] = cachedSession{connectMemTB(b, srv), map[string]servers.Tool{}}
+	}
+	wf20, wf10 := loadB(b, chain(20)), loadB(b, chain(10))
+	eng := newEngine(j, sess)
+	ctx := context.Background()
+	f, err := os.Create(filepath.Join(dir, "fsync"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	page := make([]byte, 4096)
+
+	var fsyncs, bares, steps, ratios, concurrent []float64
+	commits, stepsRun := int64(0), 0
+	for b.Loop() {
+		// One fsync of 4 KiB (fdatasync, as bbolt does).
+		fsyncs = append(fsyncs, median(20, func() {
+			f.WriteAt(page, 0)
+			f.Sync()
+		}))
+		// One bare tools/call on the same in-memory server.
+		bares = append(bares, median(200, func() {
+			if _, err := sess.cs.CallTool(ctx, &mcp.CallToolParams{Name: "t", Arguments: map[string]any{"n": 1}}); err != nil {
+				b.Fatal(err)
+			}
+		}))
+		// One step of a 20-step run.
+		c0 := j.Stats().Commits
+		start := time.Now()
+		if run, err := eng.Run(ctx, wf20, map[string]any{}, ""); err != nil || run.Status != journal.RunSucceeded {
+			b.Fatalf("run: %v %v", err, run)
+		}
+		steps = append(steps, float64(time.Since(start).Microseconds())/20)
+		commits += j.Stats().Commits - c0
+		stepsRun += 20
+		ratios = append(ratios, (steps[len(steps)-1]-bares[len(bares)-1])/fsyncs[len(fsyncs)-1])
+		// 64 concurrent 10-step runs against 64 concurrent callers of 10
+		// bare calls each: steps per second over calls per second.
+		journaled := parallel(64, func(i int) {
+			e := newEngine(j, callers[i])
+			if run, err := e.Run(ctx, wf10, map[string]any{}, ""); err != nil || run.Status != journal.RunSucceeded {
+				b.Errorf("run: %v %v", err, run)
+			}
+		})
+		bare := parallel(64, func(i int) {
+			for range 10 {
+				if _, err := callers[i].cs.CallTool(ctx, &mcp.CallToolParams{Name: "t", Arguments: map[string]any{"n": 1}}); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+		concurrent = append(concurrent, bare.Seconds()/journaled.Seconds())
+	}
+	b.ReportMetric(med(fsyncs), "fsync-µs")
+	b.ReportMetric(med(bares), "bare-call-µs")
+	b.ReportMetric(med(steps), "step-µs")
+	b.ReportMetric(med(ratios), "(step-bare)/fsync")
+	b.ReportMetric(med(concurrent), "64-runs/64-bare")
+	b.ReportMetric(float64(commits)/float64(stepsRun), "commits/step")
+}
+
+// BenchmarkLongRun compares the per-step cost of a 200-step run with a
+// 5-step run's (the ratio should stay near 1: nothing grows with the run).
+func BenchmarkLongRun(b *testing.B) {
+	j := journaltest.Open(b, nil)
+	sess := cachedSession{connectMemTB(b, benchServer()), map[string]servers.Tool{}}
+	eng := newEngine(j, sess)
+	wf5, wf200 := loadB(b, chain(5)), loadB(b, chain(200))
+	var short, long []float64
+	for b.Loop() {
+		for _, c := range []struct {
+			wf    *workflow.Workflow
+			n     int
+			times *[]float64
+		}{{wf5, 5, &short}, {wf200, 200, &long}} {
+			start := time.Now()
+			if run, err := eng.Run(context.Background(), c.wf, map[string]any{}, ""); err != nil || run.Status != journal.RunSucceeded {
+				b.Fatalf("run: %v %v", err, run)
+			}
+			*c.times = append(*c.times, float64(time.Since(start).Microseconds())/float64(c.n))
+		}
+	}
+	b.ReportMetric(med(short), "5-step-µs/step")
+	b.ReportMetric(med(long), "200-step-µs/step")
+	b.ReportMetric(med(long)/med(short), "200/5")
+}
+
+// chain is a workflow of n steps, each using the previous step's result.
+func chain(n int) string {
+	var s strings.Builder
+	s.WriteString("name: chain\nservers: {s: {builtin: demo}}\nsteps:\n  - {id: s0, server: s, tool: t, with: {n: 1}}\n")
+	for i := 1; i < n; i++ {
+		fmt.Fprintf(&s, "  - {id: s%d, server: s, tool: t, with: {n: \"${{ steps.s%d.structuredContent.n + 1 }}\"}}\n", i, i-1)
+	}
+	return s.String()
+}
+
+// benchServer has one tool, t, that answers {n} with {n} (and says so in
+// text).
+func benchServer() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bench"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{IdempotentHint: true}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			var in struct{ N int }
+			json.Unmarshal(req.Params.Arguments, &in)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(in.N)}}, StructuredContent: map[string]any{"n": in.N}}, nil
+		})
+	return srv
+}
+
+// cachedSession lists a server's tools once, as servers.Session does.
+type cachedSession struct {
+	memSession
+	tools map[string]servers.Tool
+}
+
+func (s cachedSession) Tool(ctx context.Context, name string) (servers.Tool, error) {
+	if t, ok := s.tools[name]; ok {
+		return t, nil
+	}
+	t, err := s.memSession.Tool(ctx, name)
+	if err == nil {
+		s.tools[name] = t
+	}
+	return t, err
+}
+
+var _ engine.Session = cachedSession{}
+
+// median runs fn n times and returns the median duration in µs.
+func median(n int, fn func()) float64 {
+	d := make([]float64, n)
+	for i := range d {
+		start := time.Now()
+		fn()
+		d[i] = float64(time.Since(start).Nanoseconds()) / 1e3
+	}
+	return med(d)
+}
+
+func med(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+// parallel runs fn(0..n-1) at once and returns how long they all took.
+func parallel(n int, fn func(i int)) time.Duration {
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+	return time.Since(start)
+}
