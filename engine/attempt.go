@@ -109,6 +109,9 @@ func (r *runner) begin(ctx context.Context, u unit) (stepResult, error) {
 	if out != nil {
 		return *out, nil
 	}
+	if err := r.beforeStarting(u.Server); err != nil {
+		return stepResult{}, err
+	}
 	sess, out := r.connect(ctx, u, nil, false, journal.ID{})
 	if out != nil {
 		return *out, nil
@@ -226,6 +229,9 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 		intent, err := r.j.Again(id, next)
 		return ready{sess: sess, intent: intent}, err
 	}
+	if err := r.beforeStarting(u.Server); err != nil {
+		return ready{}, err
+	}
 	sess, out := r.connect(ctx, u, sess, c.kind != causeResend, id)
 	if out != nil {
 		return stop(*out, journal.StateIntent)
@@ -320,6 +326,7 @@ func (r *runner) connect(ctx context.Context, u unit, old Session, afterLoss boo
 			s, err = r.e.Reconnect(ctx, u.Server, old)
 		}
 		if err == nil {
+			r.using(u.Server)
 			return s, nil
 		}
 		lastErr, old = err, nil
@@ -409,7 +416,8 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 		return end(*blocked(intent.ID), journal.StateOutcomeUnknown), nil
 	}
 	if class.Executed() {
-		if err := r.j.Finish(intent, journal.Outcome{State: journal.StateCompleted, Result: r.result(res), Decision: rv.declined}); err != nil {
+		// The outcome rides with the run's next write (durable.go).
+		if err := r.j.FinishLater(intent, journal.Outcome{State: journal.StateCompleted, Result: r.result(res), Decision: rv.declined}); err != nil {
 			return turn{}, err
 		}
 		done := completed(u, stepValue(res))

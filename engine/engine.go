@@ -21,6 +21,11 @@ import (
 // implements it; every write is durable when it returns.
 type Journal interface {
 	CreateRun(*journal.Run) error
+	// CreateRunLater, FinishLater and SkipLater queue a write to ride with
+	// the next commit (see journal.Pending and durable.go).
+	CreateRunLater(*journal.Run) (*journal.Pending, error)
+	FinishLater(journal.Intent, journal.Outcome) (*journal.Pending, error)
+	SkipLater(*journal.Invocation) (*journal.Pending, error)
 	SetRunStatus(journal.ID, journal.RunStatus, *journal.Error) error
 	EndRun(journal.ID, journal.RunStatus, *journal.Error, map[string]any) error
 	Begin(*journal.Invocation) (journal.Intent, error)
@@ -232,17 +237,21 @@ func (e *Engine) Run(ctx context.Context, wf *workflow.Workflow, inputs map[stri
 	if e.Journal.Sealed() {
 		run.Inputs = inputs // encrypted at rest: kept faithfully, secrets too
 	}
-	if err := e.Journal.CreateRun(run); err != nil {
+	// The run's creation rides with its first write.
+	created, err := e.Journal.CreateRunLater(run)
+	if err != nil {
 		return nil, err
 	}
+	r := newRunner(e, wf, run, inputs, nil)
+	r.queue(created)
 	e.emit(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
-	return newRunner(e, wf, run, inputs, nil).execute(ctx)
+	return r.execute(ctx)
 }
 
 // runner is the state of one run in progress.
 type runner struct {
 	e       *Engine
-	j       Journal  // the engine's journal, scrubbing secrets (see scrubbing)
+	j       scrubbing // the engine's journal as the run writes it: secrets scrubbed, one commit per step (durable.go)
 	secrets []string // values of secret inputs: never journaled or shown
 	wf      *workflow.Workflow
 	run     *journal.Run
@@ -255,6 +264,14 @@ type runner struct {
 
 	mu    sync.Mutex
 	steps map[string]any // what expressions see as steps.ID
+
+	// dmu guards the queue of writes waiting for the next commit, the
+	// events waiting for them, and the servers the run has used
+	// (durable.go).
+	dmu     sync.Mutex
+	pending []*journal.Pending
+	held    []Event
+	used    map[string]bool
 }
 
 // unit is one invocation's worth of a step: the step itself, or one item of
@@ -283,7 +300,7 @@ func newRunner(e *Engine, wf *workflow.Workflow, run *journal.Run, inputs map[st
 	for _, name := range wf.Env {
 		env[name] = os.Getenv(name) // a listed variable that is unset reads as ""
 	}
-	r := &runner{e: e, wf: wf, run: run, inputs: inputs, env: env, prior: prior, steps: map[string]any{}}
+	r := &runner{e: e, wf: wf, run: run, inputs: inputs, env: env, prior: prior, steps: map[string]any{}, used: map[string]bool{}}
 	r.secrets = workflow.SecretValues(wf.SecretInputs(), inputs)
 	r.j = scrubbing{Journal: e.Journal, r: r}
 	return r
@@ -467,7 +484,7 @@ func (r *runner) skip(u unit) (stepResult, error) {
 		return stepResult{value: value, status: journal.RunSucceeded}, nil
 	}
 	inv := &journal.Invocation{RunID: r.run.ID, Step: u.ID, Item: -1, Server: u.Server, Tool: u.Tool}
-	if err := r.j.Skip(inv); err != nil {
+	if err := r.j.SkipLater(inv); err != nil {
 		return stepResult{}, err
 	}
 	out := stepResult{value: value, status: journal.RunSucceeded, invocation: inv.ID, state: journal.StateSkipped}
@@ -498,7 +515,7 @@ func (r *runner) finished(u unit, out stepResult) {
 	if out.invocation.IsZero() {
 		return
 	}
-	r.emit(Event{Kind: StepFinished, Run: r.run.ID, Step: u.ID, Item: u.item, Server: u.Server, Tool: u.Tool,
+	r.emitDurable(Event{Kind: StepFinished, Run: r.run.ID, Step: u.ID, Item: u.item, Server: u.Server, Tool: u.Tool,
 		Invocation: out.invocation, State: out.state, Attempt: out.attempt, Elapsed: out.elapsed, Text: out.text, Err: out.err})
 }
 
@@ -532,6 +549,12 @@ launch:
 			defer wg.Done()
 			defer func() { <-sem }()
 			results[i], errs[i] = r.unit(ctx, unit{Step: st, item: i, itemValue: item})
+			if errs[i] == nil && st.Concurrency > 1 {
+				// Other items may be in long calls: this outcome does not
+				// wait for their next write (one at a time, the next
+				// item's intent carries it).
+				errs[i] = r.flush()
+			}
 			if errs[i] != nil || (results[i].status != journal.RunSucceeded && !st.ContinueOnError) {
 				stop.Do(func() { close(stopped) })
 			}

@@ -65,18 +65,18 @@ type scrubbing struct {
 
 func (s scrubbing) Finish(in journal.Intent, o journal.Outcome) error {
 	o.Error, o.Detail = s.r.scrubError(o.Error), s.r.scrub(o.Detail)
-	return s.Journal.Finish(in, o)
+	return s.r.settled(s.Journal.Finish(in, o))
 }
 
 func (s scrubbing) Interrupted(id journal.ID, o journal.Outcome) error {
 	o.Error, o.Detail = s.r.scrubError(o.Error), s.r.scrub(o.Detail)
-	return s.Journal.Interrupted(id, o)
+	return s.r.settled(s.Journal.Interrupted(id, o))
 }
 
 func (s scrubbing) Decide(id journal.ID, d journal.Decision, st journal.State, e *journal.Error) error {
-	return s.Journal.Decide(id, d, st, s.r.scrubError(e))
+	return s.r.settled(s.Journal.Decide(id, d, st, s.r.scrubError(e)))
 }
 
 func (s scrubbing) EndRun(id journal.ID, st journal.RunStatus, e *journal.Error, outputs map[string]any) error {
-	return s.Journal.EndRun(id, st, s.r.scrubError(e), outputs)
+	return s.r.settled(s.Journal.EndRun(id, st, s.r.scrubError(e), outputs))
 }
