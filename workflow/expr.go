@@ -73,6 +73,9 @@ func (e *Expression) where() string {
 type refs struct {
 	inputs, steps, env []string
 	item               bool
+	// allSteps: steps is read other than by a literal name (size(steps),
+	// steps[x]), so an evaluation needs every step.
+	allSteps bool
 }
 
 func compileExpr(src string) (*Expression, error) {
@@ -102,12 +105,14 @@ func compileExpr(src string) (*Expression, error) {
 // collectRefs finds inputs.X, steps.X (or steps['X']), env.X and item.
 func collectRefs(a *cel.Ast) refs {
 	var r refs
+	stepsIdents, stepsNamed := 0, 0
 	add := func(root, name string) {
 		switch root {
 		case "inputs":
 			r.inputs = append(r.inputs, name)
 		case "steps":
 			r.steps = append(r.steps, name)
+			stepsNamed++
 		case "env":
 			r.env = append(r.env, name)
 		}
@@ -115,8 +120,11 @@ func collectRefs(a *cel.Ast) refs {
 	ast.PreOrderVisit(ast.NavigateAST(a.NativeRep()), ast.NewExprVisitor(func(e ast.Expr) {
 		switch e.Kind() {
 		case ast.IdentKind:
-			if n := e.AsIdent(); n == "item" || n == "index" {
+			switch e.AsIdent() {
+			case "item", "index":
 				r.item = true
+			case "steps":
+				stepsIdents++
 			}
 		case ast.SelectKind:
 			sel := e.AsSelect()
@@ -135,6 +143,7 @@ func collectRefs(a *cel.Ast) refs {
 			}
 		}
 	}))
+	r.allSteps = stepsIdents > stepsNamed
 	return r
 }
 
@@ -153,7 +162,7 @@ type Vars struct {
 func (e *Expression) Eval(ctx context.Context, v Vars) (any, error) {
 	act := map[string]any{
 		"inputs": celValue(v.Inputs),
-		"steps":  celValue(v.Steps),
+		"steps":  e.stepsFor(v.Steps),
 		"env":    v.Env,
 	}
 	if v.InLoop {
@@ -166,6 +175,23 @@ func (e *Expression) Eval(ctx context.Context, v Vars) (any, error) {
 		return nil, fmt.Errorf("%sexpression %q: %v", e.where(), e.src, err)
 	}
 	return nativeValue(out)
+}
+
+// stepsFor is what e sees of the steps: the ones it names, converted for
+// CEL (converting every earlier step would make each step of a long run
+// cost more than the one before).
+func (e *Expression) stepsFor(steps map[string]any) map[string]any {
+	if e.refs.allSteps {
+		out, _ := celValue(steps).(map[string]any)
+		return out
+	}
+	out := make(map[string]any, len(e.refs.steps))
+	for _, name := range e.refs.steps {
+		if v, ok := steps[name]; ok {
+			out[name] = celValue(v)
+		}
+	}
+	return out
 }
 
 // celValue makes JSON values comfortable in CEL: whole numbers become ints,
