@@ -27,9 +27,15 @@ import (
 // on them: on resume the call is found in flight, like any crash mid-call.
 
 // queue queues p, a write of this run that rides with the next commit.
-func (r *runner) queue(p *journal.Pending) {
+// outcome says it records what became of a step (a result, a skip): such a
+// write must not wait for a server to start. The run's creation may: until
+// the first intent, nothing depends on it.
+func (r *runner) queue(p *journal.Pending, outcome bool) {
 	r.dmu.Lock()
 	r.pending = append(r.pending, p)
+	if outcome {
+		r.outcomes++
+	}
 	r.dmu.Unlock()
 }
 
@@ -39,7 +45,7 @@ func (r *runner) queue(p *journal.Pending) {
 func (r *runner) flush() error {
 	r.dmu.Lock()
 	pending, held := r.pending, r.held
-	r.pending, r.held = nil, nil
+	r.pending, r.held, r.outcomes = nil, nil, 0
 	r.dmu.Unlock()
 	var errs []error
 	for _, p := range pending {
@@ -79,13 +85,13 @@ func (r *runner) emitDurable(ev Event) {
 }
 
 // beforeStarting flushes the queue before the run connects to a server it
-// has not used yet: starting one is I/O a queued outcome must not wait
-// for.
+// has not used yet, when it holds an outcome: starting a server is I/O a
+// queued outcome must not wait for.
 func (r *runner) beforeStarting(server string) error {
 	r.dmu.Lock()
-	used := r.used[server]
+	wait := !r.used[server] && r.outcomes > 0
 	r.dmu.Unlock()
-	if used {
+	if !wait {
 		return nil
 	}
 	return r.flush()
@@ -126,7 +132,7 @@ func (s scrubbing) FinishLater(in journal.Intent, o journal.Outcome) error {
 	if err != nil {
 		return err
 	}
-	s.r.queue(p)
+	s.r.queue(p, true)
 	return nil
 }
 
@@ -136,7 +142,7 @@ func (s scrubbing) SkipLater(inv *journal.Invocation) error {
 	if err != nil {
 		return err
 	}
-	s.r.queue(p)
+	s.r.queue(p, true)
 	return nil
 }
 

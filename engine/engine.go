@@ -243,7 +243,7 @@ func (e *Engine) Run(ctx context.Context, wf *workflow.Workflow, inputs map[stri
 		return nil, err
 	}
 	r := newRunner(e, wf, run, inputs, nil)
-	r.queue(created)
+	r.queue(created, false)
 	e.emit(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
 	return r.execute(ctx)
 }
@@ -252,7 +252,7 @@ func (e *Engine) Run(ctx context.Context, wf *workflow.Workflow, inputs map[stri
 type runner struct {
 	e       *Engine
 	j       scrubbing // the engine's journal as the run writes it: secrets scrubbed, one commit per step (durable.go)
-	secrets []string // values of secret inputs: never journaled or shown
+	secrets []string  // values of secret inputs: never journaled or shown
 	wf      *workflow.Workflow
 	run     *journal.Run
 	start   time.Time
@@ -268,10 +268,11 @@ type runner struct {
 	// dmu guards the queue of writes waiting for the next commit, the
 	// events waiting for them, and the servers the run has used
 	// (durable.go).
-	dmu     sync.Mutex
-	pending []*journal.Pending
-	held    []Event
-	used    map[string]bool
+	dmu      sync.Mutex
+	pending  []*journal.Pending
+	outcomes int // how many of pending record a step's end
+	held     []Event
+	used     map[string]bool
 }
 
 // unit is one invocation's worth of a step: the step itself, or one item of

@@ -50,7 +50,7 @@ func BenchmarkStepCost(b *testing.B) {
 	page := make([]byte, 4096)
 
 	var fsyncs, bares, steps, ratios, concurrent []float64
-	commits, stepsRun := int64(0), 0
+	commits, pages, stepsRun := int64(0), int64(0), 0
 	for b.Loop() {
 		// One fsync of 4 KiB (fdatasync, as bbolt does).
 		fsyncs = append(fsyncs, median(20, func() {
@@ -64,13 +64,14 @@ func BenchmarkStepCost(b *testing.B) {
 			}
 		}))
 		// One step of a 20-step run.
-		c0 := j.Stats().Commits
+		c0, p0 := j.Stats().Commits, j.Stats().Pages
 		start := time.Now()
 		if run, err := eng.Run(ctx, wf20, map[string]any{}, ""); err != nil || run.Status != journal.RunSucceeded {
 			b.Fatalf("run: %v %v", err, run)
 		}
 		steps = append(steps, float64(time.Since(start).Microseconds())/20)
 		commits += j.Stats().Commits - c0
+		pages += j.Stats().Pages - p0
 		stepsRun += 20
 		ratios = append(ratios, (steps[len(steps)-1]-bares[len(bares)-1])/fsyncs[len(fsyncs)-1])
 		// 64 concurrent 10-step runs against 64 concurrent callers of 10
@@ -96,6 +97,7 @@ func BenchmarkStepCost(b *testing.B) {
 	b.ReportMetric(med(ratios), "(step-bare)/fsync")
 	b.ReportMetric(med(concurrent), "64-runs/64-bare")
 	b.ReportMetric(float64(commits)/float64(stepsRun), "commits/step")
+	b.ReportMetric(float64(pages)/float64(stepsRun), "pages/step")
 }
 
 // BenchmarkLongRun compares the per-step cost of a 200-step run with a

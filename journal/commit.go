@@ -33,6 +33,7 @@ type groupCommit struct {
 	closed  bool
 
 	writes, commits atomic.Int64
+	afterCommit     func() // see Options.AfterCommit
 }
 
 type pendingWrite struct {
@@ -112,6 +113,9 @@ func (g *groupCommit) commit(batch []*pendingWrite) {
 			if err == nil {
 				g.commits.Add(1)
 				g.writes.Add(int64(len(batch)))
+				if g.afterCommit != nil {
+					g.afterCommit()
+				}
 			}
 			for _, w := range batch {
 				w.finish(err)

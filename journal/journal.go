@@ -59,6 +59,10 @@ type Options struct {
 	// another key (ErrWrongKey), and writes without a key (ErrKeyRequired).
 	// Without a key, an encrypted journal's payloads read as Sealed.
 	Key *Key
+	// AfterCommit, when set, is called after each commit is durable and
+	// before any writer of it returns: the point where a crash test kills
+	// the process to prove that what a commit carries is enough.
+	AfterCommit func()
 	// keyOptional lets Compact, which copies pages and decrypts nothing,
 	// write an encrypted journal without its key.
 	keyOptional bool
@@ -150,6 +154,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 	}
 	j := &Journal{db: db, path: path, now: o.Now, readOnly: o.ReadOnly, sealer: newSealer(o.Key), keyOptional: o.keyOptional}
 	j.gc.init(db, path)
+	j.gc.afterCommit = o.AfterCommit
 	if j.sealer != nil {
 		sealers.Store(db, j.sealer)
 	}
@@ -419,13 +424,15 @@ func (j *Journal) later(fn func(*bolt.Tx) error) (*Pending, error) {
 type Stats struct {
 	// Commits is the number of bbolt commits (each two fdatasyncs: the
 	// data pages, then the meta page); Writes the number of journal facts
-	// they carried (a commit shared by concurrent writers carries many).
-	Commits, Writes int64
+	// they carried (a commit shared by concurrent writers carries many);
+	// Pages the pages those commits wrote (meta pages included).
+	Commits, Writes, Pages int64
 }
 
 // Stats returns the journal's write counts.
 func (j *Journal) Stats() Stats {
-	return Stats{Commits: j.gc.commits.Load(), Writes: j.gc.writes.Load()}
+	st := j.db.Stats()
+	return Stats{Commits: j.gc.commits.Load(), Writes: j.gc.writes.Load(), Pages: st.TxStats.GetWrite()}
 }
 
 // refused is the error of every write once damage was found.

@@ -177,7 +177,11 @@ func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
 			if err != nil {
 				return nil, err
 			}
-			return journal.Open(g.journalPath, &journal.Options{Key: key})
+			jo := &journal.Options{Key: key}
+			if testJournalOptions != nil {
+				testJournalOptions(jo)
+			}
+			return journal.Open(g.journalPath, jo)
 		}
 	}
 	s, err := service.New(nil, o)
@@ -186,6 +190,11 @@ func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
 	}
 	return s, func() { s.Close() }, nil
 }
+
+// testJournalOptions, set only by this package's tests, adjusts the
+// options of a journal opened for writing (crash tests kill the process
+// after a chosen commit).
+var testJournalOptions func(*journal.Options)
 
 // journalKey is the key that encrypts journal payloads: MCPFLOW_JOURNAL_KEY,
 // or the key file in the user's config directory, created on first use
