@@ -56,16 +56,27 @@ var (
 )
 
 // fixture is a journal of 1,000,000 completed invocations (10,000 runs of
-// 100), built once per test binary with raw bbolt puts.
+// 100), built once per test binary with raw bbolt puts. With
+// MCPFLOW_BENCH_FIXTURE=PATH it is built there once and kept, to time the
+// CLI on it:
+//
+//	MCPFLOW_BENCH_FIXTURE=/tmp/1m.db go test ./journal -run '^$' -bench OpenList -benchtime 1x
+//	time mcpflow journal list --journal /tmp/1m.db
 func fixture(b *testing.B) string {
 	if testing.Short() {
 		b.Skip("builds a 1,000,000-invocation journal")
 	}
 	fixtureOnce.Do(func() {
-		if fixtureDir, fixtureErr = os.MkdirTemp("", "journal-bench-"); fixtureErr != nil {
-			return
+		if fixturePath = os.Getenv("MCPFLOW_BENCH_FIXTURE"); fixturePath != "" {
+			if _, err := os.Stat(fixturePath); err == nil {
+				return
+			}
+		} else {
+			if fixtureDir, fixtureErr = os.MkdirTemp("", "journal-bench-"); fixtureErr != nil {
+				return
+			}
+			fixturePath = filepath.Join(fixtureDir, "journal.db")
 		}
-		fixturePath = filepath.Join(fixtureDir, "journal.db")
 		start := time.Now()
 		_, fixtureErr = journal.BuildFixture(fixturePath, 10_000, 100)
 		st, _ := os.Stat(fixturePath)

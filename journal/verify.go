@@ -12,11 +12,17 @@ import (
 // B+tree page. Every page reference is bounds-checked and may be reached
 // only once, and trees may be at most maxDepth deep, so a damaged file
 // yields an error where bbolt, which trusts its mmap, could fault, loop or
-// recurse without end. With full unset, the leaf pages of the buckets
-// below the root (except meta) are only checked by their header: enough
-// to make every tree a tree (no reads can loop), at one small read per
-// page; damage inside those leaves makes reads fail with ErrDamaged (see
-// Journal.view) and is found by Check.
+// recurse without end.
+//
+// With full unset (Open), it costs what the trees' branch pages weigh —
+// about one page in a hundred — not the file's size: the leaf pages of the
+// buckets below the root (except meta) are not read. Their references are
+// bounds-checked and may appear once; each leaf is checked when it is read
+// (bbolt verifies every page's id and type before using it, records carry
+// a checksum, and a fault is damage, see Journal.view), and Check reads
+// them all. What Open cannot see without reading the leaves is a leaf
+// rewritten into a branch that points back up its own tree; only a file
+// written on purpose holds one, and Check finds it.
 //
 // Page layout (bbolt's own, native byte order): a 16-byte header (id u64,
 // flags u16, count u16, overflow u32), then count 16-byte elements whose
@@ -31,7 +37,7 @@ func walkFile(path string, pageSize int, full bool) error {
 	if err != nil {
 		return err
 	}
-	w := &fileWalker{f: f, size: st.Size(), pageSize: int64(pageSize), seen: map[uint64]bool{}, full: full}
+	w := &fileWalker{f: f, size: st.Size(), pageSize: int64(pageSize), full: full}
 	return w.walk()
 }
 
@@ -52,7 +58,7 @@ type fileWalker struct {
 	size     int64
 	pageSize int64
 	hwm      uint64 // pages below this id are in use or free
-	seen     map[uint64]bool
+	used     []uint64 // a bit per page: referenced already
 	full     bool
 }
 
@@ -98,15 +104,52 @@ func (w *fileWalker) walk() error {
 		return fmt.Errorf("truncated: %d pages in use, %d bytes in the file", m.hwm, w.size)
 	}
 	w.hwm = m.hwm
+	w.used = make([]uint64, w.hwm/64+1)
 	if err := w.freelist(m.free); err != nil {
 		return err
 	}
-	return w.tree(m.root, 0, false, func(name []byte) bool { return w.full || string(name) == string(bucketMeta) })
+	return w.tree(m.root, 0, -1, func(name []byte) bool { return w.full || string(name) == string(bucketMeta) })
 }
 
-// page reads page id and its overflow pages (only the header of a leaf
-// when leafHeader is set).
-func (w *fileWalker) page(id uint64, leafHeader bool, flags ...uint16) ([]byte, error) {
+// use marks pages id..id+overflow as referenced; a page referenced twice is
+// damage (a loop, or two trees sharing a page).
+func (w *fileWalker) use(id, overflow uint64) error {
+	for i := id; i <= id+overflow; i++ {
+		if w.used[i/64]&(1<<(i%64)) != 0 {
+			return fmt.Errorf("page %d: referenced twice", i)
+		}
+		w.used[i/64] |= 1 << (i % 64)
+	}
+	return nil
+}
+
+// height is the depth of the leaves of the tree rooted at id, found down
+// its first branch, reading page headers only (bbolt keeps every leaf of
+// a tree at the same depth).
+func (w *fileWalker) height(id uint64) (int, error) {
+	hdr := make([]byte, pageHeaderSize+elemSize)
+	for depth := 0; depth <= maxDepth; depth++ {
+		if id < 2 || id >= w.hwm {
+			return 0, fmt.Errorf("page %d: out of range [2, %d)", id, w.hwm)
+		}
+		if _, err := w.f.ReadAt(hdr, int64(id)*w.pageSize); err != nil {
+			return 0, fmt.Errorf("page %d: %v", id, err)
+		}
+		switch flag := ne.Uint16(hdr[8:]); {
+		case ne.Uint64(hdr) != id:
+			return 0, fmt.Errorf("page %d: header says page %d", id, ne.Uint64(hdr))
+		case flag == flagLeaf:
+			return depth, nil
+		case flag != flagBranch || ne.Uint16(hdr[10:]) == 0:
+			return 0, fmt.Errorf("page %d: unexpected type %#x", id, flag)
+		}
+		id = ne.Uint64(hdr[pageHeaderSize+8:]) // the first child
+	}
+	return 0, fmt.Errorf("page %d: tree deeper than %d", id, maxDepth)
+}
+
+// page reads page id and its overflow pages.
+func (w *fileWalker) page(id uint64, flags ...uint16) ([]byte, error) {
 	if id < 2 || id >= w.hwm {
 		return nil, fmt.Errorf("page %d: out of range [2, %d)", id, w.hwm)
 	}
@@ -123,14 +166,8 @@ func (w *fileWalker) page(id uint64, leafHeader bool, flags ...uint16) ([]byte, 
 	case id+overflow >= w.hwm:
 		return nil, fmt.Errorf("page %d: %d overflow pages run past the end", id, overflow)
 	}
-	for i := id; i <= id+overflow; i++ {
-		if w.seen[i] {
-			return nil, fmt.Errorf("page %d: referenced twice", i)
-		}
-		w.seen[i] = true
-	}
-	if leafHeader && flag == flagLeaf {
-		return hdr, nil
+	if err := w.use(id, overflow); err != nil {
+		return nil, err
 	}
 	p := make([]byte, int64(overflow+1)*w.pageSize)
 	if _, err := w.f.ReadAt(p, int64(id)*w.pageSize); err != nil {
@@ -152,7 +189,7 @@ func (w *fileWalker) freelist(id uint64) error {
 	if id == 1<<64-1 {
 		return fmt.Errorf("free list not stored in the file")
 	}
-	p, err := w.page(id, false, flagFreelist)
+	p, err := w.page(id, flagFreelist)
 	if err != nil {
 		return fmt.Errorf("free list: %w", err)
 	}
@@ -171,22 +208,32 @@ func (w *fileWalker) freelist(id uint64) error {
 	return nil
 }
 
-// tree walks the B+tree rooted at page id; with leafHeaders it reads only
-// the headers of leaf pages. descend says which buckets found in leaves to
+// tree walks the B+tree rooted at page id, at depth depth below the file's
+// root. leaves, when not negative, is the depth of the tree's leaves: they
+// are marked, not read. descend says which buckets found in leaves to
 // read in full.
-func (w *fileWalker) tree(id uint64, depth int, leafHeaders bool, descend func([]byte) bool) error {
+func (w *fileWalker) tree(id uint64, depth, leaves int, descend func([]byte) bool) error {
 	if depth > maxDepth {
 		return fmt.Errorf("page %d: tree deeper than %d", id, maxDepth)
 	}
-	p, err := w.page(id, leafHeaders, flagBranch, flagLeaf)
-	if err != nil || len(p) == pageHeaderSize {
+	if depth == leaves {
+		if id < 2 || id >= w.hwm {
+			return fmt.Errorf("page %d: out of range [2, %d)", id, w.hwm)
+		}
+		return w.use(id, 0)
+	}
+	p, err := w.page(id, flagBranch, flagLeaf)
+	if err != nil {
 		return err
 	}
-	return w.node(p, id, depth, leafHeaders, descend)
+	if leaves >= 0 && ne.Uint16(p[8:]) == flagLeaf {
+		return fmt.Errorf("page %d: a leaf above the tree's leaves", id)
+	}
+	return w.node(p, id, depth, leaves, descend)
 }
 
 // node checks the elements of one branch or leaf page (or inline bucket).
-func (w *fileWalker) node(p []byte, id uint64, depth int, leafHeaders bool, descend func([]byte) bool) error {
+func (w *fileWalker) node(p []byte, id uint64, depth, leaves int, descend func([]byte) bool) error {
 	branch, n := ne.Uint16(p[8:]) == flagBranch, uint64(ne.Uint16(p[10:]))
 	if pageHeaderSize+n*elemSize > uint64(len(p)) {
 		return fmt.Errorf("page %d: %d elements do not fit", id, n)
@@ -199,7 +246,7 @@ func (w *fileWalker) node(p []byte, id uint64, depth int, leafHeaders bool, desc
 			if at+pos+ksize > uint64(len(p)) {
 				return fmt.Errorf("page %d: branch element %d out of bounds", id, i)
 			}
-			if err := w.tree(child, depth+1, leafHeaders, descend); err != nil {
+			if err := w.tree(child, depth+1, leaves, descend); err != nil {
 				return err
 			}
 			continue
@@ -227,11 +274,19 @@ func (w *fileWalker) bucket(key, v []byte, depth int, descend func([]byte) bool)
 	}
 	all := func([]byte) bool { return true }
 	if root := ne.Uint64(v); root != 0 {
-		return w.tree(root, depth+1, !descend(key), all)
+		leaves := -1
+		if !descend(key) {
+			h, err := w.height(root)
+			if err != nil {
+				return err
+			}
+			leaves = depth + 1 + h
+		}
+		return w.tree(root, depth+1, leaves, all)
 	}
 	inline := v[pageHeaderSize:]
 	if len(inline) < pageHeaderSize || ne.Uint16(inline[8:]) != flagLeaf {
 		return fmt.Errorf("inline bucket is not a leaf page")
 	}
-	return w.node(inline, 0, depth+1, false, all)
+	return w.node(inline, 0, depth+1, -1, all)
 }

@@ -59,7 +59,7 @@ type Count struct {
 
 // countMost bounds a count, so that telling a cut list's total never
 // costs more than reading this many index entries.
-const countMost = 100_000
+const countMost = 10_000
 
 // CountRuns counts the runs q matches (its Limit ignored).
 func (s *Service) CountRuns(q RunQuery) (Count, error) {
