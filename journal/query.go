@@ -119,17 +119,27 @@ func (j *Journal) Invocations(f Filter) ([]Invocation, error) {
 // from index keys without reading records.
 func (j *Journal) CountInvocations(f Filter, most int) (n int, more bool, err error) {
 	f.Limit = 0
+	c := bounded{most: most}
 	err = j.view(func(tx *bolt.Tx) error {
-		return walkInvs(tx, f, false, func(*Invocation) bool {
-			n++
-			if n > most {
-				n, more = most, true
-				return false
-			}
-			return true
-		})
+		return walkInvs(tx, f, false, func(*Invocation) bool { return c.add() })
 	})
-	return n, more, err
+	return c.n, c.more, err
+}
+
+// bounded counts up to most.
+type bounded struct {
+	n, most int
+	more    bool
+}
+
+// add counts one more; false once there are more than most.
+func (c *bounded) add() bool {
+	if c.n == c.most {
+		c.more = true
+		return false
+	}
+	c.n++
+	return true
 }
 
 // walkInvs calls fn on each invocation matching f, newest first, until fn
@@ -243,17 +253,11 @@ func (j *Journal) Runs(f RunFilter) ([]Run, error) {
 // most: it returns most and true when there are more.
 func (j *Journal) CountRuns(f RunFilter, most int) (n int, more bool, err error) {
 	f.Limit = 0
+	c := bounded{most: most}
 	err = j.view(func(tx *bolt.Tx) error {
-		return walkRuns(tx, f, func(*Run) bool {
-			n++
-			if n > most {
-				n, more = most, true
-				return false
-			}
-			return true
-		})
+		return walkRuns(tx, f, func(*Run) bool { return c.add() })
 	})
-	return n, more, err
+	return c.n, c.more, err
 }
 
 // walkRuns calls fn on each run matching f, newest first, until fn returns
