@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -58,7 +58,7 @@ func newApprovalCommand(g *globals, as journal.ApprovalState, runF func(context.
 // approvalResult is the stable JSON shape of approve and reject.
 type approvalResult struct {
 	RunID string `json:"run_id"`
-	approvalView
+	api.Approval
 }
 
 func runApproval(o *approvalOptions) error {
@@ -72,7 +72,7 @@ func runApproval(o *approvalOptions) error {
 		return err
 	}
 	a, run := rep.Approval, rep.Run.ID.Short()
-	return o.g.printer(o.Out).print(approvalResult{RunID: rep.Run.ID.String(), approvalView: approvalOf(a)}, func(w io.Writer) error {
+	return o.g.printer(o.Out).print(approvalResult{RunID: rep.Run.ID.String(), Approval: api.ApprovalOf(a)}, func(w io.Writer) error {
 		why := ""
 		if a.Reason != "" {
 			why = ": " + a.Reason
@@ -85,19 +85,4 @@ func runApproval(o *approvalOptions) error {
 		_, err := fmt.Fprintf(w, "next: mcpflow resume %s (%s)\n", run, next)
 		return err
 	})
-}
-
-// approvalView is the stable JSON shape of a step's approval gate.
-type approvalView struct {
-	Step        string     `json:"step"`
-	Message     string     `json:"message"`
-	State       string     `json:"state"`
-	RequestedAt time.Time  `json:"requested_at"`
-	By          string     `json:"by"`
-	At          *time.Time `json:"at"`
-	Reason      string     `json:"reason"`
-}
-
-func approvalOf(a journal.Approval) approvalView {
-	return approvalView{Step: a.Step, Message: a.Message, State: a.State.String(), RequestedAt: a.RequestedAt, By: a.By, At: a.At, Reason: a.Reason}
 }

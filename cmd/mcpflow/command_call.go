@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -81,9 +82,9 @@ func runCall(ctx context.Context, o *callOptions) error {
 	if n := len(rep.Invocations); n > 0 {
 		inv = &rep.Invocations[n-1]
 	}
-	view := map[string]any{"run": runView(rep.Run, rep.Invocations), "invocation": nil}
+	view := map[string]any{"run": api.RunOf(rep.Run, rep.Invocations), "invocation": nil}
 	if inv != nil {
-		view["invocation"] = invView(inv, true)
+		view["invocation"] = api.InvocationOf(inv, true)
 	}
 	err = o.g.printer(o.Out).print(view, func(w io.Writer) error {
 		if inv != nil && inv.Result != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/service"
 )
 
@@ -63,9 +64,9 @@ func runJournalList(o *journalListOptions) error {
 	if err != nil {
 		return err
 	}
-	views := make([]invocationView, len(invs))
+	views := make([]api.Invocation, len(invs))
 	for i := range invs {
-		views[i] = invView(&invs[i], o.payload)
+		views[i] = api.InvocationOf(&invs[i], o.payload)
 	}
 	return o.g.printer(o.Out).print(views, func(w io.Writer) error {
 		if len(invs) == 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/internal/inputfile"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
@@ -92,7 +93,7 @@ func runResolve(o *resolveOptions) error {
 	if err != nil {
 		return err
 	}
-	return o.g.printer(o.Out).print(invDetail(inv, false), func(w io.Writer) error {
+	return o.g.printer(o.Out).print(api.InvocationDetailOf(inv, false), func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "invocation %s resolved as %s\nnext: mcpflow resume %s\n", inv.ID.Short(), inv.State, inv.RunID.Short())
 		return err
 	})

@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 )
 
@@ -47,36 +47,9 @@ func runJournalShow(o *journalShowOptions) error {
 	if err != nil {
 		return err
 	}
-	return o.g.printer(o.Out).print(invDetail(inv, o.payload), func(w io.Writer) error {
+	return o.g.printer(o.Out).print(api.InvocationDetailOf(inv, o.payload), func(w io.Writer) error {
 		return showInvocation(w, o.g.times, inv, o.payload)
 	})
-}
-
-// invocationDetail is the JSON shape of journal show.
-type invocationDetail struct {
-	invocationView
-	Annotations     json.RawMessage      `json:"annotations"`
-	Trust           journal.Trust        `json:"trust"`
-	ArgumentsDigest string               `json:"arguments_digest"`
-	Decisions       []journal.Decision   `json:"decisions"`
-	Resolutions     []journal.Resolution `json:"resolutions"`
-}
-
-func invDetail(inv *journal.Invocation, payload bool) invocationDetail {
-	d := invocationDetail{
-		invocationView: invView(inv, payload), Annotations: inv.Annotations, Trust: inv.Trust,
-		ArgumentsDigest: inv.ArgumentsDigest, Decisions: inv.Decisions, Resolutions: inv.Resolutions,
-	}
-	if d.Annotations == nil {
-		d.Annotations = json.RawMessage("null")
-	}
-	if d.Decisions == nil {
-		d.Decisions = []journal.Decision{}
-	}
-	if d.Resolutions == nil {
-		d.Resolutions = []journal.Resolution{}
-	}
-	return d
 }
 
 func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload bool) error {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -117,7 +118,7 @@ func resumeOne(ctx context.Context, o *resumeOptions, svc *service.Service, ref 
 	if err != nil {
 		return 0, err
 	}
-	err = o.g.printer(o.Out).print(runView(rep.Run, rep.Invocations), func(w io.Writer) error {
+	err = o.g.printer(o.Out).print(api.RunOf(rep.Run, rep.Invocations), func(w io.Writer) error {
 		if !rep.Acted {
 			// Nothing to do: a run that succeeded, or one still blocked on
 			// an unresolved outcome.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/service"
@@ -88,7 +89,7 @@ func runRun(ctx context.Context, o *runOptions) error {
 // the run object (json, jsonl), and on stderr what a blocked run waits for.
 // It returns the exit code of the run's status.
 func reportRun(g *globals, s ioStreams, rep *service.Report) error {
-	err := g.printer(s.Out).print(runView(rep.Run, rep.Invocations), func(w io.Writer) error {
+	err := g.printer(s.Out).print(api.RunOf(rep.Run, rep.Invocations), func(w io.Writer) error {
 		printOutputs(w, rep.Run.Outputs)
 		return nil
 	})

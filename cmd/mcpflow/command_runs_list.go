@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/service"
 )
 
@@ -64,9 +65,9 @@ func runRunsList(o *runsListOptions) error {
 	if err != nil {
 		return err
 	}
-	views := make([]runObject, len(runs))
+	views := make([]api.Run, len(runs))
 	for i := range runs {
-		views[i] = runView(&runs[i].Run, runs[i].Invocations)
+		views[i] = api.RunOf(&runs[i].Run, runs[i].Invocations)
 	}
 	return o.g.printer(o.Out).print(views, func(w io.Writer) error {
 		if len(runs) == 0 {

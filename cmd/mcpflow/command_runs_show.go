@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/spf13/cobra"
 )
 
@@ -39,7 +40,7 @@ func runRunsShow(o *runsShowOptions) error {
 	if err != nil {
 		return err
 	}
-	return o.g.printer(o.Out).print(runView(rep.Run, rep.Invocations), func(w io.Writer) error {
+	return o.g.printer(o.Out).print(api.RunOf(rep.Run, rep.Invocations), func(w io.Writer) error {
 		return showRun(w, o.g.times, rep.Run, rep.Invocations)
 	})
 }

@@ -60,6 +60,8 @@ func internal(p string) bool { return strings.HasPrefix(p, "internal/") }
 //     internal/ packages;
 //   - servers, trust and workflow never depend on engine, service or cmd;
 //   - engine never depends on service or cmd; service never on cmd;
+//   - api (the JSON shapes) imports only journal: every front end can use it;
+//   - server (the long-running owner) never depends on cmd;
 //   - nothing imports cmd.
 func TestPackageGraph(t *testing.T) {
 	all := packages(t)
@@ -92,6 +94,14 @@ func TestPackageGraph(t *testing.T) {
 			"workflow": {"engine", "service", "cmd/mcpflow", "trust"},
 			"engine":   {"service", "cmd/mcpflow"},
 			"service":  {"cmd/mcpflow"},
+			"server":   {"cmd/mcpflow"},
+		}
+		if name == "api" {
+			for _, imp := range imports {
+				if imp != "journal" && !internal(imp) {
+					t.Errorf("api imports %s: it may import only journal", imp)
+				}
+			}
 		}
 		for _, f := range forbidden[strings.Split(name, "/")[0]] {
 			if slices.Contains(deps, f) && !strings.HasPrefix(name, f) {

@@ -1,0 +1,154 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/mcpflow/mcpflow/journal"
+)
+
+// Invocation is one invocation. Arguments and results are left out unless
+// asked for.
+type Invocation struct {
+	ID     string `json:"id"`
+	RunID  string `json:"run_id"`
+	Step   string `json:"step"`
+	Item   *int   `json:"item"` // null, or the for_each index
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+	State  string `json:"state"`
+	// Attempts are the sends, as the journal and its export have them.
+	Attempts       []journal.Attempt `json:"attempts"`
+	Replays        int               `json:"replays"`
+	IdempotencyKey string            `json:"idempotency_key"`
+	Error          *journal.Error    `json:"error"`
+	// ToolError: completed with a tool error (state stays completed).
+	ToolError bool            `json:"tool_error"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Result    *journal.Result `json:"result,omitempty"`
+}
+
+// InvocationOf is inv's shape, with its arguments and result when payload
+// is set.
+func InvocationOf(inv *journal.Invocation, payload bool) Invocation {
+	v := Invocation{
+		ID: inv.ID.String(), RunID: inv.RunID.String(), Step: inv.Step,
+		Server: inv.Server, Tool: inv.Tool, State: inv.State.String(), ToolError: inv.ToolError,
+		Attempts: attemptList(inv), Replays: inv.Replays(), IdempotencyKey: inv.IdempotencyKey,
+		Error: inv.Error, CreatedAt: inv.CreatedAt, UpdatedAt: inv.UpdatedAt,
+	}
+	if inv.Item >= 0 {
+		item := inv.Item
+		v.Item = &item
+	}
+	if payload {
+		v.Arguments, v.Result = inv.Arguments, inv.Result
+	}
+	return v
+}
+
+// InvocationDetail is one invocation with everything the journal knows of
+// it: the annotations and trust it was sent under, the replay decisions
+// and the operators' resolutions.
+type InvocationDetail struct {
+	Invocation
+	Annotations     json.RawMessage      `json:"annotations"`
+	Trust           journal.Trust        `json:"trust"`
+	ArgumentsDigest string               `json:"arguments_digest"`
+	Decisions       []journal.Decision   `json:"decisions"`
+	Resolutions     []journal.Resolution `json:"resolutions"`
+}
+
+// InvocationDetailOf is inv's detailed shape.
+func InvocationDetailOf(inv *journal.Invocation, payload bool) InvocationDetail {
+	d := InvocationDetail{
+		Invocation: InvocationOf(inv, payload), Annotations: inv.Annotations, Trust: inv.Trust,
+		ArgumentsDigest: inv.ArgumentsDigest, Decisions: inv.Decisions, Resolutions: inv.Resolutions,
+	}
+	if d.Annotations == nil {
+		d.Annotations = json.RawMessage("null")
+	}
+	if d.Decisions == nil {
+		d.Decisions = []journal.Decision{}
+	}
+	if d.Resolutions == nil {
+		d.Resolutions = []journal.Resolution{}
+	}
+	return d
+}
+
+// attemptList is an invocation's attempts, an empty list when it has none
+// (a skipped step), never null.
+func attemptList(inv *journal.Invocation) []journal.Attempt {
+	if inv.Attempts == nil {
+		return []journal.Attempt{}
+	}
+	return inv.Attempts
+}
+
+// Run is one run, with a line per invocation.
+type Run struct {
+	ID         string         `json:"id"`
+	Workflow   string         `json:"workflow"`
+	Status     string         `json:"status"`
+	StartedAt  time.Time      `json:"started_at"`
+	FinishedAt *time.Time     `json:"finished_at"`
+	Error      *journal.Error `json:"error"`
+	Workspace  string         `json:"workspace"`
+	Digest     string         `json:"digest"`
+	Inputs     map[string]any `json:"inputs"`
+	Outputs    map[string]any `json:"outputs"`
+	Steps      []Step         `json:"steps"`
+	// Approvals are the run's approval gates: pending, approved or
+	// rejected, with who, when and why.
+	Approvals []Approval `json:"approvals"`
+}
+
+// Step is one invocation of a run, as the run lists it.
+type Step struct {
+	Step       string            `json:"step"`
+	Invocation string            `json:"invocation"`
+	Server     string            `json:"server"`
+	Tool       string            `json:"tool"`
+	State      string            `json:"state"`
+	Attempts   []journal.Attempt `json:"attempts"`
+	Error      *journal.Error    `json:"error"`
+}
+
+// RunOf is r's shape with its invocations.
+func RunOf(r *journal.Run, invs []journal.Invocation) Run {
+	v := Run{
+		ID: r.ID.String(), Workflow: r.Workflow, Status: r.Status.String(),
+		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Error: r.Error,
+		Workspace: r.Workspace, Digest: r.Digest, Inputs: r.Inputs, Outputs: r.Outputs, Steps: []Step{},
+		Approvals: []Approval{},
+	}
+	for _, a := range r.Approvals {
+		v.Approvals = append(v.Approvals, ApprovalOf(a))
+	}
+	for _, inv := range invs {
+		v.Steps = append(v.Steps, Step{
+			Step: inv.Step, Invocation: inv.ID.String(), Server: inv.Server, Tool: inv.Tool,
+			State: inv.State.String(), Attempts: attemptList(&inv), Error: inv.Error,
+		})
+	}
+	return v
+}
+
+// Approval is a step's approval gate.
+type Approval struct {
+	Step        string     `json:"step"`
+	Message     string     `json:"message"`
+	State       string     `json:"state"`
+	RequestedAt time.Time  `json:"requested_at"`
+	By          string     `json:"by"`
+	At          *time.Time `json:"at"`
+	Reason      string     `json:"reason"`
+}
+
+// ApprovalOf is a's shape.
+func ApprovalOf(a journal.Approval) Approval {
+	return Approval{Step: a.Step, Message: a.Message, State: a.State.String(), RequestedAt: a.RequestedAt, By: a.By, At: a.At, Reason: a.Reason}
+}
