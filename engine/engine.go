@@ -348,7 +348,26 @@ func (r *runner) execute(ctx context.Context) (*journal.Run, error) {
 		}
 		r.run.Outputs = outputs
 	}
+	if status == journal.RunCancelled && errors.Is(context.Cause(ctx), ErrStopping) {
+		return r.stopped()
+	}
 	return r.finish(status, runErr, nil)
+}
+
+// ErrStopping, as the cause of a run's context, stops the run the way a
+// crash would, but cleanly: no new call is sent, a call in flight is
+// aborted and journaled so, and the run stays running in the journal, for
+// the next start of the process that owns it (mcpflow server) to resume
+// under the replay rule.
+var ErrStopping = errors.New("mcpflow is stopping")
+
+// stopped leaves the run running (see ErrStopping) once what it queued is
+// committed.
+func (r *runner) stopped() (*journal.Run, error) {
+	if err := r.flush(); err != nil {
+		return nil, err
+	}
+	return r.j.Run(r.run.ID)
 }
 
 // outputs evaluates the workflow's outputs; secret input values are redacted.

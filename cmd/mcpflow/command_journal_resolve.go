@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -113,42 +111,11 @@ func readResult(stdin io.Reader, path string) (*journal.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The MCP spelling (structuredContent, isError) and the journal's own
-	// (structured_content, is_error, as journal show -o json prints a
-	// result) are both accepted, so a result shown can be passed back.
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(b, &fields); err != nil {
-		return nil, fmt.Errorf("%s: want {\"content\": [...], \"structuredContent\": {...}}: %v", path, err)
+	res, err := api.ParseResult(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
 	}
-	var in struct {
-		Content           json.RawMessage
-		StructuredContent json.RawMessage
-		IsError           bool
-	}
-	for k, v := range fields {
-		switch k {
-		case "content":
-			in.Content = v
-		case "structuredContent", "structured_content":
-			in.StructuredContent = v
-		case "isError", "is_error":
-			if err := json.Unmarshal(v, &in.IsError); err != nil {
-				return nil, fmt.Errorf("%s: %s: want true or false", path, k)
-			}
-		default:
-			return nil, fmt.Errorf("%s: unknown member %q (want content, structuredContent, isError)", path, k)
-		}
-	}
-	if isNull(in.Content) && isNull(in.StructuredContent) {
-		return nil, fmt.Errorf("%s: the result has neither content nor structuredContent (want {\"content\": [...], \"structuredContent\": {...}})", path)
-	}
-	return &journal.Result{Content: in.Content, StructuredContent: in.StructuredContent, IsError: in.IsError}, nil
-}
-
-// isNull reports whether a JSON member is absent or null.
-func isNull(raw json.RawMessage) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) == 0 || bytes.Equal(t, []byte("null"))
+	return res, nil
 }
 
 func osUser() string {

@@ -127,7 +127,7 @@ func showResult(w io.Writer, r *journal.Result) {
 	for _, l := range contentLines(r.Content) {
 		fmt.Fprintln(w, strings.TrimRight("  "+l, " "))
 	}
-	if !isNull(r.StructuredContent) {
+	if !api.IsNull(r.StructuredContent) {
 		fmt.Fprintf(w, "Structured content:\n  %s\n", r.StructuredContent)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 )
 
@@ -46,7 +47,7 @@ type resource struct {
 // rendering of content: call, journal show and whatever else shows a
 // result as text use it; JSON output keeps the journaled result as is.
 func contentLines(content json.RawMessage) []string {
-	if isNull(content) {
+	if api.IsNull(content) {
 		return nil
 	}
 	var items []json.RawMessage
@@ -121,7 +122,7 @@ func printResult(w io.Writer, r *journal.Result) {
 	for _, l := range contentLines(r.Content) {
 		fmt.Fprintln(w, l)
 	}
-	if !hasText(r.Content) && !isNull(r.StructuredContent) {
+	if !hasText(r.Content) && !api.IsNull(r.StructuredContent) {
 		fmt.Fprintln(w, string(r.StructuredContent))
 	}
 }
