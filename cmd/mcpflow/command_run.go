@@ -11,7 +11,6 @@ import (
 
 	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/service"
 	"github.com/mcpflow/mcpflow/workflow"
 )
@@ -131,7 +130,7 @@ type plannedView struct {
 	Skipped   bool            `json:"skipped"`
 	Approval  *approvalAsk    `json:"approval"`
 	Pending   string          `json:"pending,omitempty"`
-	Replay    *replayView     `json:"replay"`
+	Replay    *api.Replay     `json:"replay"`
 	Problem   string          `json:"problem,omitempty"`
 }
 
@@ -158,7 +157,8 @@ func reportDryRun(g *globals, s ioStreams, calls []service.PlannedCall) error {
 			v.Arguments = json.RawMessage("null")
 		}
 		if c.Verdict.Reason != "" {
-			v.Replay = &replayView{Safe: c.Verdict.Verdict == replay.Replay, Reason: string(c.Verdict.Reason), Declared: string(c.Declared)}
+			r := api.ReplayOf(c.Verdict, c.Declared)
+			v.Replay = &r
 		}
 		if c.Problem != "" {
 			problems++

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/internal/didyoumean"
-	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/service"
 )
 
@@ -22,31 +22,6 @@ type serversToolsOptions struct {
 	workflow       *string
 	server, tool   string
 	trustWorkspace bool
-}
-
-// toolView is the stable JSON shape of servers tools: annotations exactly
-// as declared (absent fields absent; null when the tool has none) and the
-// replay verdict under the current trust.
-type toolView struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description,omitempty"`
-	Annotations json.RawMessage `json:"annotations"`
-	Replay      replayView      `json:"replay"`
-}
-
-// toolDetail is the JSON shape of servers tools NAME TOOL.
-type toolDetail struct {
-	toolView
-	InputSchema  json.RawMessage `json:"input_schema"`
-	OutputSchema json.RawMessage `json:"output_schema"`
-}
-
-type replayView struct {
-	Safe   bool   `json:"safe"`
-	Reason string `json:"reason"`
-	// Declared is the verdict on the annotations alone, as if both trust
-	// gates passed.
-	Declared string `json:"declared"`
 }
 
 func newServersToolsCommand(g *globals, workflow *string, runF func(context.Context, *serversToolsOptions) error) *cobra.Command {
@@ -84,17 +59,13 @@ func runServersTools(ctx context.Context, o *serversToolsOptions) error {
 	if err != nil {
 		return err
 	}
-	views := make([]toolView, 0, len(rep.Tools))
-	var detail *toolDetail
+	views := make([]api.Tool, 0, len(rep.Tools))
+	var detail *api.ToolDetail
 	for _, t := range rep.Tools {
-		raw := t.Tool.Annotations
-		if raw == nil {
-			raw = json.RawMessage("null")
-		}
-		views = append(views, toolView{Name: t.Tool.Name, Description: t.Tool.Description, Annotations: raw,
-			Replay: replayView{Safe: t.Verdict.Verdict == replay.Replay, Reason: string(t.Verdict.Reason), Declared: string(t.Declared)}})
+		views = append(views, api.ToolOf(t.Tool.Name, t.Tool.Description, t.Tool.Annotations, t.Verdict, t.Declared))
 		if t.Tool.Name == o.tool {
-			detail = &toolDetail{toolView: views[len(views)-1], InputSchema: orNull(t.Tool.InputSchema), OutputSchema: orNull(t.Tool.OutputSchema)}
+			d := api.ToolDetailOf(views[len(views)-1], t.Tool.InputSchema, t.Tool.OutputSchema)
+			detail = &d
 		}
 	}
 	if o.tool != "" {
@@ -126,16 +97,9 @@ func runServersTools(ctx context.Context, o *serversToolsOptions) error {
 	})
 }
 
-func orNull(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 {
-		return json.RawMessage("null")
-	}
-	return raw
-}
-
 // verdictText is the REPLAY column: yes or no, the reason, and what the
 // tool declares when trust is what stands in the way.
-func verdictText(r replayView) string {
+func verdictText(r api.Replay) string {
 	if r.Safe {
 		return "yes: " + r.Reason
 	}
@@ -148,7 +112,7 @@ func verdictText(r replayView) string {
 
 // showTool prints one tool: what it is, how a lost call would be treated,
 // its arguments and its output.
-func showTool(w io.Writer, t *toolDetail) error {
+func showTool(w io.Writer, t *api.ToolDetail) error {
 	fmt.Fprintf(w, "Tool:         %s\n", t.Name)
 	if t.Description != "" {
 		fmt.Fprintf(w, "Description:  %s\n", firstLine(t.Description))

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 )
 
@@ -30,7 +31,7 @@ func TestServersToolsVerdictIsTheEnginesVerdict(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("servers tools: %+v", r)
 	}
-	var tools []toolView
+	var tools []api.Tool
 	if err := json.Unmarshal([]byte(r.stdout), &tools); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,485 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/mcpflow/mcpflow/api"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/service"
+	"github.com/mcpflow/mcpflow/workflow"
+)
+
+// Handler is the server's HTTP handler: the API under /api/, the UI at /.
+// tcp adds the token check of a TCP listener.
+func (s *Server) Handler(tcp bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "stopping": s.stopping.Load()})
+	})
+	mux.HandleFunc("GET /api/runs", s.listRuns)
+	mux.HandleFunc("POST /api/runs", s.submitRun)
+	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
+	mux.HandleFunc("POST /api/runs/{id}/resume", s.resumeRun)
+	mux.HandleFunc("POST /api/runs/{id}/cancel", s.cancelRun)
+	mux.HandleFunc("POST /api/runs/{id}/approve", s.decideStep(journal.ApprovalApproved))
+	mux.HandleFunc("POST /api/runs/{id}/reject", s.decideStep(journal.ApprovalRejected))
+	mux.HandleFunc("GET /api/runs/{id}/events", s.events)
+	mux.HandleFunc("GET /api/events", s.events)
+	mux.HandleFunc("GET /api/invocations", s.listInvocations)
+	mux.HandleFunc("GET /api/invocations/{id}", s.getInvocation)
+	mux.HandleFunc("POST /api/invocations/{id}/resolve", s.resolveInvocation)
+	mux.HandleFunc("GET /api/servers", s.listServers)
+	mux.HandleFunc("GET /api/servers/{name}/tools", s.listTools)
+	s.routeUI(mux)
+	var h http.Handler = mux
+	if tcp {
+		h = s.authorized(h)
+	}
+	return h
+}
+
+// RunList is a page of runs, newest first; NextCursor continues it.
+type RunList struct {
+	Runs       []api.Run `json:"runs"`
+	NextCursor *string   `json:"next_cursor"`
+}
+
+// RunDetail is a run with every invocation in detail.
+type RunDetail struct {
+	api.Run
+	Invocations []api.InvocationDetail `json:"invocations"`
+}
+
+// InvocationList is a page of invocations, newest first.
+type InvocationList struct {
+	Invocations []api.Invocation `json:"invocations"`
+	NextCursor  *string          `json:"next_cursor"`
+}
+
+// Started answers a request that started (or resumed) a run.
+type Started struct {
+	Run string `json:"run"`
+}
+
+func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, err := limitOf(q.Get("limit"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	rq := service.RunQuery{Status: q.Get("status"), Workflow: q.Get("workflow"), Cursor: q.Get("cursor"), Limit: limit}
+	if rq.Since, err = sinceOf(q.Get("since")); err != nil {
+		writeErr(w, err)
+		return
+	}
+	runs, err := s.svc.Runs(rq)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := RunList{Runs: make([]api.Run, len(runs))}
+	for i := range runs {
+		out.Runs[i] = api.RunOf(&runs[i].Run, runs[i].Invocations)
+	}
+	if limit > 0 && len(runs) == limit {
+		next := runs[len(runs)-1].Run.ID.String()
+		out.NextCursor = &next
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
+	rep, err := s.svc.RunDetail(r.PathValue("id"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, runDetail(rep))
+}
+
+func runDetail(rep *service.Report) RunDetail {
+	d := RunDetail{Run: api.RunOf(rep.Run, rep.Invocations), Invocations: []api.InvocationDetail{}}
+	for i := range rep.Invocations {
+		d.Invocations = append(d.Invocations, api.InvocationDetailOf(&rep.Invocations[i], false))
+	}
+	return d
+}
+
+// SubmitRequest starts a workflow: a file the server reads (an absolute
+// path, or one relative to the workspace), with inputs.
+type SubmitRequest struct {
+	File   string         `json:"file"`
+	Inputs map[string]any `json:"inputs"`
+}
+
+func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
+	var req SubmitRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if req.File == "" {
+		writeError(w, http.StatusBadRequest, "invalid", "file is required: the workflow file to run")
+		return
+	}
+	id, err := s.submit(service.RunRequest{File: req.File, InputValues: req.Inputs})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, Started{Run: id.String()})
+}
+
+// ResumeRequest continues a run.
+type ResumeRequest struct {
+	// RetryFailed sends again the calls that failed or returned a tool
+	// error (journaled as the approval of By).
+	RetryFailed bool `json:"retry_failed"`
+	// Untrusted resumes without workspace trust a run that was started
+	// with --trust-workspace (the API never grants trust).
+	Untrusted bool `json:"untrusted"`
+}
+
+func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) {
+	var req ResumeRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	id, err := s.resume(service.ResumeRequest{Run: r.PathValue("id"), RetryFailed: req.RetryFailed, Untrusted: req.Untrusted, By: s.o.By})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, Started{Run: id.String()})
+}
+
+// CancelRequest cancels a run going in this server.
+type CancelRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
+	var req CancelRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if req.Reason == "" {
+		req.Reason = "cancelled by " + s.o.By
+	}
+	if err := s.svc.Cancel(r.PathValue("id"), req.Reason); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"run": r.PathValue("id"), "cancelling": true})
+}
+
+// DecisionRequest approves or rejects a step that waits for approval.
+type DecisionRequest struct {
+	Step   string `json:"step"`
+	Reason string `json:"reason"`
+}
+
+func (s *Server) decideStep(as journal.ApprovalState) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req DecisionRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		rep, err := s.svc.Approve(service.ApproveRequest{Run: r.PathValue("id"), Step: req.Step, As: as, Reason: req.Reason, By: s.o.By})
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, api.ApprovalOf(rep.Approval))
+	}
+}
+
+func (s *Server) listInvocations(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, err := limitOf(q.Get("limit"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	iq := service.InvocationQuery{Run: q.Get("run"), State: q.Get("state"), Server: q.Get("server"), Tool: q.Get("tool"), Cursor: q.Get("cursor"), Limit: limit}
+	if iq.Since, err = sinceOf(q.Get("since")); err != nil {
+		writeErr(w, err)
+		return
+	}
+	invs, err := s.svc.Invocations(iq)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	payload := q.Get("payload") == "true" || q.Get("payload") == "1"
+	out := InvocationList{Invocations: make([]api.Invocation, len(invs))}
+	for i := range invs {
+		out.Invocations[i] = api.InvocationOf(&invs[i], payload)
+	}
+	if limit > 0 && len(invs) == limit {
+		next := invs[len(invs)-1].ID.String()
+		out.NextCursor = &next
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getInvocation(w http.ResponseWriter, r *http.Request) {
+	inv, err := s.svc.Invocation(r.PathValue("id"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	payload := r.URL.Query().Get("payload")
+	writeJSON(w, http.StatusOK, api.InvocationDetailOf(inv, payload == "true" || payload == "1"))
+}
+
+// ResolveRequest is an operator's decision on an invocation whose outcome
+// mcpflow could not know.
+type ResolveRequest struct {
+	// As is completed (with Result), failed, or retry.
+	As     string          `json:"as"`
+	Reason string          `json:"reason"`
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+func (s *Server) resolveInvocation(w http.ResponseWriter, r *http.Request) {
+	var req ResolveRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	inv, err := s.resolve(r.PathValue("id"), req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.InvocationDetailOf(inv, false))
+}
+
+// resolve carries out a resolution for the API and the UI.
+func (s *Server) resolve(id string, req ResolveRequest) (*journal.Invocation, error) {
+	if req.Reason == "" {
+		return nil, badRequest("reason is required: say why, for the audit trail")
+	}
+	rr := service.ResolveRequest{Invocation: id, Reason: req.Reason, By: s.o.By}
+	switch req.As {
+	case "completed":
+		if api.IsNull(req.Result) {
+			return nil, badRequest(`as completed needs the call's result: {"content": [...], "structuredContent": {...}}`)
+		}
+		res, err := api.ParseResult(req.Result)
+		if err != nil {
+			return nil, badRequest("result: %v", err)
+		}
+		rr.As, rr.Result = journal.StateCompleted, res
+	case "failed":
+		rr.As = journal.StateFailed
+	case "retry":
+		rr.As = journal.StateRetryApproved
+	default:
+		return nil, badRequest("as %q: want completed, failed or retry", req.As)
+	}
+	return s.svc.Resolve(rr)
+}
+
+func (s *Server) listServers(w http.ResponseWriter, r *http.Request) {
+	list, err := s.svc.Servers(r.Context(), "", r.URL.Query().Get("connect") != "false", false)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	type server struct {
+		Name      string `json:"name"`
+		Transport string `json:"transport"`
+		Trusted   bool   `json:"trusted"`
+		Checked   bool   `json:"checked"`
+		Tools     int    `json:"tools"`
+		Error     string `json:"error,omitempty"`
+	}
+	out := []server{}
+	for _, st := range list {
+		v := server{Name: st.Server.Name, Transport: st.Server.Transport(), Trusted: st.Server.Trust, Checked: st.Checked, Tools: st.Tools}
+		if st.Err != nil {
+			v.Error = st.Err.Error()
+		}
+		out = append(out, v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"servers": out})
+}
+
+func (s *Server) listTools(w http.ResponseWriter, r *http.Request) {
+	rep, err := s.svc.Tools(r.Context(), service.ToolsRequest{Server: r.PathValue("name")})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := []api.ToolDetail{}
+	for _, t := range rep.Tools {
+		out = append(out, api.ToolDetailOf(api.ToolOf(t.Tool.Name, t.Tool.Description, t.Tool.Annotations, t.Verdict, t.Declared), t.Tool.InputSchema, t.Tool.OutputSchema))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"server": rep.Server.Name, "tools": out})
+}
+
+// events streams run events as server-sent events: every run's, or one
+// run's (/api/runs/{id}/events). The stream ends when the server stops.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	run := ""
+	if ref := r.PathValue("id"); ref != "" {
+		rep, err := s.svc.RunDetail(ref)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		run = rep.Run.ID.String()
+	}
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "internal", "streaming is not supported here")
+		return
+	}
+	sub, ok := s.hub.subscribe(run)
+	if !ok {
+		writeErr(w, ErrStopping)
+		return
+	}
+	defer s.hub.unsubscribe(sub)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": mcpflow events\n\n")
+	flusher.Flush()
+	keepAlive := time.NewTicker(15 * time.Second)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-keepAlive.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+			flusher.Flush()
+		case e, ok := <-sub.ch:
+			if !ok {
+				return
+			}
+			b, _ := json.Marshal(e)
+			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Kind, b)
+			flusher.Flush()
+		}
+	}
+}
+
+// limitOf reads a limit parameter: default 50, 0 for all.
+func limitOf(v string) (int, error) {
+	if v == "" {
+		return 50, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, badRequest("limit %q: want a number, 0 for all", v)
+	}
+	return n, nil
+}
+
+// sinceOf reads a since parameter: RFC 3339, or a duration back from now.
+func sinceOf(v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return time.Now().Add(-d), nil
+	}
+	return time.Time{}, badRequest("since %q: want RFC 3339 or a duration (90m, 24h)", v)
+}
+
+// maxBody bounds a request body.
+const maxBody = 16 << 20
+
+// readJSON decodes a JSON request body into v (an empty body is {}). A
+// state-changing request must be JSON (a cross-site form cannot send it)
+// and, from a browser, same-origin.
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	if !sameOrigin(r) {
+		writeError(w, http.StatusForbidden, "cross_site", "cross-site requests are refused")
+		return false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", err.Error())
+		return false
+	}
+	if len(body) == 0 {
+		return true
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "invalid", "send the request as Content-Type: application/json")
+		return false
+	}
+	dec := json.NewDecoder(bytesReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid", "request body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// Error is the body of every error response.
+type Error struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var e Error
+	e.Error.Code, e.Error.Message = code, msg
+	writeJSON(w, status, e)
+}
+
+// badRequestError is a request the server cannot carry out as given.
+type badRequestError struct{ msg string }
+
+func (e *badRequestError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &badRequestError{fmt.Sprintf(format, args...)}
+}
+
+// writeErr answers err with its status: 400 invalid, 404 unknown id, 409
+// not possible in this state, 503 journal or stopping, 500 otherwise.
+func writeErr(w http.ResponseWriter, err error) {
+	var bad *badRequestError
+	var nothing errNothingToResume
+	switch {
+	case errors.As(err, &bad):
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, journal.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.As(err, &nothing), errors.Is(err, service.ErrNotRunning):
+		writeError(w, http.StatusConflict, "conflict", err.Error())
+	case errors.Is(err, service.ErrInvalid), errors.Is(err, workflow.ErrInvalid), errors.Is(err, workflow.ErrInput):
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, ErrStopping), errors.Is(err, service.ErrJournal), errors.Is(err, journal.ErrDamaged):
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
+	default:
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}

@@ -1,0 +1,80 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/service"
+)
+
+// started is how a run started in the background reports back: its id
+// once it is journaled, or why it could not start.
+type started struct {
+	id  journal.ID
+	err error
+}
+
+// submit starts a workflow in the background and returns its run id once
+// the run is journaled. The run belongs to the server: Stop waits for it.
+func (s *Server) submit(req service.RunRequest) (journal.ID, error) {
+	return s.launch(func(ctx context.Context, events func(engine.Event)) error {
+		req.Events = events
+		_, err := s.svc.Run(ctx, req)
+		return err
+	})
+}
+
+// resume continues a run in the background; see submit.
+func (s *Server) resume(req service.ResumeRequest) (journal.ID, error) {
+	return s.launch(func(ctx context.Context, events func(engine.Event)) error {
+		req.Events = events
+		rep, err := s.svc.Resume(ctx, req)
+		if err == nil && !rep.Acted {
+			return errNothingToResume{rep.Run}
+		}
+		return err
+	})
+}
+
+// errNothingToResume: the run succeeded, or waits for an operator.
+type errNothingToResume struct{ run *journal.Run }
+
+func (e errNothingToResume) Error() string {
+	return "run " + e.run.ID.Short() + " is " + e.run.Status.String() + ": nothing to resume"
+}
+
+// launch runs fn in a goroutine the server owns, publishing its events,
+// and returns once its run is journaled (its RunStarted event) or fn
+// failed before.
+func (s *Server) launch(fn func(ctx context.Context, events func(engine.Event)) error) (journal.ID, error) {
+	if s.stopping.Load() {
+		return journal.ID{}, ErrStopping
+	}
+	ch := make(chan started, 1)
+	s.runs.Add(1)
+	go func() {
+		defer s.runs.Done()
+		announced := false
+		err := fn(s.base, func(ev engine.Event) {
+			if ev.Kind == engine.RunStarted && !announced {
+				announced = true
+				ch <- started{id: ev.Run}
+			}
+			s.hub.publish(eventOf(ev))
+		})
+		if !announced {
+			if err == nil {
+				err = errors.New("the run did not start")
+			}
+			ch <- started{err: err}
+			return
+		}
+		if err != nil {
+			s.logf("run: %v", err)
+		}
+	}()
+	st := <-ch
+	return st.id, st.err
+}

@@ -1,0 +1,267 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/service"
+)
+
+// Options configure a Server. Service is required.
+type Options struct {
+	// Service owns the journal, opened for writing.
+	Service *service.Service
+	// Socket is the unix socket to serve on ("": none). It is created mode
+	// 0600; a stale one (nothing answers on it) is replaced.
+	Socket string
+	// Listen is a TCP address to serve on as well ("": none).
+	Listen string
+	// Token is the bearer token TCP requests must carry (the header
+	// "Authorization: Bearer TOKEN", or the cookie the UI sets). Required
+	// when Listen is not a loopback address.
+	Token string
+	// Grace is how long Stop lets calls in flight finish. Default 10s.
+	Grace time.Duration
+	// By names who acts through the API (resolutions, approvals,
+	// cancels). Default: "api".
+	By string
+	// Logf, when set, receives a line per notable event.
+	Logf func(format string, args ...any)
+}
+
+// Server is one long-running owner of a journal. Start it, then Stop it.
+type Server struct {
+	o   Options
+	svc *service.Service
+	hub hub
+
+	// base is the context of every run; stopping cancels it (cause
+	// engine.ErrStopping) once the grace period is over.
+	base     context.Context
+	stopRuns context.CancelCauseFunc
+	stopping atomic.Bool
+	runs     sync.WaitGroup // the goroutines of the runs going
+
+	servers   []*http.Server
+	serving   sync.WaitGroup
+	listeners []net.Listener
+	tcpAddr   net.Addr
+}
+
+// New checks o and returns a Server that is not serving yet.
+func New(o *Options) (*Server, error) {
+	if o == nil || o.Service == nil {
+		return nil, errors.New("server: a service is required")
+	}
+	s := &Server{o: *o, svc: o.Service}
+	if s.o.Grace <= 0 {
+		s.o.Grace = 10 * time.Second
+	}
+	if s.o.By == "" {
+		s.o.By = "api"
+	}
+	if s.o.Listen != "" && s.o.Token == "" && !loopback(s.o.Listen) {
+		return nil, fmt.Errorf("--listen %s is not a loopback address: a token is required (--token-file)", s.o.Listen)
+	}
+	s.base, s.stopRuns = context.WithCancelCause(context.Background())
+	s.hub.init()
+	return s, nil
+}
+
+// loopback reports whether addr (host:port) is on a loopback address.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Start listens on the socket and the TCP address, serves, and resumes the
+// runs that were running when the journal's last owner stopped. It returns
+// once listening.
+func (s *Server) Start() error {
+	if s.o.Socket != "" {
+		l, err := listenSocket(s.o.Socket)
+		if err != nil {
+			return err
+		}
+		s.serve(l, s.Handler(false))
+	}
+	if s.o.Listen != "" {
+		l, err := net.Listen("tcp", s.o.Listen)
+		if err != nil {
+			s.closeListeners()
+			return fmt.Errorf("listen %s: %w", s.o.Listen, err)
+		}
+		s.tcpAddr = l.Addr()
+		s.serve(l, s.Handler(true))
+	}
+	return s.resumeInterrupted()
+}
+
+// Addr is the TCP address served on (nil without Listen).
+func (s *Server) Addr() net.Addr { return s.tcpAddr }
+
+func (s *Server) serve(l net.Listener, h http.Handler) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s.servers = append(s.servers, srv)
+	s.listeners = append(s.listeners, l)
+	s.serving.Add(1)
+	go func() {
+		defer s.serving.Done()
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.logf("serve %s: %v", l.Addr(), err)
+		}
+	}()
+}
+
+func (s *Server) closeListeners() {
+	for _, l := range s.listeners {
+		l.Close()
+	}
+}
+
+// listenSocket listens on a unix socket at path, mode 0600. A socket that
+// nothing answers on is stale (its server died) and is replaced; one that
+// answers is another server's.
+func listenSocket(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, err
+	}
+	if _, err := os.Lstat(path); err == nil {
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("another mcpflow server is serving on %s", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, err
+		}
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// resumeInterrupted resumes, in the background, every run the journal has
+// as running: its owner crashed or stopped while it went.
+func (s *Server) resumeInterrupted() error {
+	runs, err := s.svc.Runs(service.RunQuery{Status: journal.RunRunning.String()})
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		id := r.Run.ID
+		s.logf("resuming run %s (%s), interrupted when the journal's owner stopped", id.Short(), r.Run.Workflow)
+		if _, err := s.resume(service.ResumeRequest{Run: id.String()}); err != nil {
+			s.logf("resume %s: %v", id.Short(), err)
+		}
+	}
+	return nil
+}
+
+// Stop stops taking work, closes the listeners, lets the runs going finish
+// within the grace period, then aborts what is still in flight (journaled
+// as a crash would leave it; the runs stay running for the next start) and
+// waits for the runs' goroutines. ctx bounds the whole of it.
+func (s *Server) Stop(ctx context.Context) error {
+	s.stopping.Store(true)
+	s.hub.close()
+	for _, srv := range s.servers {
+		srv.Close()
+	}
+	s.serving.Wait()
+	done := make(chan struct{})
+	go func() {
+		s.runs.Wait()
+		close(done)
+	}()
+	grace := time.NewTimer(s.o.Grace)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		s.logf("grace period over: aborting the calls still in flight")
+		s.stopRuns(engine.ErrStopping)
+	case <-ctx.Done():
+		s.stopRuns(engine.ErrStopping)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if s.o.Socket != "" {
+		os.Remove(s.o.Socket)
+	}
+	return nil
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.o.Logf != nil {
+		s.o.Logf(format, args...)
+	}
+}
+
+// authorized wraps h with the token check of a TCP listener.
+func (s *Server) authorized(h http.Handler) http.Handler {
+	if s.o.Token == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.o.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if c, err := r.Cookie(tokenCookie); err == nil && len(got) == 0 {
+			got = []byte("Bearer " + c.Value)
+		}
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			writeError(w, http.StatusUnauthorized, "unauthorized", "a token is required: Authorization: Bearer TOKEN")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// tokenCookie carries the token for a browser (see the UI's login).
+const tokenCookie = "mcpflow_token"
+
+// sameOrigin refuses a state-changing request a browser sends from another
+// site: a form posted cross-site carries Sec-Fetch-Site: cross-site (or an
+// Origin that is not this host). Clients that are not browsers send
+// neither header.
+func sameOrigin(r *http.Request) bool {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
+		return false
+	}
+	if o := r.Header.Get("Origin"); o != "" && o != "null" {
+		return o == "http://"+r.Host || o == "https://"+r.Host
+	}
+	return r.Header.Get("Origin") != "null"
+}
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
