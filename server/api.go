@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -129,7 +130,11 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "file is required: the workflow file to run")
 		return
 	}
-	id, err := s.submit(service.RunRequest{File: req.File, InputValues: req.Inputs})
+	file := req.File
+	if !filepath.IsAbs(file) && s.o.Workspace != "" {
+		file = filepath.Join(s.o.Workspace, file)
+	}
+	id, err := s.submit(service.RunRequest{File: file, InputValues: req.Inputs})
 	if err != nil {
 		writeErr(w, err)
 		return

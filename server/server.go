@@ -24,6 +24,9 @@ import (
 type Options struct {
 	// Service owns the journal, opened for writing.
 	Service *service.Service
+	// Workspace is the service's workspace: workflow files submitted by a
+	// relative path are read from it.
+	Workspace string
 	// Socket is the unix socket to serve on ("": none). It is created mode
 	// 0600; a stale one (nothing answers on it) is replaced.
 	Socket string

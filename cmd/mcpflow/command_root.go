@@ -72,6 +72,7 @@ server and the workspace are trusted — otherwise the call is marked outcome un
 		newTrustCommand(g),
 		newRunsCommand(g),
 		newJournalCommand(g),
+		newServerCommand(g, nil),
 		newDemoServerCommand(),
 		newVersionCommand(g),
 	)

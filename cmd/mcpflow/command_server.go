@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpflow/mcpflow/server"
+)
+
+type serverOptions struct {
+	ioStreams
+	g         *globals
+	listen    string
+	tokenFile string
+	grace     time.Duration
+}
+
+func newServerCommand(g *globals, runF func(context.Context, *serverOptions) error) *cobra.Command {
+	o := &serverOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Own the workspace's journal: run workflows submitted to it and serve the API and the web UI",
+		Long: `Run mcpflow as a long-running server that owns the workspace's journal (or
+--journal). It runs the workflows submitted to it, many at once, and serves an
+HTTP API and a web UI on a unix socket beside the journal (.mcpflow/mcpflow.sock,
+mode 0600) and, with --listen, on TCP. While it runs, mcpflow commands in the
+workspace go through it.
+
+On start it resumes the runs that were running when the journal's owner last
+stopped, under the replay rule. SIGTERM or Ctrl-C stops taking work, lets calls
+in flight finish for --grace, then aborts the rest (journaled as a crash would
+leave them) and exits; the next start resumes them.
+
+A --listen address that is not loopback needs --token-file: a file private to
+you (mode 0600) holding the token clients send as "Authorization: Bearer TOKEN".`,
+		Example: `  mcpflow server
+  mcpflow server --listen 127.0.0.1:7070
+  mcpflow server --listen 0.0.0.0:7070 --token-file ~/.config/mcpflow/token`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.ioStreams = streams(cmd)
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return runServer(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVar(&o.listen, "listen", "", "also serve on this TCP address (host:port)")
+	cmd.Flags().StringVar(&o.tokenFile, "token-file", "", "file holding the token TCP clients must send (required off loopback)")
+	cmd.Flags().DurationVar(&o.grace, "grace", 10*time.Second, "on SIGTERM, how long calls in flight may finish before they are aborted")
+	return cmd
+}
+
+// socketPath is the server's unix socket: beside the journal.
+func socketPath(journalPath string) string {
+	return filepath.Join(filepath.Dir(journalPath), "mcpflow.sock")
+}
+
+func runServer(ctx context.Context, o *serverOptions) error {
+	token, err := readToken(o.tokenFile)
+	if err != nil {
+		return err
+	}
+	svc, done, err := o.g.service(writeJournal)
+	if err != nil {
+		return err
+	}
+	defer done()
+	srv, err := server.New(&server.Options{
+		Service: svc, Workspace: o.g.workspace, Socket: socketPath(o.g.journalPath), Listen: o.listen, Token: token, Grace: o.grace, By: osUser(),
+		Logf: func(format string, args ...any) {
+			fmt.Fprintf(o.Err, "%s mcpflow server: %s\n", time.Now().Format(time.TimeOnly), fmt.Sprintf(format, args...))
+		},
+	})
+	if err != nil {
+		return usageError("%v", err)
+	}
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "mcpflow server: journal %s\n  socket: %s\n", o.g.journalPath, socketPath(o.g.journalPath))
+	if a := srv.Addr(); a != nil {
+		fmt.Fprintf(o.Out, "  http://%s/\n", a)
+	}
+	<-ctx.Done()
+	fmt.Fprintf(o.Err, "mcpflow server: stopping (calls in flight have %s to finish)\n", o.grace)
+	stop, cancel := context.WithTimeout(context.Background(), o.grace+30*time.Second)
+	defer cancel()
+	return srv.Stop(stop)
+}
+
+// readToken reads the token file, which must be private to its owner.
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", usageError("--token-file: %v", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", usageError("--token-file %s: mode %v lets others read it; make it private (chmod 600)", path, st.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", usageError("--token-file: %v", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if len(token) < 16 {
+		return "", usageError("--token-file %s: the token is %d characters; use at least 16 (e.g. openssl rand -hex 32)", path, len(token))
+	}
+	return token, nil
+}
