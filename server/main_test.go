@@ -1,0 +1,190 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/journaltest"
+	"github.com/mcpflow/mcpflow/server"
+	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/servers/demo"
+	"github.com/mcpflow/mcpflow/service"
+	"github.com/mcpflow/mcpflow/trust"
+)
+
+// The test binary serves the demo when started as "TESTBINARY demo-server
+// FLAGS…", so builtin servers run as real stdio subprocesses of it.
+func TestMain(m *testing.M) {
+	if servers.Supervising() {
+		os.Exit(servers.Supervise(os.Args[1:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "demo-server" {
+		var cfg demo.Config
+		fs := pflag.NewFlagSet("demo-server", pflag.ContinueOnError)
+		cfg.AddFlags(fs)
+		if err := fs.Parse(os.Args[2:]); err != nil {
+			os.Exit(2)
+		}
+		if err := demo.Serve(context.Background(), cfg, os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if os.Getenv("GORACE") == "" {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
+	os.Exit(m.Run())
+}
+
+// rig is a workspace with the demo server configured and a Server owning
+// its journal, serving on a unix socket.
+type rig struct {
+	t         *testing.T
+	workspace string
+	journal   string
+	socket    string
+	trust     *trust.Store
+	svc       *service.Service
+	srv       *server.Server
+	client    *http.Client
+}
+
+func newRig(t *testing.T, o *server.Options) *rig {
+	t.Helper()
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "mcpflow.yaml"), []byte("servers:\n  demo: {builtin: demo, trust: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{t: t, workspace: ws, journal: filepath.Join(ws, ".mcpflow", "journal.db")}
+	r.socket = filepath.Join(filepath.Dir(r.journal), "mcpflow.sock")
+	r.start(o)
+	r.client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", r.socket)
+	}}}
+	t.Cleanup(func() {
+		r.stop()
+		journaltest.CheckFile(t, r.journal)
+	})
+	return r
+}
+
+// start opens the journal and starts a server on it.
+func (r *rig) start(o *server.Options) {
+	r.t.Helper()
+	if r.trust == nil {
+		// The user trusts the workspace (the API never can): safe calls
+		// are replayed after a stop or a crash.
+		r.trust = trust.OpenStore(r.t.TempDir())
+		if err := r.trust.Add(r.workspace); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	svc, err := service.New(nil, &service.Options{
+		Workspace:   r.workspace,
+		TrustStore:  r.trust,
+		OpenJournal: func() (*journal.Journal, error) { return journal.Open(r.journal, nil) },
+	})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	opts := server.Options{}
+	if o != nil {
+		opts = *o
+	}
+	opts.Service, opts.Workspace, opts.Socket = svc, r.workspace, r.socket
+	srv, err := server.New(&opts)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	r.svc, r.srv = svc, srv
+}
+
+// stop stops the server and closes its journal (again: a no-op).
+func (r *rig) stop() {
+	if r.srv == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.srv.Stop(ctx); err != nil {
+		r.t.Error(err)
+	}
+	r.svc.Close()
+	r.srv = nil
+}
+
+func (r *rig) workflow(name, src string) string {
+	r.t.Helper()
+	if err := os.WriteFile(filepath.Join(r.workspace, name), []byte(src), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	return name
+}
+
+// do sends a request and decodes a JSON answer into out (when not nil).
+func (r *rig) do(method, path string, body any, out any) int {
+	r.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = strings.NewReader(string(b))
+	}
+	req, _ := http.NewRequest(method, "http://mcpflow"+path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			r.t.Fatalf("%s %s: %v\n%s", method, path, err, b)
+		}
+	}
+	return resp.StatusCode
+}
+
+// sse reads server-sent events from path until stop says so.
+func (r *rig) sse(ctx context.Context, path string, each func(server.Event) bool) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://mcpflow"+path, nil)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var e server.Event
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			return err
+		}
+		if !each(e) {
+			return nil
+		}
+	}
+	return sc.Err()
+}
