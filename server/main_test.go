@@ -164,8 +164,9 @@ func (r *rig) do(method, path string, body any, out any) int {
 	return resp.StatusCode
 }
 
-// sse reads server-sent events from path until stop says so.
-func (r *rig) sse(ctx context.Context, path string, each func(server.Event) bool) error {
+// sse reads server-sent events from path until each says stop; ready is
+// closed once the server has subscribed the stream (its first comment).
+func (r *rig) sse(ctx context.Context, path string, ready chan<- struct{}, each func(server.Event) bool) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://mcpflow"+path, nil)
 	resp, err := r.client.Do(req)
 	if err != nil {
@@ -174,6 +175,10 @@ func (r *rig) sse(ctx context.Context, path string, each func(server.Event) bool
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), ": mcpflow events") && ready != nil {
+			close(ready)
+			ready = nil
+		}
 		data, ok := strings.CutPrefix(sc.Text(), "data: ")
 		if !ok {
 			continue

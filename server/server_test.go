@@ -33,15 +33,13 @@ func TestSubmitAndFollow(t *testing.T) {
 	subscribed := make(chan struct{})
 	go func() {
 		var got []string
-		close(subscribed)
-		r.sse(ctx, "/api/events", func(e server.Event) bool {
+		r.sse(ctx, "/api/events", subscribed, func(e server.Event) bool {
 			got = append(got, e.Kind)
 			return e.Kind != "run_finished"
 		})
 		kinds <- got
 	}()
 	<-subscribed
-	time.Sleep(50 * time.Millisecond) // the subscription reaches the server
 	var started server.Started
 	if code := r.do("POST", "/api/runs", map[string]any{"file": "slow.yaml"}, &started); code != http.StatusAccepted || started.Run == "" {
 		t.Fatalf("submit: %d %+v", code, started)
