@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +41,11 @@ type Server struct {
 	Args    []string          `yaml:"args,omitempty" json:"args,omitempty"`
 	Env     map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 	Cwd     string            `yaml:"cwd,omitempty" json:"cwd,omitempty"`
+	// EnvFile is a dotenv file (NAME=VALUE lines, # comments, optional
+	// quotes and "export ") read when the server starts, its variables
+	// given to the server under Env's (Env wins). A relative path is
+	// relative to the workspace. VS Code's envFile imports as this.
+	EnvFile string `yaml:"env_file,omitempty" json:"env_file,omitempty"`
 	// URL reaches a remote server over streamable HTTP, or over the older
 	// SSE transport when Type is "sse". Headers are added to every request.
 	URL     string            `yaml:"url,omitempty" json:"url,omitempty"`
@@ -66,6 +72,12 @@ type Server struct {
 	// 0 means DefaultMaxMessageSize. A result over it fails its call as
 	// ErrResultTooLarge.
 	MaxMessageSize int64 `yaml:"max_message_size,omitempty" json:"max_message_size,omitempty"`
+	// IncludeTools, when set, are the only tools of the server mcpflow
+	// lists, validates against and calls; ExcludeTools are never listed or
+	// called (exclusion wins). Gemini CLI's includeTools and excludeTools
+	// import as these: a client's allowlist is never widened.
+	IncludeTools []string `yaml:"include_tools,omitempty" json:"include_tools,omitempty"`
+	ExcludeTools []string `yaml:"exclude_tools,omitempty" json:"exclude_tools,omitempty"`
 	// EnvAllowed, when not nil, lists the only environment variables that
 	// ${VAR} in the entry may read: a workflow's own servers may read only
 	// the variables the workflow lists in env:. Nil (entries of the user's
@@ -107,6 +119,26 @@ type problem struct {
 	msg string
 }
 
+// Allows reports whether the configuration lets mcpflow use tool (see
+// IncludeTools), and if not, why.
+func (s *Server) Allows(tool string) (bool, string) {
+	if slices.Contains(s.ExcludeTools, tool) {
+		return false, fmt.Sprintf("the configuration of server %q excludes tool %q (exclude_tools%s)", s.Name, tool, s.from())
+	}
+	if len(s.IncludeTools) > 0 && !slices.Contains(s.IncludeTools, tool) {
+		return false, fmt.Sprintf("the configuration of server %q allows only %s (include_tools%s)", s.Name, strings.Join(s.IncludeTools, ", "), s.from())
+	}
+	return true, ""
+}
+
+// from says where the entry came from, for messages.
+func (s *Server) from() string {
+	if s.Origin == "" {
+		return ""
+	}
+	return " at " + s.Origin
+}
+
 func (s *Server) check() *problem {
 	var set []string
 	for _, kv := range [][2]string{{"builtin", s.Builtin}, {"command", s.Command}, {"url", s.URL}} {
@@ -137,7 +169,7 @@ func (s *Server) check() *problem {
 		for _, k := range []struct {
 			key string
 			set bool
-		}{{"args", len(s.Args) > 0}, {"env", len(s.Env) > 0}, {"cwd", s.Cwd != ""}} {
+		}{{"args", len(s.Args) > 0}, {"env", len(s.Env) > 0}, {"env_file", s.EnvFile != ""}, {"cwd", s.Cwd != ""}} {
 			if k.set {
 				return &problem{k.key, k.key + " applies only to servers started with builtin or command (expected no " + k.key + " with a url)"}
 			}
@@ -221,6 +253,7 @@ type serverJSON struct {
 	Args           []string          `json:"args,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
 	Cwd            string            `json:"cwd,omitempty"`
+	EnvFile        string            `json:"env_file,omitempty"`
 	URL            string            `json:"url,omitempty"`
 	Headers        map[string]string `json:"headers,omitempty"`
 	Type           string            `json:"type,omitempty"`
@@ -229,14 +262,17 @@ type serverJSON struct {
 	CallTimeout    string            `json:"call_timeout,omitempty"`
 	Reconnect      string            `json:"reconnect_timeout,omitempty"`
 	MaxMessageSize int64             `json:"max_message_size,omitempty"`
+	IncludeTools   []string          `json:"include_tools,omitempty"`
+	ExcludeTools   []string          `json:"exclude_tools,omitempty"`
 	Origin         string            `json:"origin,omitempty"`
 }
 
 // MarshalJSON writes durations as Go duration strings ("1m30s").
 func (s Server) MarshalJSON() ([]byte, error) {
 	j := serverJSON{
-		Name: s.Name, Builtin: s.Builtin, Command: s.Command, Args: s.Args, Env: s.Env, Cwd: s.Cwd,
+		Name: s.Name, Builtin: s.Builtin, Command: s.Command, Args: s.Args, Env: s.Env, Cwd: s.Cwd, EnvFile: s.EnvFile,
 		URL: s.URL, Headers: s.Headers, Type: s.Type, Trust: s.Trust, Origin: s.Origin,
+		IncludeTools: s.IncludeTools, ExcludeTools: s.ExcludeTools,
 	}
 	if s.ConnectTimeout != 0 {
 		j.ConnectTimeout = s.ConnectTimeout.String()
@@ -258,8 +294,9 @@ func (s *Server) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	out := Server{
-		Name: j.Name, Builtin: j.Builtin, Command: j.Command, Args: j.Args, Env: j.Env, Cwd: j.Cwd,
+		Name: j.Name, Builtin: j.Builtin, Command: j.Command, Args: j.Args, Env: j.Env, Cwd: j.Cwd, EnvFile: j.EnvFile,
 		URL: j.URL, Headers: j.Headers, Type: j.Type, Trust: j.Trust, Origin: j.Origin, MaxMessageSize: j.MaxMessageSize,
+		IncludeTools: j.IncludeTools, ExcludeTools: j.ExcludeTools,
 	}
 	for _, d := range []struct {
 		s   string

@@ -256,7 +256,7 @@ func FuzzImportJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		set, err := importJSON("f.json", src)
+		set, err := importJSON("f.json", src, "")
 		if err == nil {
 			for _, s := range set {
 				if s.Validate() != nil {

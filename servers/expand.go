@@ -36,6 +36,8 @@ func expandVars(s string, lookup func(string) (string, bool)) (string, error) {
 		switch {
 		case hasDef && v == "":
 			v = def
+		case !ok && strings.HasPrefix(name, "MCPFLOW_INPUT_"):
+			return "", fmt.Errorf("${%s}: %w: the server's configuration asks for a VS Code input (${input:…}); set %s in the environment", name, ErrUnsetVariable, name)
 		case !ok:
 			return "", fmt.Errorf("${%s}: %w (expected it set, or ${%s:-DEFAULT})", name, ErrUnsetVariable, name)
 		}
@@ -78,7 +80,7 @@ func validVarName(n string) bool {
 func (s *Server) EnvRefs() []string {
 	seen := map[string]bool{}
 	record := func(name string) (string, bool) { seen[name] = true; return "x", true }
-	for _, v := range append(append([]string{s.Command, s.Cwd, s.URL}, s.Args...), append(mapValues(s.Env), mapValues(s.Headers)...)...) {
+	for _, v := range append(append([]string{s.Command, s.Cwd, s.EnvFile, s.URL}, s.Args...), append(mapValues(s.Env), mapValues(s.Headers)...)...) {
 		expandVars(v, record)
 	}
 	return sortedKeys(seen)

@@ -46,8 +46,10 @@ func (p *jimporter) errAt(off int, server, format string, args ...any) *ConfigEr
 }
 
 // importJSON reads the servers of a Claude Desktop, Cursor, .mcp.json,
-// VS Code or Gemini CLI / Qwen Code file.
-func importJSON(file string, src []byte) (Set, error) {
+// VS Code or Gemini CLI / Qwen Code file, or Claude Code's ~/.claude.json,
+// whose projects[project].mcpServers (the servers `claude mcp add` puts
+// there by default) win over its user-scoped mcpServers.
+func importJSON(file string, src []byte, project string) (Set, error) {
 	p := &jimporter{file: file, src: src, workspace: workspaceOf(file)}
 	root, err := jsonpos.Parse(src)
 	if err != nil {
@@ -79,6 +81,22 @@ func importJSON(file string, src []byte) (Set, error) {
 	default:
 		return nil, p.errAt(root.Off, "", "no \"mcpServers\" or \"servers\" object (expected {\"mcpServers\": {NAME: {...}}} as in Claude Desktop, Cursor, .mcp.json, Gemini CLI and Qwen Code, or {\"servers\": {NAME: {...}}} as in VS Code)")
 	}
+	set, err := p.entries(servers)
+	if err != nil {
+		return nil, err
+	}
+	if scoped := projectServers(root, project); scoped != nil && p.dialect == dialectMCPServers {
+		own, err := p.entries(scoped)
+		if err != nil {
+			return nil, err
+		}
+		set = Merge(set, own)
+	}
+	return set, nil
+}
+
+// entries converts an object of server entries by name.
+func (p *jimporter) entries(servers *jsonpos.Node) (Set, error) {
 	if servers.Kind != jsonpos.Object {
 		return nil, p.errAt(servers.Off, "", "expected an object of servers by name, found %s", servers.KindName())
 	}
@@ -99,6 +117,29 @@ func importJSON(file string, src []byte) (Set, error) {
 		}
 	}
 	return set, nil
+}
+
+// projectServers is Claude Code's projects[project].mcpServers, or nil.
+// The project is matched by its absolute path, symbolic links resolved
+// or not.
+func projectServers(root *jsonpos.Node, project string) *jsonpos.Node {
+	projects, ok := root.Field("projects")
+	if !ok || project == "" || projects.Kind != jsonpos.Object {
+		return nil
+	}
+	want := map[string]bool{filepath.Clean(project): true}
+	if real, err := filepath.EvalSymlinks(project); err == nil {
+		want[real] = true
+	}
+	for _, f := range projects.Keys {
+		if !want[filepath.Clean(f.Name)] || f.Val.Kind != jsonpos.Object {
+			continue
+		}
+		if servers, ok := f.Val.Field("mcpServers"); ok {
+			return servers
+		}
+	}
+	return nil
 }
 
 func isGemini(file string, servers *jsonpos.Node) bool {
@@ -176,6 +217,9 @@ func (p *jimporter) entry(name string, n *jsonpos.Node) (*Server, error) {
 		case "cwd":
 			srv.Cwd, err = p.str(name, f.Name, v)
 			pos["cwd"] = v.Off
+		case "envFile":
+			srv.EnvFile, err = p.str(name, f.Name, v)
+			pos["env_file"] = v.Off
 		case "headers":
 			srv.Headers, err = p.strMap(name, f.Name, v)
 			pos["headers"] = v.Off
@@ -192,6 +236,18 @@ func (p *jimporter) entry(name string, n *jsonpos.Node) (*Server, error) {
 			pos["type"] = v.Off
 			if err == nil {
 				srv.Type, err = p.transportType(name, t, v)
+			}
+		case "includeTools", "excludeTools":
+			if p.dialect != dialectGemini {
+				continue
+			}
+			var list []string
+			if list, err = p.strList(name, f.Name, v); err == nil {
+				if f.Name == "includeTools" {
+					srv.IncludeTools = list
+				} else {
+					srv.ExcludeTools = list
+				}
 			}
 		case "trust":
 			if v.Kind != jsonpos.Bool {
@@ -298,10 +354,13 @@ func (p *jimporter) strMap(server, key string, v *jsonpos.Node) (map[string]stri
 
 // translate rewrites the other clients' variable syntax into mcpflow's
 // ${VAR}: ${env:VAR} becomes ${VAR}; ${workspaceFolder} and ${userHome}
-// are replaced by their paths; Gemini's bare $VAR in env and headers
-// becomes ${VAR}. ${input:ID} (a VS Code prompt) is an error.
+// are replaced by their paths; Gemini's bare $VAR, in every string,
+// becomes ${VAR}; VS Code's ${input:ID} becomes ${MCPFLOW_INPUT_ID}.
 func (p *jimporter) translate(srv *Server, pos map[string]int) error {
 	tr := func(key, s string) (string, error) {
+		if p.dialect == dialectGemini {
+			s = bracedVars(s) // Gemini CLI reads $VAR as ${VAR} in every string
+		}
 		out, err := p.translateVars(s)
 		if err != nil {
 			return "", p.errAt(pos[key], srv.Name, "%s: %v", key, err)
@@ -312,7 +371,7 @@ func (p *jimporter) translate(srv *Server, pos map[string]int) error {
 	for _, f := range []struct {
 		key string
 		dst *string
-	}{{"command", &srv.Command}, {"cwd", &srv.Cwd}, {"url", &srv.URL}} {
+	}{{"command", &srv.Command}, {"cwd", &srv.Cwd}, {"env_file", &srv.EnvFile}, {"url", &srv.URL}} {
 		if *f.dst, err = tr(f.key, *f.dst); err != nil {
 			return err
 		}
@@ -327,11 +386,7 @@ func (p *jimporter) translate(srv *Server, pos map[string]int) error {
 		m   map[string]string
 	}{{"env", srv.Env}, {"headers", srv.Headers}} {
 		for _, k := range sortedKeys(m.m) {
-			v := m.m[k]
-			if p.dialect == dialectGemini {
-				v = bracedVars(v)
-			}
-			if m.m[k], err = tr(m.key, v); err != nil {
+			if m.m[k], err = tr(m.key, m.m[k]); err != nil {
 				return err
 			}
 		}
@@ -373,18 +428,30 @@ func (p *jimporter) translateVars(s string) (string, error) {
 			b.WriteString(string(filepath.Separator))
 		case hasColon && kind == "env" && validVarName(arg):
 			b.WriteString("${" + arg + "}")
-		case hasColon && kind == "input":
-			what := ""
-			if d := p.inputs[arg]; d != "" {
-				what = fmt.Sprintf(" (%q)", d)
-			}
-			return "", fmt.Errorf("%s%s is a VS Code prompt, which mcpflow cannot show (expected ${NAME} of an environment variable)", ref, what)
+		case hasColon && kind == "input" && arg != "":
+			// VS Code prompts for it; mcpflow reads it from the
+			// environment when the server starts, so only this server
+			// waits for it.
+			b.WriteString("${" + InputEnv(arg) + "}")
 		case validVarName(kind) && (!hasColon || strings.HasPrefix(arg, "-")):
 			b.WriteString(ref) // already ${VAR} or ${VAR:-default}
 		default:
 			return "", fmt.Errorf("unsupported variable %s (expected ${NAME}, ${env:NAME}, ${workspaceFolder} or ${userHome})", ref)
 		}
 	}
+}
+
+// InputEnv is the environment variable that supplies VS Code's
+// ${input:ID}: MCPFLOW_INPUT_ and the id upper-cased, any character other
+// than a letter or digit as _ (as for a workflow's inputs).
+func InputEnv(id string) string {
+	b := []byte(strings.ToUpper(id))
+	for i, c := range b {
+		if !(c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	return "MCPFLOW_INPUT_" + string(b)
 }
 
 // bracedVars rewrites $NAME as ${NAME}, leaving ${…} and lone $ alone.

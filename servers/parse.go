@@ -14,9 +14,10 @@ import (
 
 // entryKeys are the keys of a server entry in mcpflow's own YAML.
 var entryKeys = []string{
-	"builtin", "command", "args", "env", "cwd",
+	"builtin", "command", "args", "env", "env_file", "cwd",
 	"url", "type", "headers",
 	"trust", "connect_timeout", "call_timeout", "reconnect_timeout", "max_message_size",
+	"include_tools", "exclude_tools",
 }
 
 // synonyms maps keys that other MCP clients use to the mcpflow key, for
@@ -26,6 +27,7 @@ var synonyms = map[string]string{
 	"environment": "env", "workingdirectory": "cwd", "working_dir": "cwd", "workdir": "cwd", "dir": "cwd",
 	"timeout": "call_timeout", "calltimeout": "call_timeout", "connecttimeout": "connect_timeout",
 	"arguments": "args",
+	"envfile": "env_file", "includetools": "include_tools", "excludetools": "exclude_tools", "tools": "include_tools",
 }
 
 // ParseEntry parses one server entry of mcpflow's YAML (a workflow's or
@@ -66,6 +68,12 @@ func ParseEntry(file, name string, node *yaml.Node) (srv *Server, err error) {
 			srv.Type, err = p.str(v, k)
 		case "args":
 			srv.Args, err = p.strList(v, k)
+		case "env_file":
+			srv.EnvFile, err = p.str(v, k)
+		case "include_tools":
+			srv.IncludeTools, err = p.strList(v, k)
+		case "exclude_tools":
+			srv.ExcludeTools, err = p.strList(v, k)
 		case "env":
 			srv.Env, err = p.strMap(v, k)
 		case "headers":

@@ -269,6 +269,24 @@ func (s *Session) command(o Options) (*exec.Cmd, error) {
 	} else {
 		cmd.Env = defaultEnv()
 	}
+	if srv.EnvFile != "" {
+		path, err := expand("env_file", srv.EnvFile)
+		if err != nil {
+			return nil, err
+		}
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(o.Workspace, path)
+		}
+		vars, err := readEnvFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("server %q: env_file: %w", srv.Name, err)
+		}
+		for _, k := range sortedKeys(vars) {
+			if _, own := srv.Env[k]; !own {
+				cmd.Env = append(cmd.Env, k+"="+vars[k])
+			}
+		}
+	}
 	for _, k := range sortedKeys(srv.Env) {
 		v, err := expand("env "+k, srv.Env[k])
 		if err != nil {
@@ -389,6 +407,9 @@ func (s *Session) Tools(ctx context.Context) (map[string]Tool, error) {
 		if err != nil {
 			return nil, fmt.Errorf("list tools of server %q: %w", s.server.Name, err)
 		}
+		if ok, _ := s.server.Allows(t.Name); !ok {
+			continue // the configuration excludes it: not listed, never called
+		}
 		tool := Tool{Name: t.Name, Description: t.Description}
 		if rt, ok := s.tap.raw(t.Name); ok {
 			tool.Annotations, tool.InputSchema, tool.OutputSchema = rt.Annotations, rt.InputSchema, rt.OutputSchema
@@ -407,6 +428,9 @@ func (s *Session) Tool(ctx context.Context, name string) (Tool, error) {
 	}
 	if t, ok := tools[name]; ok {
 		return t, nil
+	}
+	if ok, why := s.server.Allows(name); !ok {
+		return Tool{}, fmt.Errorf("%w %q: %s", ErrUnknownTool, name, why)
 	}
 	names := make([]string, 0, len(tools))
 	for n := range tools {

@@ -82,12 +82,14 @@ func LoadWorkspace(dir string) (Set, *Source, error) {
 //
 // ${env:VAR} becomes ${VAR} (expanded at connect time); ${workspaceFolder}
 // (the folder holding .vscode, .cursor, .gemini or .qwen, else the file's
-// folder) and ${userHome} are replaced on import; ${input:ID} is an error.
-// Entries with "disabled": true are skipped. Keys mcpflow does not use
-// (description, envFile, includeTools, oauth, …) are ignored. Errors are
+// folder) and ${userHome} are replaced on import; VS Code's ${input:ID}
+// becomes ${MCPFLOW_INPUT_ID} (see InputEnv), so only the server that uses
+// it waits for it; Gemini CLI's $VAR becomes ${VAR} in every string.
+// VS Code's envFile and Gemini's includeTools and excludeTools are
+// honoured. Entries with "disabled": true are skipped. Errors are
 // *ConfigError with the line and column in FILE.
 func Import(path string) (Set, error) {
-	set, _, err := importFile(path, true)
+	set, _, err := importFile(path, true, "")
 	return set, err
 }
 
@@ -104,7 +106,7 @@ func LoadExternal(workspace, serversFile string) (Set, []string, error) {
 	if serversFile == "" {
 		return ws, files, nil
 	}
-	flag, nested, err := importFile(serversFile, true)
+	flag, nested, err := importFile(serversFile, true, workspace)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -112,7 +114,10 @@ func LoadExternal(workspace, serversFile string) (Set, []string, error) {
 	return Merge(ws, flag), files, nil
 }
 
-func importFile(path string, allowImport bool) (Set, []string, error) {
+// importFile reads one file of servers. project is the workspace whose
+// project-scoped servers a Claude Code ~/.claude.json also contributes
+// ("": none).
+func importFile(path string, allowImport bool, project string) (Set, []string, error) {
 	src, err := inputfile.Read(path, 0)
 	if err != nil {
 		return nil, nil, &ConfigError{File: path, Msg: fmt.Sprintf("cannot read: %v", unwrapPathError(err))}
@@ -125,7 +130,7 @@ func importFile(path string, allowImport bool) (Set, []string, error) {
 		}
 		return set, src.Imports, nil
 	}
-	set, err := importJSON(path, src)
+	set, err := importJSON(path, src, project)
 	return set, nil, err
 }
 
@@ -179,7 +184,7 @@ func loadYAML(file string, src []byte, base string, allowImport bool) (set Set, 
 			} else if _, err := os.Stat(path); err != nil {
 				return nil, nil, p.errAt(item, "import[%d]: %s: %v (expected an existing file, or {path: …, optional: true})", i, path, unwrapPathError(err))
 			}
-			s, nested, err := importFile(path, false)
+			s, nested, err := importFile(path, false, base)
 			if err != nil {
 				return nil, nil, err
 			}

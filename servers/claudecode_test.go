@@ -1,0 +1,46 @@
+package servers
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestClaudeCodeProjectServers: Claude Code's ~/.claude.json contributes
+// its user-scoped servers and the servers `claude mcp add` put under the
+// workspace's own project (which win over user-scoped ones of the same
+// name), not those of other projects; imported without a workspace, only
+// the user-scoped ones.
+func TestClaudeCodeProjectServers(t *testing.T) {
+	ws := t.TempDir()
+	src, err := os.ReadFile(filepath.Join("testdata", "claude-code", "claude.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	file := filepath.Join(home, ".claude.json")
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(string(src), "PROJECT", ws)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set, _, err := LoadExternal(ws, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(set.Names(), " "); got != "db github notes" {
+		t.Errorf("servers %q, want db github notes (not other)", got)
+	}
+	if n := set["notes"]; n == nil || len(n.Args) != 1 || n.Args[0] != "--project" {
+		t.Errorf("notes = %+v, want the project's entry", n)
+	}
+	if db := set["db"]; db == nil || !strings.Contains(db.Origin, ".claude.json:") {
+		t.Errorf("db = %+v, want its origin in .claude.json", db)
+	}
+	alone, err := Import(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(alone.Names(), " "); got != "github notes" {
+		t.Errorf("without a workspace: %q, want the user-scoped github notes", got)
+	}
+}
