@@ -27,7 +27,7 @@ var synonyms = map[string]string{
 	"environment": "env", "workingdirectory": "cwd", "working_dir": "cwd", "workdir": "cwd", "dir": "cwd",
 	"timeout": "call_timeout", "calltimeout": "call_timeout", "connecttimeout": "connect_timeout",
 	"arguments": "args",
-	"envfile": "env_file", "includetools": "include_tools", "excludetools": "exclude_tools", "tools": "include_tools",
+	"envfile":   "env_file", "includetools": "include_tools", "excludetools": "exclude_tools", "tools": "include_tools",
 }
 
 // ParseEntry parses one server entry of mcpflow's YAML (a workflow's or
