@@ -1,0 +1,95 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGeminiToolFilters: a Gemini CLI settings.json's includeTools and
+// excludeTools narrow what mcpflow lists and calls, through the real stdio
+// path; $VAR in command is expanded as Gemini does.
+func TestGeminiToolFilters(t *testing.T) {
+	c := newCLI(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := filepath.Join(c.workspace, ".gemini", "settings.json")
+	os.MkdirAll(filepath.Dir(settings), 0o700)
+	os.WriteFile(settings, []byte(`{
+  "mcpServers": {
+    "g": {
+      "command": "$MCPFLOW_EXE",
+      "args": ["demo-server"],
+      "env": {"MCPFLOW_TEST_AS_MAIN": "1"},
+      "includeTools": ["greet", "upper", "ledger_append"],
+      "excludeTools": ["ledger_append"]
+    }
+  }
+}`), 0o600)
+	c.env = []string{"MCPFLOW_EXE=" + exe}
+	r := c.run("servers", "tools", "g", "--servers", settings, "--trust-workspace", "-o", "json", "--jq", `[.[].name] | join(",")`)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "greet,upper" {
+		t.Errorf("servers tools: exit %d %q, want only greet,upper\n%s", r.code, r.stdout, r.stderr)
+	}
+	for tool, says := range map[string]string{
+		"ledger_append": `excludes tool "ledger_append"`,
+		"not_idempotent": "allows only greet, upper, ledger_append",
+	} {
+		r := c.run("call", "g", tool, "--servers", settings, "--arg", "entry=x")
+		if r.code != exitUsage || !strings.Contains(r.stderr, says) {
+			t.Errorf("call %s: exit %d, want 2 saying %q\n%s", tool, r.code, says, r.stderr)
+		}
+	}
+	if n := c.ledgerCount("ledger_append") + c.ledgerCount("not_idempotent"); n != 0 {
+		t.Errorf("%d excluded calls ran", n)
+	}
+	if r := c.run("call", "g", "greet", "--servers", settings, "--arg", "name=Ada"); r.code != 0 || !strings.Contains(r.stdout, "Hello, Ada!") {
+		t.Errorf("call greet: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestVSCodeInputsAndEnvFile: a VS Code server that asks for an input waits
+// for MCPFLOW_INPUT_<ID> and only it: the file's other servers work; its
+// envFile reaches the server, under its env.
+func TestVSCodeInputsAndEnvFile(t *testing.T) {
+	c := newCLI(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcp := filepath.Join(c.workspace, ".vscode", "mcp.json")
+	os.MkdirAll(filepath.Dir(mcp), 0o700)
+	os.WriteFile(mcp, []byte(`// VS Code
+{
+  "inputs": [{"type": "promptString", "id": "api-key", "description": "Demo key", "password": true}],
+  "servers": {
+    "keyed": {
+      "type": "stdio",
+      "command": "${env:MCPFLOW_EXE}",
+      "args": ["demo-server"],
+      "env": {"MCPFLOW_TEST_AS_MAIN": "1", "DEMO_KEY": "${input:api-key}"},
+      "envFile": "${workspaceFolder}/.env",
+    },
+    "plain": {"command": "${env:MCPFLOW_EXE}", "args": ["demo-server"], "env": {"MCPFLOW_TEST_AS_MAIN": "1"}},
+  },
+}`), 0o600)
+	os.WriteFile(filepath.Join(c.workspace, ".env"), []byte("# demo\nexport MCPFLOW_DEMO_LEDGER=\"from-envfile.jsonl\"\nMCPFLOW_TEST_AS_MAIN=0 # env wins\n"), 0o600)
+	c.env = []string{"MCPFLOW_EXE=" + exe}
+	r := c.run("call", "keyed", "greet", "--servers", mcp, "--arg", "name=x")
+	if r.code == 0 || !strings.Contains(r.stderr, "MCPFLOW_INPUT_API_KEY") {
+		t.Errorf("keyed without its input: exit %d, want it named\n%s", r.code, r.stderr)
+	}
+	if r := c.run("call", "plain", "greet", "--servers", mcp, "--arg", "name=x"); r.code != 0 {
+		t.Errorf("another server of the file: exit %d\n%s", r.code, r.stderr)
+	}
+	c.env = append(c.env, "MCPFLOW_INPUT_API_KEY=k")
+	if r := c.run("call", "keyed", "ledger_append", "--servers", mcp, "--arg", "entry=e"); r.code != 0 {
+		t.Fatalf("keyed with its input: exit %d\n%s", r.code, r.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(c.workspace, "from-envfile.jsonl")); err != nil || !strings.Contains(string(b), `"entry":"e"`) {
+		t.Errorf("the envFile did not reach the server: %v %s", err, b)
+	}
+}
