@@ -83,6 +83,13 @@ type Server struct {
 	// the variables the workflow lists in env:. Nil (entries of the user's
 	// own configuration files) allows any.
 	EnvAllowed []string `yaml:"-" json:"-"`
+	// Shadows are the origins of entries of the same name that this one
+	// overrides (an import read earlier, mcpflow.yaml under --servers, …),
+	// nearest first. Informational: servers list shows them.
+	Shadows []string `yaml:"-" json:"-"`
+	// Warnings say what of the entry mcpflow does not apply (a key it does
+	// not use), each with its FILE:LINE:COL.
+	Warnings []string `yaml:"-" json:"-"`
 	// Origin is where the entry was read, "FILE:LINE:COL"; "" if not from a
 	// file. Informational only.
 	Origin string `yaml:"-" json:"origin,omitempty"`
@@ -265,6 +272,8 @@ type serverJSON struct {
 	IncludeTools   []string          `json:"include_tools,omitempty"`
 	ExcludeTools   []string          `json:"exclude_tools,omitempty"`
 	Origin         string            `json:"origin,omitempty"`
+	Shadows        []string          `json:"shadows,omitempty"`
+	Warnings       []string          `json:"warnings,omitempty"`
 }
 
 // MarshalJSON writes durations as Go duration strings ("1m30s").
@@ -272,7 +281,7 @@ func (s Server) MarshalJSON() ([]byte, error) {
 	j := serverJSON{
 		Name: s.Name, Builtin: s.Builtin, Command: s.Command, Args: s.Args, Env: s.Env, Cwd: s.Cwd, EnvFile: s.EnvFile,
 		URL: s.URL, Headers: s.Headers, Type: s.Type, Trust: s.Trust, Origin: s.Origin,
-		IncludeTools: s.IncludeTools, ExcludeTools: s.ExcludeTools,
+		IncludeTools: s.IncludeTools, ExcludeTools: s.ExcludeTools, Shadows: s.Shadows, Warnings: s.Warnings,
 	}
 	if s.ConnectTimeout != 0 {
 		j.ConnectTimeout = s.ConnectTimeout.String()
@@ -296,7 +305,7 @@ func (s *Server) UnmarshalJSON(b []byte) error {
 	out := Server{
 		Name: j.Name, Builtin: j.Builtin, Command: j.Command, Args: j.Args, Env: j.Env, Cwd: j.Cwd, EnvFile: j.EnvFile,
 		URL: j.URL, Headers: j.Headers, Type: j.Type, Trust: j.Trust, Origin: j.Origin, MaxMessageSize: j.MaxMessageSize,
-		IncludeTools: j.IncludeTools, ExcludeTools: j.ExcludeTools,
+		IncludeTools: j.IncludeTools, ExcludeTools: j.ExcludeTools, Shadows: j.Shadows, Warnings: j.Warnings,
 	}
 	for _, d := range []struct {
 		s   string
@@ -378,6 +387,11 @@ func Merge(sets ...Set) Set {
 	out := Set{}
 	for _, s := range sets {
 		for name, srv := range s {
+			if prev, ok := out[name]; ok && prev.Origin != srv.Origin {
+				c := *srv // the entry as read stays as it was
+				c.Shadows = append(append([]string{prev.Origin}, prev.Shadows...), srv.Shadows...)
+				srv = &c
+			}
 			out[name] = srv
 		}
 	}

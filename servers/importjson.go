@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -239,6 +240,7 @@ func (p *jimporter) entry(name string, n *jsonpos.Node) (*Server, error) {
 			}
 		case "includeTools", "excludeTools":
 			if p.dialect != dialectGemini {
+				p.ignored(srv, f)
 				continue
 			}
 			var list []string
@@ -256,6 +258,7 @@ func (p *jimporter) entry(name string, n *jsonpos.Node) (*Server, error) {
 			srv.Trust = v.Bool // server trust only; no file grants workspace trust
 		case "timeout":
 			if p.dialect != dialectGemini {
+				p.ignored(srv, f)
 				continue
 			}
 			ms, perr := strconv.ParseFloat(v.Str, 64)
@@ -264,6 +267,9 @@ func (p *jimporter) entry(name string, n *jsonpos.Node) (*Server, error) {
 			}
 			srv.CallTimeout = time.Duration(ms * float64(time.Millisecond))
 			pos["call_timeout"] = v.Off
+		case "disabled":
+		default:
+			p.ignored(srv, f)
 		}
 		if err != nil {
 			return nil, err
@@ -290,6 +296,19 @@ func (p *jimporter) entry(name string, n *jsonpos.Node) (*Server, error) {
 		return nil, p.errAt(off, name, "%s", jsonWording(pr.msg))
 	}
 	return srv, nil
+}
+
+// informational are entry keys that change nothing mcpflow does: they are
+// read by people, or by the client that wrote them, only.
+var informational = []string{"description", "title", "name", "disabled", "icon", "$schema"}
+
+// ignored notes a key of an entry that mcpflow does not apply.
+func (p *jimporter) ignored(srv *Server, f jsonpos.Field) {
+	if slices.Contains(informational, f.Name) {
+		return
+	}
+	line, col := jsonpos.LineCol(p.src, f.Off)
+	srv.Warnings = append(srv.Warnings, fmt.Sprintf("%s:%d:%d: key %q is not used by mcpflow (ignored)", p.file, line, col, f.Name))
 }
 
 // jsonWording adapts validation messages, worded for mcpflow's YAML, to

@@ -31,6 +31,10 @@ type serverView struct {
 	// NotStarted: the server is defined by a file of a workspace the user
 	// has not trusted, so a command that only looks did not start it.
 	NotStarted bool `json:"not_started,omitempty"`
+	// Shadows are the origins of entries of the same name this one wins
+	// over; Warnings what of its entry mcpflow does not apply.
+	Shadows  []string `json:"shadows,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 func newServersListCommand(g *globals, workflow *string, runF func(context.Context, *serversListOptions) error) *cobra.Command {
@@ -65,7 +69,8 @@ func runServersList(ctx context.Context, o *serversListOptions) error {
 	views := make([]serverView, 0, len(list))
 	for _, st := range list {
 		srv := st.Server
-		v := serverView{Name: srv.Name, Transport: srv.Transport(), Target: target(srv), Trust: srv.Trust, Origin: srv.Origin, Connects: st.Checked && st.Err == nil, Tools: st.Tools}
+		v := serverView{Name: srv.Name, Transport: srv.Transport(), Target: target(srv), Trust: srv.Trust, Origin: srv.Origin, Connects: st.Checked && st.Err == nil, Tools: st.Tools,
+			Shadows: srv.Shadows, Warnings: srv.Warnings}
 		if errors.Is(st.Err, service.ErrUntrustedWorkspace) {
 			v.Error, v.NotStarted = "not started: defined by this workspace, which you have not trusted", true
 		} else if st.Err != nil {
@@ -94,6 +99,14 @@ func runServersList(ctx context.Context, o *serversListOptions) error {
 		}
 		if err := t.flush(); err != nil {
 			return err
+		}
+		for _, v := range views {
+			for _, s := range v.Shadows {
+				fmt.Fprintf(o.Err, "warning: server %s: %s wins over the entry at %s\n", v.Name, v.Origin, s)
+			}
+			for _, s := range v.Warnings {
+				fmt.Fprintf(o.Err, "warning: server %s: %s\n", v.Name, s)
+			}
 		}
 		for _, v := range views {
 			if v.NotStarted {

@@ -93,3 +93,26 @@ func TestVSCodeInputsAndEnvFile(t *testing.T) {
 		t.Errorf("the envFile did not reach the server: %v %s", err, b)
 	}
 }
+
+// TestShadowingAndIgnoredKeysAreVisible: servers list says which of two
+// entries of the same name wins, and which keys of an imported entry
+// mcpflow does not apply, with their file:line:col; JSON carries both.
+func TestShadowingAndIgnoredKeysAreVisible(t *testing.T) {
+	c := newCLI(t)
+	os.MkdirAll(filepath.Join(c.workspace, ".vscode"), 0o700)
+	os.WriteFile(filepath.Join(c.workspace, "mcpflow.yaml"), []byte("import: [.vscode/mcp.json]\nservers:\n  demo: {builtin: demo}\n"), 0o600)
+	os.WriteFile(filepath.Join(c.workspace, ".vscode", "mcp.json"), []byte("{\n  \"servers\": {\n    \"demo\": {\"command\": \"x\"},\n    \"notes\": {\"command\": \"notes-mcp\", \"dev\": {\"watch\": \"src\"}}\n  }\n}\n"), 0o600)
+	r := c.run("servers", "list", "--no-connect")
+	for _, want := range []string{
+		"warning: server demo: " + filepath.Join(c.workspace, "mcpflow.yaml") + ":3:9 wins over the entry at " + filepath.Join(c.workspace, ".vscode", "mcp.json") + ":3:13",
+		"warning: server notes: " + filepath.Join(c.workspace, ".vscode", "mcp.json") + `:4:39: key "dev" is not used by mcpflow (ignored)`,
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("servers list: want %q on stderr\n%s", want, r.stderr)
+		}
+	}
+	r = c.run("servers", "list", "--no-connect", "--jq", `.[] | "\(.name) \(.shadows | length) \(.warnings | length)"`)
+	if got := strings.TrimSpace(r.stdout); got != "demo 1 0\nnotes 0 1" {
+		t.Errorf("servers list JSON: %q", got)
+	}
+}
