@@ -1,6 +1,7 @@
 package servers
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,5 +43,25 @@ func TestClaudeCodeProjectServers(t *testing.T) {
 	}
 	if got := strings.Join(alone.Names(), " "); got != "github notes" {
 		t.Errorf("without a workspace: %q, want the user-scoped github notes", got)
+	}
+}
+
+// TestUnsetVariableAsSpelled: a variable an imported file spells
+// ${env:NAME} is reported as the user wrote it when it is not set, with
+// what to set; mcpflow's own ${NAME} keeps its own advice.
+func TestUnsetVariableAsSpelled(t *testing.T) {
+	set, err := Import(filepath.Join("testdata", "import", "cursor-mcp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unset := func(string) (string, bool) { return "", false }
+	_, err = set["linear"].expand("header Authorization", set["linear"].Headers["Authorization"], unset)
+	want := `server "linear": header Authorization: ${env:LINEAR_API_KEY}: environment variable not set (expected LINEAR_API_KEY set in mcpflow's environment)`
+	if err == nil || err.Error() != want || !errors.Is(err, ErrUnsetVariable) {
+		t.Errorf("got %v\nwant %s", err, want)
+	}
+	own := &Server{Name: "s"}
+	if _, err := own.expand("url", "https://x/${TOKEN}", unset); err == nil || !strings.Contains(err.Error(), "${TOKEN}: environment variable not set (expected it set, or ${TOKEN:-DEFAULT})") {
+		t.Errorf("own spelling: %v", err)
 	}
 }

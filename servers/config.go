@@ -90,6 +90,9 @@ type Server struct {
 	// Warnings say what of the entry mcpflow does not apply (a key it does
 	// not use), each with its FILE:LINE:COL.
 	Warnings []string `yaml:"-" json:"-"`
+	// spelled maps a variable of a ${NAME} reference to the spelling the
+	// imported file used for it (${env:NAME}), for messages.
+	spelled map[string]string
 	// Origin is where the entry was read, "FILE:LINE:COL"; "" if not from a
 	// file. Informational only.
 	Origin string `yaml:"-" json:"origin,omitempty"`

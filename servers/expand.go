@@ -36,14 +36,44 @@ func expandVars(s string, lookup func(string) (string, bool)) (string, error) {
 		switch {
 		case hasDef && v == "":
 			v = def
-		case !ok && strings.HasPrefix(name, "MCPFLOW_INPUT_"):
-			return "", fmt.Errorf("${%s}: %w: the server's configuration asks for a VS Code input (${input:…}); set %s in the environment", name, ErrUnsetVariable, name)
 		case !ok:
-			return "", fmt.Errorf("${%s}: %w (expected it set, or ${%s:-DEFAULT})", name, ErrUnsetVariable, name)
+			return "", &unsetError{name: name}
 		}
 		b.WriteString(v)
 		s = rest
 	}
+}
+
+// unsetError is a ${NAME} whose variable is not set (ErrUnsetVariable).
+// spelled is the reference as the user wrote it, when an imported file
+// spelled it otherwise (${env:NAME}).
+type unsetError struct {
+	name, spelled string
+}
+
+func (e *unsetError) Unwrap() error { return ErrUnsetVariable }
+
+func (e *unsetError) Error() string {
+	switch {
+	case strings.HasPrefix(e.name, "MCPFLOW_INPUT_"):
+		return fmt.Sprintf("${%s}: %v: the server's configuration asks for a VS Code input (${input:…}); set %s in the environment", e.name, ErrUnsetVariable, e.name)
+	case e.spelled != "":
+		return fmt.Sprintf("%s: %v (expected %s set in mcpflow's environment)", e.spelled, ErrUnsetVariable, e.name)
+	}
+	return fmt.Sprintf("${%s}: %v (expected it set, or ${%s:-DEFAULT})", e.name, ErrUnsetVariable, e.name)
+}
+
+// expand is expandVars for one of the entry's values, its errors naming
+// the server and what was expanded, and variables as the user spelled them.
+func (s *Server) expand(what, v string, lookup func(string) (string, bool)) (string, error) {
+	out, err := expandVars(v, lookup)
+	if ue, ok := err.(*unsetError); ok {
+		ue.spelled = s.spelled[ue.name]
+	}
+	if err != nil {
+		return "", fmt.Errorf("server %q: %s: %w", s.Name, what, err)
+	}
+	return out, nil
 }
 
 // parseRef parses "${NAME}" or "${NAME:-default}" at the start of s.

@@ -380,7 +380,7 @@ func (p *jimporter) translate(srv *Server, pos map[string]int) error {
 		if p.dialect == dialectGemini {
 			s = bracedVars(s) // Gemini CLI reads $VAR as ${VAR} in every string
 		}
-		out, err := p.translateVars(s)
+		out, err := p.translateVars(s, srv)
 		if err != nil {
 			return "", p.errAt(pos[key], srv.Name, "%s: %v", key, err)
 		}
@@ -413,7 +413,7 @@ func (p *jimporter) translate(srv *Server, pos map[string]int) error {
 	return nil
 }
 
-func (p *jimporter) translateVars(s string) (string, error) {
+func (p *jimporter) translateVars(s string, srv *Server) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
@@ -447,6 +447,10 @@ func (p *jimporter) translateVars(s string) (string, error) {
 			b.WriteString(string(filepath.Separator))
 		case hasColon && kind == "env" && validVarName(arg):
 			b.WriteString("${" + arg + "}")
+			if srv.spelled == nil {
+				srv.spelled = map[string]string{}
+			}
+			srv.spelled[arg] = ref
 		case hasColon && kind == "input" && arg != "":
 			// VS Code prompts for it; mcpflow reads it from the
 			// environment when the server starts, so only this server
@@ -455,7 +459,7 @@ func (p *jimporter) translateVars(s string) (string, error) {
 		case validVarName(kind) && (!hasColon || strings.HasPrefix(arg, "-")):
 			b.WriteString(ref) // already ${VAR} or ${VAR:-default}
 		default:
-			return "", fmt.Errorf("unsupported variable %s (expected ${NAME}, ${env:NAME}, ${workspaceFolder} or ${userHome})", ref)
+			return "", fmt.Errorf("unsupported variable %s (expected %s)", ref, p.varSyntax())
 		}
 	}
 }
@@ -471,6 +475,17 @@ func InputEnv(id string) string {
 		}
 	}
 	return "MCPFLOW_INPUT_" + string(b)
+}
+
+// varSyntax is the variable syntax the file's own client understands.
+func (p *jimporter) varSyntax() string {
+	switch p.dialect {
+	case dialectGemini:
+		return "$NAME or ${NAME}"
+	case dialectVSCode:
+		return "${env:NAME}, ${input:ID}, ${workspaceFolder} or ${userHome}"
+	}
+	return "${env:NAME} (Cursor and Claude Code), ${workspaceFolder} or ${userHome}"
 }
 
 // bracedVars rewrites $NAME as ${NAME}, leaving ${…} and lone $ alone.

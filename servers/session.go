@@ -200,15 +200,15 @@ func (s *Session) transport(o Options) (mcp.Transport, error) {
 		s.cmd = cmd
 		return &stdioTransport{cmd: cmd, terminate: terminateDuration, maxSize: int(srv.maxMessageSize())}, nil
 	}
-	endpoint, err := expandVars(srv.URL, o.LookupEnv)
+	endpoint, err := srv.expand("url", srv.URL, o.LookupEnv)
 	if err != nil {
-		return nil, fmt.Errorf("server %q: url: %w", srv.Name, err)
+		return nil, err
 	}
 	headers := http.Header{}
 	for _, k := range sortedKeys(srv.Headers) {
-		v, err := expandVars(srv.Headers[k], o.LookupEnv)
+		v, err := srv.expand("header "+k, srv.Headers[k], o.LookupEnv)
 		if err != nil {
-			return nil, fmt.Errorf("server %q: header %s: %w", srv.Name, k, err)
+			return nil, err
 		}
 		headers.Set(k, v)
 	}
@@ -221,13 +221,7 @@ func (s *Session) transport(o Options) (mcp.Transport, error) {
 
 func (s *Session) command(o Options) (*exec.Cmd, error) {
 	srv := s.server
-	expand := func(what, v string) (string, error) {
-		out, err := expandVars(v, o.LookupEnv)
-		if err != nil {
-			return "", fmt.Errorf("server %q: %s: %w", srv.Name, what, err)
-		}
-		return out, nil
-	}
+	expand := func(what, v string) (string, error) { return srv.expand(what, v, o.LookupEnv) }
 	args := make([]string, len(srv.Args))
 	for i, a := range srv.Args {
 		var err error
