@@ -150,6 +150,8 @@ func (e *Engine) reconnectTimeout(server string) time.Duration {
 type EventKind uint8
 
 const (
+	// RunStarted: the run is journaled (a new run's record commits with
+	// its first write), or a resumed run goes on.
 	RunStarted EventKind = iota + 1
 	StepStarted
 	StepProgress
@@ -244,7 +246,9 @@ func (e *Engine) Run(ctx context.Context, wf *workflow.Workflow, inputs map[stri
 	}
 	r := newRunner(e, wf, run, inputs, nil)
 	r.queue(created, false)
-	e.emit(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
+	// Reported once the run is journaled: whoever learns its id (a
+	// detached run, the API) can find it.
+	r.emitDurable(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
 	return r.execute(ctx)
 }
 

@@ -44,6 +44,11 @@ func TestSubmitAndFollow(t *testing.T) {
 	if code := r.do("POST", "/api/runs", map[string]any{"file": "slow.yaml"}, &started); code != http.StatusAccepted || started.Run == "" {
 		t.Fatalf("submit: %d %+v", code, started)
 	}
+	// The id comes back once the run is journaled: it can be looked up at
+	// once.
+	if code := r.do("GET", "/api/runs/"+started.Run, nil, nil); code != http.StatusOK {
+		t.Errorf("the run just submitted: %d, want 200", code)
+	}
 	got := <-kinds
 	if len(got) < 4 || got[0] != "run_started" || got[len(got)-1] != "run_finished" || !contains(got, "step_progress") {
 		t.Errorf("events %v, want run_started, steps with progress, run_finished", got)
