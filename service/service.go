@@ -236,7 +236,7 @@ func (s *Service) findRun(ref string) (journal.ID, error) {
 	}
 	id, err := s.j.FindRun(ref)
 	if err != nil {
-		return journal.ID{}, invalid("%v (list runs with 'mcpflow runs list')", err)
+		return journal.ID{}, &invalidError{msg: fmt.Sprintf("%v (list runs with 'mcpflow runs list')", err), cause: err}
 	}
 	return id, nil
 }
@@ -247,7 +247,7 @@ func (s *Service) findInvocation(ref string) (journal.ID, error) {
 	}
 	id, err := s.j.FindInvocation(ref)
 	if err != nil {
-		return journal.ID{}, invalid("%v", err)
+		return journal.ID{}, &invalidError{msg: err.Error(), cause: err}
 	}
 	return id, nil
 }
