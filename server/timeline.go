@@ -96,7 +96,11 @@ func timelineOf(run *journal.Run, invs []journal.Invocation, now time.Time) time
 	pos := func(t time.Time) float64 { return clamp(float64(t.Sub(start)) / float64(span) * 100) }
 	tl := timeline{Start: start, Span: span}
 	for _, f := range []float64{0, 0.25, 0.5, 0.75, 1} {
-		tl.Ticks = append(tl.Ticks, tick{At: f * 100, Label: "+" + shortDuration(time.Duration(f*float64(span)))})
+		label := "0"
+		if f > 0 {
+			label = "+" + shortDuration(time.Duration(f*float64(span)))
+		}
+		tl.Ticks = append(tl.Ticks, tick{At: f * 100, Label: label})
 	}
 	for i := range invs {
 		tl.Rows = append(tl.Rows, rowOf(&invs[i], running, now, pos))

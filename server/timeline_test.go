@@ -40,7 +40,7 @@ func TestTimelineGeometry(t *testing.T) {
 	if !tl.Start.Equal(t0) || tl.Span != 10*time.Second {
 		t.Fatalf("axis %v + %v, want %v + 10s", tl.Start, tl.Span, t0)
 	}
-	if got := fmt.Sprint(tl.Ticks); got != "[{0 +0ms} {25 +2.5s} {50 +5.0s} {75 +7.5s} {100 +10.0s}]" {
+	if got := fmt.Sprint(tl.Ticks); got != "[{0 0} {25 +2.5s} {50 +5.0s} {75 +7.5s} {100 +10.0s}]" {
 		t.Errorf("ticks %s", got)
 	}
 	if len(tl.Rows) != 4 {
