@@ -260,3 +260,75 @@ func TestUILogin(t *testing.T) {
 		}
 	}
 }
+
+func TestUIApproveAndCancel(t *testing.T) {
+	r := newRig(t, &server.Options{By: "alice"})
+	h := r.srv.Handler(false)
+	submit := func(name, src string) string {
+		t.Helper()
+		file := r.workflow(name, src)
+		req := httptest.NewRequest(http.MethodPost, "/api/runs", strings.NewReader(`{"file": "`+file+`"}`))
+		req.Header.Set("Content-Type", "application/json")
+		res, body := do(t, h, req)
+		var started server.Started
+		if res.StatusCode != http.StatusAccepted || json.Unmarshal([]byte(body), &started) != nil {
+			t.Fatalf("submit %s: %d %s", name, res.StatusCode, body)
+		}
+		return started.Run
+	}
+
+	run := submit("gate.yaml", `name: gate
+servers:
+  demo: {builtin: demo}
+steps:
+  - {id: deploy, server: demo, tool: greet, approve: "Roll out?", with: {name: prod}}
+`)
+	r.waitStatus(run, journal.RunBlocked)
+	_, body := get(t, h, "/runs/"+run)
+	mustContain(t, "the run waiting for approval", body, `action="/runs/`+run+`/decide"`, "Roll out?", `value="approved"`, `value="rejected"`)
+	token := csrfOf(t, body)
+	res, _ := postForm(t, h, "/runs/"+run+"/decide", url.Values{"csrf": {token}, "step": {"deploy"}, "as": {"approved"}, "reason": {"ticket 42"}}, nil)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("approve: %d", res.StatusCode)
+	}
+	rep, err := r.svc.RunDetail(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := rep.Run.Approval("deploy"); a == nil || a.State != journal.ApprovalApproved || a.By != "alice" || a.Reason != "ticket 42" {
+		t.Fatalf("approval %+v", a)
+	}
+	// Deciding twice is refused, said on the page it redirects to.
+	res, _ = postForm(t, h, "/runs/"+run+"/decide", url.Values{"csrf": {token}, "step": {"deploy"}, "as": {"rejected"}}, nil)
+	req := httptest.NewRequest(http.MethodGet, "/runs/"+run, nil)
+	for _, c := range res.Cookies() {
+		req.AddCookie(c)
+	}
+	_, body = do(t, h, req)
+	mustContain(t, "a second decision", body, `class="flash flash-error"`, "a decision is final")
+	if res, _ := postForm(t, h, "/runs/"+run+"/resume", url.Values{"csrf": {token}}, nil); res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("resume: %d", res.StatusCode)
+	}
+	r.waitStatus(run, journal.RunSucceeded)
+
+	slow := submit("slow.yaml", `name: slow
+servers:
+  demo: {builtin: demo}
+steps:
+  - {id: count, server: demo, tool: count_slowly, with: {n: 1000, delay_ms: 50}}
+`)
+	// The run is journaled with its first call (not when submit answers).
+	r.waitStatus(slow, journal.RunRunning)
+	_, body = get(t, h, "/runs/"+slow)
+	mustContain(t, "a running run", body, `action="/runs/`+slow+`/cancel"`)
+	if strings.Contains(body, `/resume"`) {
+		t.Error("a running run offers to resume")
+	}
+	res, _ = postForm(t, h, "/runs/"+slow+"/cancel", url.Values{"csrf": {token}, "reason": {"wrong day"}}, nil)
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("cancel: %d", res.StatusCode)
+	}
+	if rep := r.waitStatus(slow, journal.RunCancelled); rep.Invocations[0].State != journal.StateAborted {
+		t.Errorf("the call in flight: %s, want aborted", rep.Invocations[0].State)
+	}
+}
