@@ -460,25 +460,31 @@ func badRequest(format string, args ...any) error {
 	return &badRequestError{fmt.Sprintf(format, args...)}
 }
 
-// writeErr answers err with its status: 400 invalid, 404 unknown id, 409
-// not possible in this state, 503 journal or stopping, 500 otherwise.
+// writeErr answers err with its status (see statusOf).
 func writeErr(w http.ResponseWriter, err error) {
+	status, code := statusOf(err)
+	writeError(w, status, code, err.Error())
+}
+
+// statusOf is the HTTP status of err and its code: 400 invalid, 404
+// unknown id, 409 not possible in this state, 503 journal or stopping, 500
+// otherwise.
+func statusOf(err error) (int, string) {
 	var bad *badRequestError
 	var nothing errNothingToResume
 	switch {
 	case errors.As(err, &bad):
-		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, journal.ErrNotFound):
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		return http.StatusNotFound, "not_found"
 	case errors.As(err, &nothing), errors.Is(err, service.ErrNotRunning):
-		writeError(w, http.StatusConflict, "conflict", err.Error())
+		return http.StatusConflict, "conflict"
 	case errors.Is(err, service.ErrInvalid), errors.Is(err, workflow.ErrInvalid), errors.Is(err, workflow.ErrInput):
-		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, ErrStopping), errors.Is(err, service.ErrJournal), errors.Is(err, journal.ErrDamaged):
-		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error())
-	default:
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		return http.StatusServiceUnavailable, "unavailable"
 	}
+	return http.StatusInternalServerError, "internal"
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -193,3 +193,23 @@ func (r *rig) sse(ctx context.Context, path string, ready chan<- struct{}, each 
 	}
 	return sc.Err()
 }
+
+// waitStatus waits for run to reach status.
+func (r *rig) waitStatus(run string, want journal.RunStatus) *service.Report {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rep, err := r.svc.RunDetail(run)
+		if err == nil && rep.Run.Status == want {
+			return rep
+		}
+		if time.Now().After(deadline) {
+			got := "no run"
+			if err == nil {
+				got = rep.Run.Status.String()
+			}
+			r.t.Fatalf("run %s: %s (%v), want %s", run, got, err, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

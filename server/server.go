@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,7 @@ type Server struct {
 	o   Options
 	svc *service.Service
 	hub hub
+	ui  *ui
 
 	// base is the context of every run; stopping cancels it (cause
 	// engine.ErrStopping) once the grace period is over.
@@ -79,6 +81,11 @@ func New(o *Options) (*Server, error) {
 	if s.o.Listen != "" && s.o.Token == "" && !loopback(s.o.Listen) {
 		return nil, fmt.Errorf("--listen %s is not a loopback address: a token is required (--token-file)", s.o.Listen)
 	}
+	ui, err := newUI()
+	if err != nil {
+		return nil, fmt.Errorf("server: the web UI: %w", err)
+	}
+	s.ui = ui
 	s.base, s.stopRuns = context.WithCancelCause(context.Background())
 	s.hub.init()
 	return s, nil
@@ -229,18 +236,29 @@ func (s *Server) logf(format string, args ...any) {
 	}
 }
 
-// authorized wraps h with the token check of a TCP listener.
+// authorized wraps h with the token check of a TCP listener: the header
+// "Authorization: Bearer TOKEN", or the cookie the UI's login sets. The
+// login page and the UI's static files need no token; a browser asking for
+// a page without one is sent to the login page.
 func (s *Server) authorized(h http.Handler) http.Handler {
 	if s.o.Token == "" {
 		return h
 	}
 	want := []byte("Bearer " + s.o.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/login" || (r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/ui/")) {
+			h.ServeHTTP(w, r)
+			return
+		}
 		got := []byte(r.Header.Get("Authorization"))
-		if c, err := r.Cookie(tokenCookie); err == nil && len(got) == 0 {
-			got = []byte("Bearer " + c.Value)
+		if t, ok := cookieToken(r); ok && len(got) == 0 {
+			got = []byte("Bearer " + t)
 		}
 		if subtle.ConstantTimeCompare(got, want) != 1 {
+			if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/api/") {
+				http.Redirect(w, r, "/login", http.StatusSeeOther)
+				return
+			}
 			writeError(w, http.StatusUnauthorized, "unauthorized", "a token is required: Authorization: Bearer TOKEN")
 			return
 		}
