@@ -71,6 +71,11 @@ func runCall(ctx context.Context, o *callOptions) error {
 		return err
 	}
 	defer done()
+	if set, err := svc.ServerSet(o.workflow); err == nil {
+		if err := askInputs(o.ioStreams, set, []string{o.server}); err != nil {
+			return err
+		}
+	}
 	progress := callProgressFor(o.g, o.Err)
 	defer progress.close()
 	rep, err := svc.Call(ctx, service.CallRequest{Server: o.server, Tool: o.tool, ArgsJSON: o.argsJSON, Args: o.args, Workflow: o.workflow, TrustWorkspace: o.trustWorkspace, Events: progress.event})

@@ -61,6 +61,12 @@ func runRun(ctx context.Context, o *runOptions) error {
 		return err
 	}
 	defer done()
+	if !o.dryRun {
+		set, use := runServers(svc, o.file)
+		if err := askInputs(o.ioStreams, set, use); err != nil {
+			return err
+		}
+	}
 	progress := progressFor(o.g, o.Out)
 	defer progress.close()
 	var values map[string]any

@@ -116,3 +116,28 @@ func TestShadowingAndIgnoredKeysAreVisible(t *testing.T) {
 		t.Errorf("servers list JSON: %q", got)
 	}
 }
+
+// TestVSCodeInputAskedOnATerminal: on a terminal, a VS Code input a server
+// needs is asked for before anything starts, without echo, and reaches the
+// server.
+func TestVSCodeInputAskedOnATerminal(t *testing.T) {
+	c := newCLI(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mcp := filepath.Join(c.workspace, ".vscode", "mcp.json")
+	os.MkdirAll(filepath.Dir(mcp), 0o700)
+	os.WriteFile(mcp, []byte(`{
+  "inputs": [{"type": "promptString", "id": "ledger", "description": "Ledger file", "password": true}],
+  "servers": {"keyed": {"command": "${env:MCPFLOW_EXE}", "args": ["demo-server"], "env": {"MCPFLOW_TEST_AS_MAIN": "1", "MCPFLOW_DEMO_LEDGER": "${input:ledger}"}}}
+}`), 0o600)
+	c.env = []string{"MCPFLOW_EXE=" + exe}
+	code, out := ptyAnswer(t, c, "server keyed asks for a VS Code input (MCPFLOW_INPUT_LEDGER): ", "typed-ledger.jsonl", "call", "keyed", "ledger_append", "--servers", mcp, "--arg", "entry=e")
+	if code != 0 || strings.Contains(out, "typed-ledger.jsonl") {
+		t.Errorf("exit %d; the answer must not be echoed:\n%s", code, out)
+	}
+	if b, err := os.ReadFile(filepath.Join(c.workspace, "typed-ledger.jsonl")); err != nil || !strings.Contains(string(b), `"entry":"e"`) {
+		t.Errorf("the answer did not reach the server: %v", err)
+	}
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"golang.org/x/term"
+
+	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/service"
+	"github.com/mcpflow/mcpflow/workflow"
+)
+
+// askInputs asks, on a terminal, for the VS Code inputs (${input:ID},
+// read as MCPFLOW_INPUT_ID) that the servers named in use need and the
+// environment does not give, before anything starts: without echo, as VS
+// Code asks for a password. Each answer is set in this process's
+// environment, where the servers' entries read it when they start. Off a
+// terminal nothing is asked: the server that needs the input reports what
+// to set.
+func askInputs(s ioStreams, set servers.Set, use []string) error {
+	in, ok := s.In.(*os.File)
+	if !ok || !interactive(s) {
+		return nil
+	}
+	var asked []string
+	for _, name := range use {
+		srv := set[name]
+		if srv == nil {
+			continue
+		}
+		for _, v := range srv.EnvRefs() {
+			if _, set := os.LookupEnv(v); set || !strings.HasPrefix(v, "MCPFLOW_INPUT_") || slices.Contains(asked, v) {
+				continue
+			}
+			fmt.Fprintf(s.Err, "server %s asks for a VS Code input (%s): ", name, v)
+			b, err := term.ReadPassword(int(in.Fd()))
+			fmt.Fprintln(s.Err)
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", v, err)
+			}
+			os.Setenv(v, string(b))
+			asked = append(asked, v)
+		}
+	}
+	return nil
+}
+
+// runServers names the servers a workflow's steps use, with the servers it
+// can reach; nil when the workflow does not load (the run reports why).
+func runServers(svc *service.Service, file string) (servers.Set, []string) {
+	external, err := svc.ServerSet("")
+	if err != nil {
+		return nil, nil
+	}
+	wf, err := workflow.LoadFile(file, external)
+	if err != nil {
+		return nil, nil
+	}
+	var use []string
+	for _, st := range wf.Steps {
+		if !slices.Contains(use, st.Server) {
+			use = append(use, st.Server)
+		}
+	}
+	return wf.Servers, use
+}
