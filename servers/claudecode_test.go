@@ -37,6 +37,8 @@ func TestClaudeCodeProjectServers(t *testing.T) {
 	if db := set["db"]; db == nil || !strings.Contains(db.Origin, ".claude.json:") {
 		t.Errorf("db = %+v, want its origin in .claude.json", db)
 	}
+	got := strings.ReplaceAll(string(renderJSON(t, set)), home, "$CLAUDE_HOME")
+	golden(t, filepath.Join("testdata", "claude-code", "claude.json.golden"), []byte(got))
 	alone, err := Import(file)
 	if err != nil {
 		t.Fatal(err)
