@@ -138,6 +138,27 @@ func TestServerClient(t *testing.T) {
 		t.Fatalf("ledger_append ran %d times, want 1", n)
 	}
 
+	// call, resolve, export and check go through the server too.
+	r = c.run("call", "demo", "greet", "--arg", "name=Ada", "--workflow", quick)
+	if r.code != 0 || r.stdout != "Hello, Ada!\n" {
+		t.Fatalf("call: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = c.run("journal", "resolve", id[:18], "--as", "failed", "--reason", "checked: not charged")
+	if r.code != exitUsage || !strings.Contains(r.stderr, id[:18]) {
+		t.Fatalf("journal resolve of a run id: exit %d, stderr %q; want 2, an unknown invocation", r.code, r.stderr)
+	}
+	aborted := c.run("journal", "list", "--state", "aborted", "--jq", ".[0].id")
+	r = c.run("journal", "resolve", strings.TrimSpace(aborted.stdout), "--as", "failed", "--reason", "checked: not charged")
+	if r.code != 0 || !strings.Contains(r.stdout, "resolved as failed") {
+		t.Fatalf("journal resolve: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r = c.run("journal", "export"); r.code != 0 || len(lines(r.stdout)) != 7 {
+		t.Fatalf("journal export: exit %d, %d lines, want 7 (2 + 2×2 + 1)\n%s%s", r.code, len(lines(r.stdout)), r.stdout, r.stderr)
+	}
+	if r = c.run("journal", "check"); r.code != 0 || !strings.HasSuffix(r.stdout, ": OK\n") {
+		t.Fatalf("journal check: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+
 	// Interrupted while following, the run goes on; with
 	// --cancel-on-interrupt it is cancelled.
 	for _, tc := range []struct {
