@@ -57,7 +57,7 @@ type fileWalker struct {
 	f        *os.File
 	size     int64
 	pageSize int64
-	hwm      uint64 // pages below this id are in use or free
+	hwm      uint64   // pages below this id are in use or free
 	used     []uint64 // a bit per page: referenced already
 	full     bool
 }

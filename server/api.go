@@ -36,6 +36,9 @@ func (s *Server) Handler(tcp bool) http.Handler {
 	mux.HandleFunc("GET /api/invocations", s.listInvocations)
 	mux.HandleFunc("GET /api/invocations/{id}", s.getInvocation)
 	mux.HandleFunc("POST /api/invocations/{id}/resolve", s.resolveInvocation)
+	mux.HandleFunc("POST /api/calls", s.submitCall)
+	mux.HandleFunc("GET /api/journal/export", s.exportJournal)
+	mux.HandleFunc("GET /api/journal/check", s.checkJournal)
 	mux.HandleFunc("GET /api/servers", s.listServers)
 	mux.HandleFunc("GET /api/servers/{name}/tools", s.listTools)
 	s.routeUI(mux)
@@ -50,11 +53,22 @@ func (s *Server) Handler(tcp bool) http.Handler {
 type RunList struct {
 	Runs       []api.Run `json:"runs"`
 	NextCursor *string   `json:"next_cursor"`
+	// Total, with ?count=true, is how many runs the query matches.
+	Total *Count `json:"total,omitempty"`
 }
 
-// RunDetail is a run with every invocation in detail.
+// Count is how many items a query matches: N, or at least N when More
+// (counting stops at 10,000).
+type Count struct {
+	N    int  `json:"n"`
+	More bool `json:"more"`
+}
+
+// RunDetail is a run with every invocation in detail, and the path its
+// definition was read from.
 type RunDetail struct {
 	api.Run
+	Source      string                 `json:"source"`
 	Invocations []api.InvocationDetail `json:"invocations"`
 }
 
@@ -62,6 +76,8 @@ type RunDetail struct {
 type InvocationList struct {
 	Invocations []api.Invocation `json:"invocations"`
 	NextCursor  *string          `json:"next_cursor"`
+	// Total, with ?count=true, is how many invocations the query matches.
+	Total *Count `json:"total,omitempty"`
 }
 
 // Started answers a request that started (or resumed) a run.
@@ -94,6 +110,14 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		next := runs[len(runs)-1].Run.ID.String()
 		out.NextCursor = &next
 	}
+	if isTrue(q.Get("count")) {
+		c, err := s.svc.CountRuns(rq)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		out.Total = &Count{N: c.N, More: c.More}
+	}
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -103,22 +127,26 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, runDetail(rep))
+	writeJSON(w, http.StatusOK, runDetail(rep, isTrue(r.URL.Query().Get("payload"))))
 }
 
-func runDetail(rep *service.Report) RunDetail {
-	d := RunDetail{Run: api.RunOf(rep.Run, rep.Invocations), Invocations: []api.InvocationDetail{}}
+// runDetail is a run in detail, its invocations' arguments and results
+// with payload.
+func runDetail(rep *service.Report, payload bool) RunDetail {
+	d := RunDetail{Run: api.RunOf(rep.Run, rep.Invocations), Source: rep.Run.Source, Invocations: []api.InvocationDetail{}}
 	for i := range rep.Invocations {
-		d.Invocations = append(d.Invocations, api.InvocationDetailOf(&rep.Invocations[i], false))
+		d.Invocations = append(d.Invocations, api.InvocationDetailOf(&rep.Invocations[i], payload))
 	}
 	return d
 }
 
 // SubmitRequest starts a workflow: a file the server reads (an absolute
-// path, or one relative to the workspace), with inputs.
+// path, or one relative to the workspace), with inputs: typed values, and
+// KEY=VALUE pairs typed by the workflow's declarations (pairs win).
 type SubmitRequest struct {
 	File   string         `json:"file"`
 	Inputs map[string]any `json:"inputs"`
+	Pairs  []string       `json:"input_pairs,omitempty"`
 }
 
 func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
@@ -134,7 +162,7 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 	if !filepath.IsAbs(file) && s.o.Workspace != "" {
 		file = filepath.Join(s.o.Workspace, file)
 	}
-	id, err := s.submit(service.RunRequest{File: file, InputValues: req.Inputs})
+	id, err := s.submit(service.RunRequest{File: file, InputValues: req.Inputs, Inputs: req.Pairs})
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -150,6 +178,9 @@ type ResumeRequest struct {
 	// Untrusted resumes without workspace trust a run that was started
 	// with --trust-workspace (the API never grants trust).
 	Untrusted bool `json:"untrusted"`
+	// Secrets are the run's secret inputs as KEY=VALUE (the journal keeps
+	// every other input, never a secret one).
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) {
@@ -157,7 +188,7 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	id, err := s.resume(service.ResumeRequest{Run: r.PathValue("id"), RetryFailed: req.RetryFailed, Untrusted: req.Untrusted, By: s.o.By})
+	id, err := s.resume(service.ResumeRequest{Run: r.PathValue("id"), RetryFailed: req.RetryFailed, Untrusted: req.Untrusted, Secrets: req.Secrets, By: s.o.By})
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -202,8 +233,92 @@ func (s *Server) decideStep(as journal.ApprovalState) http.HandlerFunc {
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, api.ApprovalOf(rep.Approval))
+		writeJSON(w, http.StatusOK, Decided{RunID: rep.Run.ID.String(), Approval: api.ApprovalOf(rep.Approval)})
 	}
+}
+
+// Decided answers an approval or a rejection: the decision as journaled,
+// with the run's full id.
+type Decided struct {
+	RunID string `json:"run_id"`
+	api.Approval
+}
+
+// CallRequest makes one journaled tool call (a run of its own, as `mcpflow
+// call` makes it).
+type CallRequest struct {
+	Server string `json:"server"`
+	Tool   string `json:"tool"`
+	// Arguments is the whole arguments object; Args are KEY=VALUE pairs
+	// applied on top, typed by the tool's input schema.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Args      []string        `json:"args,omitempty"`
+	// Workflow is a workflow file whose servers are used too (absolute, or
+	// relative to the workspace).
+	Workflow string `json:"workflow,omitempty"`
+}
+
+func (s *Server) submitCall(w http.ResponseWriter, r *http.Request) {
+	var req CallRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if req.Server == "" || req.Tool == "" {
+		writeError(w, http.StatusBadRequest, "invalid", "server and tool are required")
+		return
+	}
+	cr := service.CallRequest{Server: req.Server, Tool: req.Tool, Args: req.Args, Workflow: req.Workflow}
+	if !api.IsNull(req.Arguments) {
+		cr.ArgsJSON = string(req.Arguments)
+	}
+	if cr.Workflow != "" && !filepath.IsAbs(cr.Workflow) && s.o.Workspace != "" {
+		cr.Workflow = filepath.Join(s.o.Workspace, cr.Workflow)
+	}
+	id, err := s.call(cr)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, Started{Run: id.String()})
+}
+
+// exportJournal streams every invocation created since ?since as JSON
+// Lines, oldest first; with ?decrypt=true, payloads decrypted.
+func (s *Server) exportJournal(w http.ResponseWriter, r *http.Request) {
+	since, err := sinceOf(r.URL.Query().Get("since"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/jsonl")
+	// The status is sent before the records: an export that fails on the
+	// way says so in the trailer, which a client reads after the body.
+	w.Header().Set("Trailer", ExportErrorTrailer)
+	if err := s.svc.Export(w, since, isTrue(r.URL.Query().Get("decrypt"))); err != nil {
+		w.Header().Set(ExportErrorTrailer, err.Error())
+	}
+}
+
+// ExportErrorTrailer is the trailer of an export that failed on the way.
+const ExportErrorTrailer = "Mcpflow-Export-Error"
+
+// JournalCheck is the journal's verdict on itself.
+type JournalCheck struct {
+	OK       bool     `json:"ok"`
+	Problems []string `json:"problems"`
+}
+
+func (s *Server) checkJournal(w http.ResponseWriter, r *http.Request) {
+	probs, err := s.svc.Check()
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := JournalCheck{OK: len(probs) == 0, Problems: []string{}}
+	for _, p := range probs {
+		out.Problems = append(out.Problems, p.String())
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) listInvocations(w http.ResponseWriter, r *http.Request) {
@@ -223,7 +338,7 @@ func (s *Server) listInvocations(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	payload := q.Get("payload") == "true" || q.Get("payload") == "1"
+	payload := isTrue(q.Get("payload"))
 	out := InvocationList{Invocations: make([]api.Invocation, len(invs))}
 	for i := range invs {
 		out.Invocations[i] = api.InvocationOf(&invs[i], payload)
@@ -231,6 +346,14 @@ func (s *Server) listInvocations(w http.ResponseWriter, r *http.Request) {
 	if limit > 0 && len(invs) == limit {
 		next := invs[len(invs)-1].ID.String()
 		out.NextCursor = &next
+	}
+	if isTrue(q.Get("count")) {
+		c, err := s.svc.CountInvocations(iq)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		out.Total = &Count{N: c.N, More: c.More}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -241,8 +364,7 @@ func (s *Server) getInvocation(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	payload := r.URL.Query().Get("payload")
-	writeJSON(w, http.StatusOK, api.InvocationDetailOf(inv, payload == "true" || payload == "1"))
+	writeJSON(w, http.StatusOK, api.InvocationDetailOf(inv, isTrue(r.URL.Query().Get("payload"))))
 }
 
 // ResolveRequest is an operator's decision on an invocation whose outcome
@@ -379,6 +501,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// isTrue reads a boolean query parameter.
+func isTrue(v string) bool { return v == "true" || v == "1" }
+
 // limitOf reads a limit parameter: default 50, 0 for all.
 func limitOf(v string) (int, error) {
 	if v == "" {
@@ -467,8 +592,8 @@ func writeErr(w http.ResponseWriter, err error) {
 }
 
 // statusOf is the HTTP status of err and its code: 400 invalid, 404
-// unknown id, 409 not possible in this state, 503 journal or stopping, 500
-// otherwise.
+// unknown id, 409 not possible in this state (code nothing_to_resume,
+// not_running or running), 503 journal or stopping, 500 otherwise.
 func statusOf(err error) (int, string) {
 	var bad *badRequestError
 	var nothing errNothingToResume
@@ -477,8 +602,12 @@ func statusOf(err error) (int, string) {
 		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, journal.ErrNotFound):
 		return http.StatusNotFound, "not_found"
-	case errors.As(err, &nothing), errors.Is(err, service.ErrNotRunning):
-		return http.StatusConflict, "conflict"
+	case errors.As(err, &nothing):
+		return http.StatusConflict, "nothing_to_resume"
+	case errors.Is(err, service.ErrNotRunning):
+		return http.StatusConflict, "not_running"
+	case errors.Is(err, service.ErrRunning):
+		return http.StatusConflict, "running"
 	case errors.Is(err, service.ErrInvalid), errors.Is(err, workflow.ErrInvalid), errors.Is(err, workflow.ErrInput):
 		return http.StatusBadRequest, "invalid"
 	case errors.Is(err, ErrStopping), errors.Is(err, service.ErrJournal), errors.Is(err, journal.ErrDamaged):

@@ -38,6 +38,15 @@ func (s *Server) resume(req service.ResumeRequest) (journal.ID, error) {
 	})
 }
 
+// call makes one journaled tool call in the background; see submit.
+func (s *Server) call(req service.CallRequest) (journal.ID, error) {
+	return s.launch(func(ctx context.Context, events func(engine.Event)) error {
+		req.Events = events
+		_, err := s.svc.Call(ctx, req)
+		return err
+	})
+}
+
 // errNothingToResume: the run succeeded, or waits for an operator.
 type errNothingToResume struct{ run *journal.Run }
 
@@ -62,7 +71,7 @@ func (s *Server) launch(fn func(ctx context.Context, events func(engine.Event)) 
 				announced = true
 				ch <- started{id: ev.Run}
 			}
-			s.hub.publish(eventOf(ev))
+			s.hub.publish(EventOf(ev))
 		})
 		if !announced {
 			if err == nil {

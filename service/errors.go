@@ -14,6 +14,9 @@ var (
 	// ErrNotRunning: Cancel was given a run that is not going in this
 	// service.
 	ErrNotRunning = errors.New("run is not running here")
+	// ErrRunning: Resume was given a run that is going in this service
+	// (resuming it would send its calls twice).
+	ErrRunning = errors.New("run is running")
 	// ErrJournal: a run stopped because the journal could not be read or
 	// written (a full disk, an I/O error, damage found while running). What
 	// was committed before stands; resume continues from it once the

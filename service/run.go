@@ -43,6 +43,16 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (*Report, error) {
 	return s.runWorkflow(ctx, wf, inputs, s.o.Workspace, req.TrustWorkspace, req.Events)
 }
 
+// ParseInputs loads and validates the workflow a run request names and
+// returns its inputs typed by the workflow's declarations — the values a
+// run would start with — without running anything or touching the
+// journal. A front end that hands the run to another process types the
+// inputs here, where the user's files and environment are.
+func (s *Service) ParseInputs(req RunRequest) (map[string]any, error) {
+	_, inputs, err := s.load(req)
+	return inputs, err
+}
+
 // load reads, validates and types what a run request names: the workflow
 // against the servers configured in the service's workspace, and its inputs.
 func (s *Service) load(req RunRequest) (*workflow.Workflow, map[string]any, error) {
@@ -105,6 +115,10 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 	id, err := s.findRun(req.Run)
 	if err != nil {
 		return nil, err
+	}
+	if s.going(id) {
+		return nil, &invalidError{cause: ErrRunning, msg: fmt.Sprintf(
+			"run %s is running: follow it with 'mcpflow runs watch %s', or cancel it with 'mcpflow runs cancel %s'", id.Short(), id.Short(), id.Short())}
 	}
 	run, err := s.j.Run(id)
 	if err != nil {

@@ -230,6 +230,14 @@ func (s *Service) Cancel(ref string, reason string) error {
 	return nil
 }
 
+// going reports whether run id is going in this service.
+func (s *Service) going(id journal.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.active[id]
+	return ok
+}
+
 func (s *Service) findRun(ref string) (journal.ID, error) {
 	if err := s.open(); err != nil {
 		return journal.ID{}, err

@@ -62,7 +62,7 @@ type approvalResult struct {
 }
 
 func runApproval(o *approvalOptions) error {
-	svc, done, err := o.g.service(writeJournal)
+	svc, done, err := o.g.backend(writeJournal)
 	if err != nil {
 		return err
 	}

@@ -66,20 +66,25 @@ notifications).
 }
 
 func runCall(ctx context.Context, o *callOptions) error {
-	svc, done, err := o.g.service(writeJournal)
+	svc, done, err := o.g.backend(writeJournal)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if set, err := svc.ServerSet(o.workflow); err == nil {
-		if err := askInputs(o.ioStreams, set, []string{o.server}); err != nil {
-			return err
+	if e, ok := svc.(embedded); ok { // through a server, its environment serves its servers
+		if set, err := e.ServerSet(o.workflow); err == nil {
+			if err := askInputs(o.ioStreams, set, []string{o.server}); err != nil {
+				return err
+			}
 		}
 	}
 	progress := callProgressFor(o.g, o.Err)
 	defer progress.close()
 	rep, err := svc.Call(ctx, service.CallRequest{Server: o.server, Tool: o.tool, ArgsJSON: o.argsJSON, Args: o.args, Workflow: o.workflow, TrustWorkspace: o.trustWorkspace, Events: progress.event})
 	progress.close()
+	// Interrupted while mcpflow server makes the call, the call is
+	// cancelled, as Ctrl-C cancels one made here.
+	rep, err = afterInterrupt(o.ioStreams, svc, err, rep, true, func() progressSink { return callProgressFor(o.g, o.Err) })
 	if err != nil {
 		return err
 	}

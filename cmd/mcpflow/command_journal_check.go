@@ -30,7 +30,7 @@ func newJournalCheckCommand(g *globals, runF func(context.Context, *journalCheck
 }
 
 func runJournalCheck(o *journalCheckOptions) error {
-	svc, done, err := o.g.service(readJournal)
+	svc, done, err := o.g.backend(readJournal)
 	if err != nil {
 		return err
 	}

@@ -37,6 +37,9 @@ is lost; the journal must not be in use by another mcpflow process.`,
 // runJournalCompact replaces the journal file itself: it works on the path,
 // with no journal open.
 func runJournalCompact(o *journalCompactOptions) error {
+	if err := o.g.exclusive("journal compact"); err != nil {
+		return err
+	}
 	path := o.g.journalPath
 	if _, err := os.Stat(path); os.IsNotExist(err) {
 		return &exitError{code: exitFailed, err: fmt.Errorf("no journal at %s", path)}

@@ -46,7 +46,7 @@ func runJournalExport(o *journalExportOptions) error {
 			return usageError("--since: %v", err)
 		}
 	}
-	svc, done, err := o.g.service(readJournal)
+	svc, done, err := o.g.backend(readJournal)
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ func runJournalList(o *journalListOptions) error {
 			return usageError("--since: %v", err)
 		}
 	}
-	svc, done, err := o.g.service(readJournal)
+	svc, done, err := o.g.backend(readJournal)
 	if err != nil {
 		return err
 	}

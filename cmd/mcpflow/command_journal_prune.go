@@ -49,6 +49,9 @@ func runJournalPrune(o *journalPruneOptions) error {
 	if err != nil {
 		return usageError("--before: %v", err)
 	}
+	if err := o.g.exclusive("journal prune"); err != nil {
+		return err
+	}
 	svc, done, err := o.g.service(writeJournal)
 	if err != nil {
 		return err

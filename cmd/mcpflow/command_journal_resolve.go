@@ -82,7 +82,7 @@ func runResolve(o *resolveOptions) error {
 			req.Reason = "operator supplied the result"
 		}
 	}
-	svc, done, err := o.g.service(writeJournal)
+	svc, done, err := o.g.backend(writeJournal)
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,9 @@ new one, then use it with --journal OUT (or move it into place).`,
 }
 
 func runJournalSalvage(o *journalSalvageOptions) error {
+	if err := o.g.exclusive("journal salvage"); err != nil {
+		return err
+	}
 	path := o.g.journalPath
 	if _, err := os.Stat(path); err != nil {
 		return &exitError{code: exitFailed, err: fmt.Errorf("no journal at %s", path)}

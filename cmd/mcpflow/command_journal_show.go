@@ -38,7 +38,7 @@ func newJournalShowCommand(g *globals, runF func(context.Context, *journalShowOp
 }
 
 func runJournalShow(o *journalShowOptions) error {
-	svc, done, err := o.g.service(readJournal)
+	svc, done, err := o.g.backend(readJournal)
 	if err != nil {
 		return err
 	}

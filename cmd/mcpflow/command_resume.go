@@ -73,7 +73,7 @@ confirms.
 }
 
 func runResume(ctx context.Context, o *resumeOptions) error {
-	svc, done, err := o.g.service(writeJournal)
+	svc, done, err := o.g.backend(writeJournal)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func runResume(ctx context.Context, o *resumeOptions) error {
 	return &exitError{code: worst}
 }
 
-func resumeOne(ctx context.Context, o *resumeOptions, svc *service.Service, ref string) (int, error) {
+func resumeOne(ctx context.Context, o *resumeOptions, svc backend, ref string) (int, error) {
 	req := service.ResumeRequest{Run: ref, Secrets: o.secrets, TrustWorkspace: o.trustWorkspace, Untrusted: o.untrusted, RetryFailed: o.retryFailed, By: osUser()}
 	rep, err := resumeWith(ctx, o, svc, req)
 	if errors.Is(err, service.ErrTrustFlagNeeded) && interactive(o.ioStreams) {
@@ -135,12 +135,15 @@ func resumeOne(ctx context.Context, o *resumeOptions, svc *service.Service, ref 
 	return statusCode(rep.Run.Status), nil
 }
 
-// resumeWith resumes one run with live progress.
-func resumeWith(ctx context.Context, o *resumeOptions, svc *service.Service, req service.ResumeRequest) (*service.Report, error) {
+// resumeWith resumes one run with live progress. Interrupted while
+// following a run in mcpflow server, it asks whether to cancel it.
+func resumeWith(ctx context.Context, o *resumeOptions, svc backend, req service.ResumeRequest) (*service.Report, error) {
 	progress := progressFor(o.g, o.Out)
 	defer progress.close()
 	req.Events = progress.event
-	return svc.Resume(ctx, req)
+	rep, err := svc.Resume(ctx, req)
+	progress.close()
+	return afterInterrupt(o.ioStreams, svc, err, rep, false, func() progressSink { return progressFor(o.g, o.Out) })
 }
 
 // reportBlocked says why a run is blocked and what to do: each invocation

@@ -31,6 +31,8 @@ type globals struct {
 	noColor            bool
 	timeFlag           string
 	times              timeFormat
+	// serving caches served's answer.
+	serving *bool
 	// started is set once cobra accepted the command line and a command's
 	// own code runs; errors before that are usage errors.
 	started bool
@@ -190,6 +192,48 @@ func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
 		return nil, nil, err
 	}
 	return s, func() { s.Close() }, nil
+}
+
+// backend returns what a command that uses the journal works through, and
+// the function that closes it: the server's API when `mcpflow server` owns
+// the journal (it answers on the socket beside it), else the service in
+// this process, which opens the journal as mode says.
+func (g *globals) backend(mode journalMode) (backend, func(), error) {
+	if g.served() {
+		if g.serversFile != "" {
+			return nil, nil, usageError("--servers does not go through mcpflow server: start the server with --servers %s instead", g.serversFile)
+		}
+		local, done, err := g.service(noJournal)
+		if err != nil {
+			return nil, nil, err
+		}
+		c := newClient(socketPath(g.journalPath), local)
+		return c, func() { c.close(); done() }, nil
+	}
+	svc, done, err := g.service(mode)
+	if err != nil {
+		return nil, nil, err
+	}
+	return embedded{svc}, done, nil
+}
+
+// served reports whether `mcpflow server` owns the journal: something
+// answers GET /api/health on the socket beside it. Asked once a command.
+func (g *globals) served() bool {
+	if g.serving == nil {
+		on := serverOn(socketPath(g.journalPath))
+		g.serving = &on
+	}
+	return *g.serving
+}
+
+// exclusive refuses a command that needs the journal to itself (compact,
+// prune, salvage) while `mcpflow server` owns it.
+func (g *globals) exclusive(command string) error {
+	if !g.served() {
+		return nil
+	}
+	return &exitError{code: exitJournal, err: fmt.Errorf("%s needs the journal to itself, and mcpflow server owns it (socket %s): stop mcpflow server first", command, socketPath(g.journalPath))}
 }
 
 // testJournalOptions, set only by this package's tests, adjusts the

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -23,6 +24,10 @@ type runOptions struct {
 	inputFile      string
 	trustWorkspace bool
 	dryRun         bool
+	detach         bool
+	// cancelOnInterrupt cancels, on Ctrl-C, a run followed in mcpflow
+	// server instead of asking.
+	cancelOnInterrupt bool
 }
 
 func newRunCommand(g *globals, runF func(context.Context, *runOptions) error) *cobra.Command {
@@ -32,9 +37,17 @@ func newRunCommand(g *globals, runF func(context.Context, *runOptions) error) *c
 		Short: "Run a workflow",
 		Long: `Run a workflow file. Each step's tools/call is journaled before it is sent.
 
+While 'mcpflow server' owns the workspace's journal, the run goes in the server:
+this command submits it and follows its progress. --detach prints the run id and
+returns at once ('mcpflow runs watch ID' follows it). Ctrl-C stops following and
+asks whether to cancel the run (--cancel-on-interrupt cancels it without asking;
+without a terminal it goes on). -o jsonl prints each event as a JSON line as it
+happens, then the run.
+
 ` + exitCodesHelp,
 		Example: `  mcpflow run examples/workflows/hello.yaml
-  mcpflow run deploy.yaml --input version=1.4.2 -o json`,
+  mcpflow run deploy.yaml --input version=1.4.2 -o json
+  mcpflow run deploy.yaml --detach    # with mcpflow server: print the run id and return`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams, o.file = streams(cmd), args[0]
@@ -48,46 +61,92 @@ func newRunCommand(g *globals, runF func(context.Context, *runOptions) error) *c
 	cmd.Flags().StringVar(&o.inputFile, "input-file", "", "read inputs from a YAML or JSON file of name: value (--input wins)")
 	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "show the calls the run would make — arguments and replay verdicts — without journaling or calling anything")
 	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this command only (allows replay of calls the tool declares safe on trusted servers)")
+	cmd.Flags().BoolVar(&o.detach, "detach", false, "with mcpflow server: start the run, print its id and return")
+	cmd.Flags().BoolVar(&o.cancelOnInterrupt, "cancel-on-interrupt", false, "with mcpflow server: Ctrl-C cancels the run instead of asking")
 	return cmd
 }
 
 func runRun(ctx context.Context, o *runOptions) error {
-	mode := writeJournal
-	if o.dryRun {
-		mode = noJournal // a dry run writes nothing
+	var values map[string]any
+	if o.inputFile != "" {
+		var err error
+		if values, err = workflow.ReadInputFile(o.inputFile); err != nil {
+			return err
+		}
 	}
-	svc, done, err := o.g.service(mode)
+	req := service.RunRequest{File: o.file, Inputs: o.inputs, InputValues: values, TrustWorkspace: o.trustWorkspace}
+	if o.dryRun {
+		if o.detach {
+			return usageError("--detach and --dry-run: a dry run starts nothing")
+		}
+		svc, done, err := o.g.service(noJournal) // a dry run writes nothing
+		if err != nil {
+			return err
+		}
+		defer done()
+		calls, err := svc.DryRun(ctx, req)
+		if err != nil {
+			return err
+		}
+		return reportDryRun(o.g, o.ioStreams, calls)
+	}
+	b, done, err := o.g.backend(writeJournal)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if !o.dryRun {
-		set, use := runServers(svc, o.file)
+	if o.detach {
+		id, err := b.Submit(ctx, req)
+		if err != nil {
+			return err
+		}
+		return o.g.printer(o.Out).print(map[string]string{"run": id.String()}, func(w io.Writer) error {
+			fmt.Fprintln(w, id)
+			fmt.Fprintf(o.Err, "run %s started in mcpflow server; follow it with: mcpflow runs watch %s\n", id.Short(), id.Short())
+			return nil
+		})
+	}
+	if e, ok := b.(embedded); ok {
+		// Through a server its own environment serves its servers.
+		set, use := runServers(e.Service, o.file)
 		if err := askInputs(o.ioStreams, set, use); err != nil {
 			return err
 		}
 	}
 	progress := progressFor(o.g, o.Out)
 	defer progress.close()
-	var values map[string]any
-	if o.inputFile != "" {
-		if values, err = workflow.ReadInputFile(o.inputFile); err != nil {
-			return err
-		}
-	}
-	if o.dryRun {
-		calls, err := svc.DryRun(ctx, service.RunRequest{File: o.file, Inputs: o.inputs, InputValues: values, TrustWorkspace: o.trustWorkspace})
-		if err != nil {
-			return err
-		}
-		return reportDryRun(o.g, o.ioStreams, calls)
-	}
-	rep, err := svc.Run(ctx, service.RunRequest{File: o.file, Inputs: o.inputs, InputValues: values, TrustWorkspace: o.trustWorkspace, Events: progress.event})
+	req.Events = progress.event
+	rep, err := b.Run(ctx, req)
 	progress.close()
-	if err != nil {
+	if rep, err = afterInterrupt(o.ioStreams, b, err, rep, o.cancelOnInterrupt, func() progressSink { return progressFor(o.g, o.Out) }); err != nil {
 		return err
 	}
 	return reportRun(o.g, o.ioStreams, rep)
+}
+
+// afterInterrupt settles a run the user interrupted while following it in
+// mcpflow server (err an *interruptedError; any other err or none is
+// returned as it is, with rep): with cancel, or the user's yes on a
+// terminal, the run is cancelled and followed to its end; otherwise it
+// goes on in the server, and the error says how to follow it (exit 130).
+func afterInterrupt(s ioStreams, b backend, err error, rep *service.Report, cancel bool, sink func() progressSink) (*service.Report, error) {
+	var ie *interruptedError
+	if !errors.As(err, &ie) {
+		return rep, err
+	}
+	if !cancel && interactive(s) {
+		cancel = confirm(s.In, s.Err, fmt.Sprintf("\nCancel run %s? [y/N] ", ie.run.Short()))
+	}
+	if !cancel {
+		return nil, &exitError{code: exitInterrupted, err: ie}
+	}
+	if err := b.Cancel(ie.run.String(), "cancelled by "+osUser()+" (interrupted)"); err != nil && !errors.Is(err, service.ErrNotRunning) {
+		return nil, err
+	}
+	progress := sink()
+	defer progress.close()
+	// A second interrupt while the run winds down exits at once.
+	return b.Watch(context.Background(), ie.run.String(), progress.event)
 }
 
 // reportRun prints a run's end as run and resume do: its outputs (table) or

@@ -14,13 +14,13 @@ import (
 func newRunsCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "runs",
-		Short: "List and inspect runs",
+		Short: "List, inspect, watch and cancel runs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return usageError("missing subcommand: try 'mcpflow runs list' or 'mcpflow runs show RUN_ID'")
 		},
 	}
-	cmd.AddCommand(newRunsListCommand(g, nil), newRunsShowCommand(g, nil))
+	cmd.AddCommand(newRunsListCommand(g, nil), newRunsShowCommand(g, nil), newRunsWatchCommand(g, nil), newRunsCancelCommand(g, nil))
 	return cmd
 }
 

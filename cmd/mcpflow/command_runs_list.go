@@ -56,7 +56,7 @@ func runRunsList(o *runsListOptions) error {
 			return usageError("--since: %v", err)
 		}
 	}
-	svc, done, err := o.g.service(readJournal)
+	svc, done, err := o.g.backend(readJournal)
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func newRunsShowCommand(g *globals, runF func(context.Context, *runsShowOptions)
 }
 
 func runRunsShow(o *runsShowOptions) error {
-	svc, done, err := o.g.service(readJournal)
+	svc, done, err := o.g.backend(readJournal)
 	if err != nil {
 		return err
 	}

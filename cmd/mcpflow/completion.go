@@ -19,7 +19,7 @@ func completeRunIDs(g *globals) cobra.CompletionFunc {
 		if len(args) > 0 || g.resolve(cmd) != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		svc, done, err := g.service(readJournal)
+		svc, done, err := g.backend(readJournal)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
@@ -42,7 +42,7 @@ func completeApprovals(g *globals) cobra.CompletionFunc {
 		if len(args) > 1 || g.resolve(cmd) != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		svc, done, err := g.service(readJournal)
+		svc, done, err := g.backend(readJournal)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
@@ -75,7 +75,7 @@ func completeInvocationIDs(g *globals) cobra.CompletionFunc {
 		if len(args) > 0 || g.resolve(cmd) != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		svc, done, err := g.service(readJournal)
+		svc, done, err := g.backend(readJournal)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
@@ -171,6 +171,8 @@ func addCompletions(root *cobra.Command, g *globals) {
 	}
 	find("resume").ValidArgsFunction = completeRunIDs(g)
 	find("runs", "show").ValidArgsFunction = completeRunIDs(g)
+	find("runs", "watch").ValidArgsFunction = completeRunIDs(g)
+	find("runs", "cancel").ValidArgsFunction = completeRunIDs(g)
 	find("approve").ValidArgsFunction = completeApprovals(g)
 	find("reject").ValidArgsFunction = completeApprovals(g)
 	find("journal", "show").ValidArgsFunction = completeInvocationIDs(g)

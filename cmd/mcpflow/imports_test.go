@@ -35,7 +35,7 @@ func TestGeminiToolFilters(t *testing.T) {
 		t.Errorf("servers tools: exit %d %q, want only greet,upper\n%s", r.code, r.stdout, r.stderr)
 	}
 	for tool, says := range map[string]string{
-		"ledger_append": `excludes tool "ledger_append"`,
+		"ledger_append":  `excludes tool "ledger_append"`,
 		"not_idempotent": "allows only greet, upper, ledger_append",
 	} {
 		r := c.run("call", "g", tool, "--servers", settings, "--arg", "entry=x")

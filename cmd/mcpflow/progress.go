@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/server"
 )
 
 // progressSink receives engine events and renders them; close flushes and
@@ -33,6 +35,7 @@ var (
 	_ progressSink = (*plainPrinter)(nil)
 	_ progressSink = (*liveDisplay)(nil)
 	_ progressSink = nopSink{}
+	_ progressSink = (*eventLines)(nil)
 )
 
 // newProgressSink returns a live display when w is a terminal (isTTY) and
@@ -44,12 +47,17 @@ func newProgressSink(w io.Writer, isTTY bool, noColor bool) progressSink {
 	return newPlainPrinter(w)
 }
 
-// progressFor is the sink a command that runs workflows reports to: nothing
-// when the output is json or jsonl (stdout then carries the document only);
-// lines, not redrawn rows, on a terminal that says it cannot move the
-// cursor (TERM=dumb).
+// progressFor is the sink a command that runs workflows reports to: with
+// -o jsonl each event as a JSON line (the API's event shape) before the
+// run's own line; nothing for json, --json or --jq (stdout then carries
+// the document only); lines, not redrawn rows, on a terminal that says it
+// cannot move the cursor (TERM=dumb).
 func progressFor(g *globals, w io.Writer) progressSink {
-	if g.printer(nil).structured() {
+	p := g.printer(nil)
+	if p.format == "jsonl" && len(p.fields) == 0 && p.jq == nil {
+		return &eventLines{w: w}
+	}
+	if p.structured() {
 		return nopSink{}
 	}
 	return newProgressSink(w, isTerminal(w) && os.Getenv("TERM") != "dumb", g.noColor)
@@ -70,6 +78,31 @@ func callProgressFor(g *globals, w io.Writer) progressSink {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && f != nil && term.IsTerminal(int(f.Fd()))
+}
+
+// eventLines writes each event as one JSON line, as it happens.
+type eventLines struct {
+	mu   sync.Mutex
+	w    io.Writer
+	done bool
+}
+
+func (l *eventLines) event(ev engine.Event) {
+	b, err := json.Marshal(server.EventOf(ev))
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.done {
+		l.w.Write(append(b, '\n'))
+	}
+}
+
+func (l *eventLines) close() {
+	l.mu.Lock()
+	l.done = true
+	l.mu.Unlock()
 }
 
 type nopSink struct{}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/service"
+)
+
+// backend is what the commands that use the journal call: the service in
+// this process (embedded), or `mcpflow server` when one owns the journal
+// (a client over its unix socket). Both return the records as committed,
+// the values of secret inputs redacted, so every command prints the same
+// either way.
+type backend interface {
+	Runs(service.RunQuery) ([]service.RunSummary, error)
+	CountRuns(service.RunQuery) (service.Count, error)
+	RunDetail(ref string) (*service.Report, error)
+	Invocations(service.InvocationQuery) ([]journal.Invocation, error)
+	CountInvocations(service.InvocationQuery) (service.Count, error)
+	Invocation(ref string) (*journal.Invocation, error)
+	Resolve(service.ResolveRequest) (*journal.Invocation, error)
+	Approve(service.ApproveRequest) (*service.ApproveReport, error)
+	Export(w io.Writer, since time.Time, decrypt bool) error
+	Check() ([]journal.Problem, error)
+
+	// Run, Resume and Call run and stream progress to the request's
+	// Events until the run ends. A client interrupted by ctx leaves the
+	// run going in the server and returns an *interruptedError.
+	Run(ctx context.Context, req service.RunRequest) (*service.Report, error)
+	Resume(ctx context.Context, req service.ResumeRequest) (*service.Report, error)
+	Call(ctx context.Context, req service.CallRequest) (*service.Report, error)
+	// Resumable lists the runs resume --all continues.
+	Resumable() ([]journal.ID, error)
+	// Submit starts a run and returns its id without waiting (run
+	// --detach); only a server can.
+	Submit(ctx context.Context, req service.RunRequest) (journal.ID, error)
+	// Watch follows a run going elsewhere until it ends (runs watch).
+	Watch(ctx context.Context, ref string, events func(engine.Event)) (*service.Report, error)
+	// Cancel cancels a run going in the backend; service.ErrNotRunning
+	// when it is not going there.
+	Cancel(ref, reason string) error
+}
+
+var (
+	_ backend = embedded{}
+	_ backend = (*client)(nil)
+)
+
+// embedded is the service in this process, which owns the journal while
+// the command runs.
+type embedded struct{ *service.Service }
+
+// Submit refuses: a run started here ends with the command.
+func (embedded) Submit(context.Context, service.RunRequest) (journal.ID, error) {
+	return journal.ID{}, usageError("--detach needs mcpflow server: a run started here ends with this command (start 'mcpflow server' in the workspace, then run again)")
+}
+
+// Watch has nothing to follow: with no server, a run goes only in the
+// process that started it, which holds the journal. A run that ended is
+// reported as it ended; one left running was interrupted.
+func (e embedded) Watch(_ context.Context, ref string, _ func(engine.Event)) (*service.Report, error) {
+	rep, err := e.RunDetail(ref)
+	if err != nil {
+		return nil, err
+	}
+	if rep.Run.Status == journal.RunRunning {
+		id := rep.Run.ID.Short()
+		return nil, &exitError{code: exitFailed, err: fmt.Errorf("run %s is not going anywhere: no mcpflow server runs in this workspace, and the process that ran it stopped before it ended; continue it with: mcpflow resume %s", id, id)}
+	}
+	return rep, nil
+}
+
+// Cancel explains what ErrNotRunning means here.
+func (e embedded) Cancel(ref, reason string) error {
+	err := e.Service.Cancel(ref, reason)
+	if errors.Is(err, service.ErrNotRunning) {
+		return fmt.Errorf("%w: no mcpflow server runs in this workspace; a run that 'mcpflow run' started is cancelled with Ctrl-C where it runs", err)
+	}
+	return err
+}
+
+// interruptedError: the user interrupted a client following a run that
+// goes on in the server.
+type interruptedError struct{ run journal.ID }
+
+func (e *interruptedError) Error() string {
+	return fmt.Sprintf("stopped following run %s, which goes on in mcpflow server; follow it with: mcpflow runs watch %s", e.run.Short(), e.run.Short())
+}
+
+func (e *interruptedError) Unwrap() error { return context.Canceled }

@@ -1,0 +1,740 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpflow/mcpflow/api"
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/server"
+	"github.com/mcpflow/mcpflow/service"
+)
+
+// client is the backend of a command when `mcpflow server` owns the
+// journal: every request goes to the server's HTTP API on its unix socket,
+// and the answers (api shapes) are read back into the journal's records,
+// which the commands print as they print their own.
+type client struct {
+	socket string
+	http   *http.Client
+	// local loads workflows and types inputs where the user's files and
+	// environment are; it never opens the journal.
+	local *service.Service
+}
+
+// newClient returns a client of the server on socket.
+func newClient(socket string, local *service.Service) *client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+	}
+	return &client{socket: socket, http: &http.Client{Transport: tr}, local: local}
+}
+
+func (c *client) close() { c.http.CloseIdleConnections() }
+
+// probeTimeout bounds the health check of a socket: a server answers at
+// once, a stale socket refuses at once, and a hung server is not one.
+const probeTimeout = 2 * time.Second
+
+// serverOn reports whether an mcpflow server answers on socket. A socket
+// nothing answers on is stale (its server died) and is ignored.
+func serverOn(socket string) bool {
+	c := newClient(socket, nil)
+	defer c.close()
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	var health struct {
+		OK bool `json:"ok"`
+	}
+	return c.do(ctx, http.MethodGet, "/api/health", nil, &health) == nil && health.OK
+}
+
+// apiError is an error response of the server, wrapping the sentinel its
+// code stands for so that the exit code is the one an embedded command
+// gives.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func (e *apiError) Unwrap() error {
+	switch {
+	case e.status == http.StatusBadRequest, e.status == http.StatusNotFound, e.code == "running":
+		return service.ErrInvalid
+	case e.code == "not_running":
+		return service.ErrNotRunning
+	case e.status == http.StatusServiceUnavailable:
+		return service.ErrJournal
+	}
+	return nil
+}
+
+// do sends a request with body as JSON (nil: none) and decodes the answer
+// into out (nil: discarded).
+func (c *client) do(ctx context.Context, method, path string, body, out any) error {
+	resp, err := c.send(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("mcpflow server: %s %s: %w", method, path, err)
+	}
+	return nil
+}
+
+// send sends a request and returns a successful response, whose body the
+// caller closes.
+func (c *client) send(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://mcpflow"+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("mcpflow server on %s: %w", c.socket, err)
+	}
+	if resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	var e server.Error
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(b, &e) != nil || e.Error.Message == "" {
+		return nil, fmt.Errorf("mcpflow server: %s %s: %s", method, path, resp.Status)
+	}
+	return nil, &apiError{status: resp.StatusCode, code: e.Error.Code, msg: e.Error.Message}
+}
+
+func runPath(ref string, rest ...string) string {
+	return "/api/runs/" + url.PathEscape(ref) + strings.Join(rest, "")
+}
+
+// Runs lists runs. A run's steps come without their for_each item, which
+// only a blocked run's line shows (what it waits for): those are read in
+// full.
+func (c *client) Runs(q service.RunQuery) ([]service.RunSummary, error) {
+	var list server.RunList
+	if err := c.do(context.Background(), http.MethodGet, "/api/runs?"+runValues(q).Encode(), nil, &list); err != nil {
+		return nil, err
+	}
+	out := make([]service.RunSummary, len(list.Runs))
+	for i, r := range list.Runs {
+		if r.Status == journal.RunBlocked.String() {
+			rep, err := c.RunDetail(r.ID)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = service.RunSummary{Run: *rep.Run, Invocations: rep.Invocations}
+			continue
+		}
+		run, err := runOf(r, "")
+		if err != nil {
+			return nil, err
+		}
+		invs := make([]journal.Invocation, len(r.Steps))
+		for j, st := range r.Steps {
+			if invs[j], err = stepOf(run.ID, st); err != nil {
+				return nil, err
+			}
+		}
+		out[i] = service.RunSummary{Run: *run, Invocations: invs}
+	}
+	return out, nil
+}
+
+func runValues(q service.RunQuery) url.Values {
+	v := url.Values{"limit": {strconv.Itoa(q.Limit)}}
+	set(v, "status", q.Status)
+	set(v, "workflow", q.Workflow)
+	set(v, "cursor", q.Cursor)
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.Format(time.RFC3339Nano))
+	}
+	return v
+}
+
+func set(v url.Values, k, val string) {
+	if val != "" {
+		v.Set(k, val)
+	}
+}
+
+// CountRuns counts the runs q matches.
+func (c *client) CountRuns(q service.RunQuery) (service.Count, error) {
+	v := runValues(q)
+	v.Set("limit", "1")
+	v.Set("count", "true")
+	var list server.RunList
+	if err := c.do(context.Background(), http.MethodGet, "/api/runs?"+v.Encode(), nil, &list); err != nil {
+		return service.Count{}, err
+	}
+	if list.Total == nil {
+		return service.Count{}, errors.New("mcpflow server: runs: no count in the answer")
+	}
+	return service.Count{N: list.Total.N, More: list.Total.More}, nil
+}
+
+// RunDetail returns a run with its invocations in full.
+func (c *client) RunDetail(ref string) (*service.Report, error) {
+	var d server.RunDetail
+	if err := c.do(context.Background(), http.MethodGet, runPath(ref, "?payload=true"), nil, &d); err != nil {
+		return nil, err
+	}
+	return reportOf(d)
+}
+
+// Invocations lists invocations, with their arguments and results.
+func (c *client) Invocations(q service.InvocationQuery) ([]journal.Invocation, error) {
+	v := invocationValues(q)
+	v.Set("payload", "true")
+	var list server.InvocationList
+	if err := c.do(context.Background(), http.MethodGet, "/api/invocations?"+v.Encode(), nil, &list); err != nil {
+		return nil, err
+	}
+	out := make([]journal.Invocation, len(list.Invocations))
+	for i, inv := range list.Invocations {
+		got, err := invocationOf(api.InvocationDetail{Invocation: inv})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = *got
+	}
+	return out, nil
+}
+
+func invocationValues(q service.InvocationQuery) url.Values {
+	v := url.Values{"limit": {strconv.Itoa(q.Limit)}}
+	set(v, "run", q.Run)
+	set(v, "state", q.State)
+	set(v, "server", q.Server)
+	set(v, "tool", q.Tool)
+	set(v, "cursor", q.Cursor)
+	if !q.Since.IsZero() {
+		v.Set("since", q.Since.Format(time.RFC3339Nano))
+	}
+	return v
+}
+
+// CountInvocations counts the invocations q matches.
+func (c *client) CountInvocations(q service.InvocationQuery) (service.Count, error) {
+	v := invocationValues(q)
+	v.Set("limit", "1")
+	v.Set("count", "true")
+	var list server.InvocationList
+	if err := c.do(context.Background(), http.MethodGet, "/api/invocations?"+v.Encode(), nil, &list); err != nil {
+		return service.Count{}, err
+	}
+	if list.Total == nil {
+		return service.Count{}, errors.New("mcpflow server: invocations: no count in the answer")
+	}
+	return service.Count{N: list.Total.N, More: list.Total.More}, nil
+}
+
+// Invocation returns one invocation in full, with its arguments and
+// result.
+func (c *client) Invocation(ref string) (*journal.Invocation, error) {
+	var d api.InvocationDetail
+	if err := c.do(context.Background(), http.MethodGet, "/api/invocations/"+url.PathEscape(ref)+"?payload=true", nil, &d); err != nil {
+		return nil, err
+	}
+	return invocationOf(d)
+}
+
+// Resolve journals an operator's resolution through the server.
+func (c *client) Resolve(req service.ResolveRequest) (*journal.Invocation, error) {
+	body := server.ResolveRequest{Reason: req.Reason}
+	switch req.As {
+	case journal.StateCompleted:
+		body.As = "completed"
+		b, err := json.Marshal(req.Result)
+		if err != nil {
+			return nil, err
+		}
+		body.Result = b
+	case journal.StateFailed:
+		body.As = "failed"
+	case journal.StateRetryApproved:
+		body.As = "retry"
+	default:
+		return nil, usageError("resolve as %s: want completed, failed or retry", req.As)
+	}
+	var d api.InvocationDetail
+	if err := c.do(context.Background(), http.MethodPost, "/api/invocations/"+url.PathEscape(req.Invocation)+"/resolve", body, &d); err != nil {
+		return nil, err
+	}
+	return invocationOf(d)
+}
+
+// Approve journals an approval or a rejection through the server.
+func (c *client) Approve(req service.ApproveRequest) (*service.ApproveReport, error) {
+	verb := "/approve"
+	if req.As == journal.ApprovalRejected {
+		verb = "/reject"
+	}
+	var d server.Decided
+	if err := c.do(context.Background(), http.MethodPost, runPath(req.Run, verb), server.DecisionRequest{Step: req.Step, Reason: req.Reason}, &d); err != nil {
+		return nil, err
+	}
+	id, err := journal.ParseID(d.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("mcpflow server: approval of run %q: %w", d.RunID, err)
+	}
+	a, err := approvalOf(d.Approval)
+	if err != nil {
+		return nil, err
+	}
+	return &service.ApproveReport{Run: &journal.Run{ID: id}, Approval: a}, nil
+}
+
+// Export copies the server's export of the journal to w.
+func (c *client) Export(w io.Writer, since time.Time, decrypt bool) error {
+	v := url.Values{}
+	if !since.IsZero() {
+		v.Set("since", since.Format(time.RFC3339Nano))
+	}
+	if decrypt {
+		v.Set("decrypt", "true")
+	}
+	resp, err := c.send(context.Background(), http.MethodGet, "/api/journal/export?"+v.Encode(), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return err
+	}
+	if msg := resp.Trailer.Get(server.ExportErrorTrailer); msg != "" {
+		return fmt.Errorf("%w: export: %s", service.ErrJournal, msg)
+	}
+	return nil
+}
+
+// Check asks the server to verify the journal.
+func (c *client) Check() ([]journal.Problem, error) {
+	var out server.JournalCheck
+	if err := c.do(context.Background(), http.MethodGet, "/api/journal/check", nil, &out); err != nil {
+		return nil, err
+	}
+	probs := make([]journal.Problem, len(out.Problems))
+	for i, p := range out.Problems {
+		rec, msg, _ := strings.Cut(p, ": ")
+		probs[i] = journal.Problem{Record: rec, Message: msg}
+	}
+	return probs, nil
+}
+
+// errNoTrustOverAPI refuses --trust-workspace: the server never grants
+// trust through its API.
+var errNoTrustOverAPI = usageError("--trust-workspace does not go through mcpflow server, which never grants trust over its API: trust the workspace (mcpflow trust add), or stop the server and run without it")
+
+// submitRequest types a run's inputs here, where --input @FILE and
+// MCPFLOW_INPUT_* are the user's, and names the file absolutely.
+func (c *client) submitRequest(req service.RunRequest) (server.SubmitRequest, error) {
+	if req.TrustWorkspace {
+		return server.SubmitRequest{}, errNoTrustOverAPI
+	}
+	inputs, err := c.local.ParseInputs(req)
+	if err != nil {
+		return server.SubmitRequest{}, err
+	}
+	file, err := filepath.Abs(req.File)
+	if err != nil {
+		return server.SubmitRequest{}, err
+	}
+	return server.SubmitRequest{File: file, Inputs: inputs}, nil
+}
+
+// Submit starts a workflow in the server and returns its run id.
+func (c *client) Submit(ctx context.Context, req service.RunRequest) (journal.ID, error) {
+	body, err := c.submitRequest(req)
+	if err != nil {
+		return journal.ID{}, err
+	}
+	var st server.Started
+	if err := c.do(ctx, http.MethodPost, "/api/runs", body, &st); err != nil {
+		return journal.ID{}, err
+	}
+	return journal.ParseID(st.Run)
+}
+
+// Run starts a workflow in the server and follows it to its end.
+func (c *client) Run(ctx context.Context, req service.RunRequest) (*service.Report, error) {
+	body, err := c.submitRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	rep, _, err := c.start(ctx, "/api/runs", body, req.Events)
+	return rep, err
+}
+
+// Resume continues a run in the server and follows it to its end. A run
+// with nothing to do is reported as it is (Acted false).
+func (c *client) Resume(ctx context.Context, req service.ResumeRequest) (*service.Report, error) {
+	if req.TrustWorkspace {
+		return nil, errNoTrustOverAPI
+	}
+	body := server.ResumeRequest{RetryFailed: req.RetryFailed, Untrusted: req.Untrusted, Secrets: req.Secrets}
+	rep, nothing, err := c.start(ctx, runPath(req.Run, "/resume"), body, req.Events)
+	if nothing {
+		if rep, err = c.RunDetail(req.Run); err == nil {
+			rep.Acted = false
+		}
+	}
+	return rep, err
+}
+
+// Call makes one journaled call in the server and follows it to its end.
+func (c *client) Call(ctx context.Context, req service.CallRequest) (*service.Report, error) {
+	if req.TrustWorkspace {
+		return nil, errNoTrustOverAPI
+	}
+	body := server.CallRequest{Server: req.Server, Tool: req.Tool, Args: req.Args}
+	if req.ArgsJSON != "" {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(req.ArgsJSON), &obj); err != nil {
+			return nil, usageError("--args: not a JSON object: %v", err)
+		}
+		body.Arguments = json.RawMessage(req.ArgsJSON)
+	}
+	if req.Workflow != "" {
+		abs, err := filepath.Abs(req.Workflow)
+		if err != nil {
+			return nil, err
+		}
+		body.Workflow = abs
+	}
+	rep, _, err := c.start(ctx, "/api/calls", body, req.Events)
+	return rep, err
+}
+
+// Resumable lists the runs that failed, were cancelled or are blocked,
+// newest first within each status. A run still running goes in the
+// server, which resumed it when it started.
+func (c *client) Resumable() ([]journal.ID, error) {
+	var ids []journal.ID
+	for _, st := range []journal.RunStatus{journal.RunFailed, journal.RunCancelled, journal.RunBlocked} {
+		runs, err := c.Runs(service.RunQuery{Status: st.String()})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range runs {
+			ids = append(ids, r.Run.ID)
+		}
+	}
+	return ids, nil
+}
+
+// Cancel asks the server to cancel a run going there.
+func (c *client) Cancel(ref, reason string) error {
+	return c.do(context.Background(), http.MethodPost, runPath(ref, "/cancel"), server.CancelRequest{Reason: reason}, nil)
+}
+
+// Watch follows a run until it ends; a run that ended is reported at once.
+func (c *client) Watch(ctx context.Context, ref string, events func(engine.Event)) (*service.Report, error) {
+	// Subscribed first, then read: an end between the two is not missed.
+	st, err := c.subscribe(runPath(ref, "/events"))
+	if err != nil {
+		return nil, err
+	}
+	rep, err := c.RunDetail(ref)
+	if err != nil {
+		st.close()
+		return nil, err
+	}
+	if rep.Run.Status != journal.RunRunning {
+		st.close()
+		return rep, nil
+	}
+	return c.follow(ctx, st, rep.Run.ID, events)
+}
+
+// start posts a request that starts (or resumes) a run, then follows the
+// run. nothing is set when the server found nothing to resume.
+func (c *client) start(ctx context.Context, path string, body any, events func(engine.Event)) (rep *service.Report, nothing bool, err error) {
+	// Subscribed before the run starts, so that no event of it is missed.
+	st, err := c.subscribe("/api/events")
+	if err != nil {
+		return nil, false, err
+	}
+	var started server.Started
+	if err := c.do(ctx, http.MethodPost, path, body, &started); err != nil {
+		st.close()
+		var ae *apiError
+		if errors.As(err, &ae) && ae.code == "nothing_to_resume" {
+			return nil, true, nil
+		}
+		return nil, false, err
+	}
+	id, err := journal.ParseID(started.Run)
+	if err != nil {
+		st.close()
+		return nil, false, fmt.Errorf("mcpflow server: started run %q: %w", started.Run, err)
+	}
+	rep, err = c.follow(ctx, st, id, events)
+	return rep, false, err
+}
+
+// follow hands the events of run id to events until the run ends, and
+// returns the run as committed; it closes st. A stream that ends early
+// (the server dropped a slow reader) is taken up again; a server gone is
+// an error, the run left for the server's next start.
+func (c *client) follow(ctx context.Context, st *eventStream, id journal.ID, events func(engine.Event)) (*service.Report, error) {
+	defer func() { st.close() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, &interruptedError{run: id}
+		case e, ok := <-st.events:
+			if !ok {
+				rep, err := c.takeUp(&st, id)
+				if err != nil || rep != nil {
+					return rep, err
+				}
+				continue
+			}
+			if e.Run != id.String() {
+				continue
+			}
+			ev, err := server.EngineEvent(e)
+			if err != nil {
+				return nil, fmt.Errorf("mcpflow server: %w", err)
+			}
+			if events != nil {
+				events(ev)
+			}
+			if ev.Kind == engine.RunFinished {
+				return c.RunDetail(id.String())
+			}
+		}
+	}
+}
+
+// takeUp follows run id again after its stream ended: the run as it
+// ended, or nil with *st a new stream.
+func (c *client) takeUp(st **eventStream, id journal.ID) (*service.Report, error) {
+	lost := func(err error) error {
+		return &exitError{code: exitFailed, err: fmt.Errorf("lost mcpflow server while following run %s: %v; the run goes on when the server starts again (mcpflow runs watch %s)", id.Short(), err, id.Short())}
+	}
+	(*st).close()
+	next, err := c.subscribe(runPath(id.String(), "/events"))
+	if err != nil {
+		return nil, lost(err)
+	}
+	*st = next
+	rep, err := c.RunDetail(id.String())
+	if err != nil {
+		return nil, lost(err)
+	}
+	if rep.Run.Status != journal.RunRunning {
+		return rep, nil
+	}
+	return nil, nil
+}
+
+// eventStream is a subscription to the server's events. Its reader
+// goroutine hands them to events, which it closes when the stream ends;
+// close stops it and waits for it.
+type eventStream struct {
+	events chan server.Event
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// subscribe opens the event stream at path; the server has subscribed
+// when it returns.
+func (c *client) subscribe(path string) (*eventStream, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := c.send(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	st := &eventStream{events: make(chan server.Event, 1024), cancel: cancel}
+	st.wg.Add(1)
+	go func() {
+		defer st.wg.Done()
+		defer close(st.events)
+		defer resp.Body.Close()
+		readEvents(ctx, resp.Body, st.events)
+	}()
+	return st, nil
+}
+
+func (st *eventStream) close() {
+	st.once.Do(func() {
+		st.cancel()
+		st.wg.Wait()
+	})
+}
+
+// readEvents reads server-sent events from r into out until r ends or ctx
+// is done: "data:" lines hold an event's JSON, a blank line ends it;
+// comments (":") and other fields are skipped.
+func readEvents(ctx context.Context, r io.Reader, out chan<- server.Event) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var data []byte
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) == 0 {
+			if len(data) > 0 {
+				var e server.Event
+				if json.Unmarshal(data, &e) == nil {
+					select {
+					case out <- e:
+					case <-ctx.Done():
+						return
+					}
+				}
+				data = data[:0]
+			}
+			continue
+		}
+		if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			data = append(data, bytes.TrimPrefix(d, []byte(" "))...)
+		}
+	}
+}
+
+// reportOf reads a run in detail back into a report.
+func reportOf(d server.RunDetail) (*service.Report, error) {
+	run, err := runOf(d.Run, d.Source)
+	if err != nil {
+		return nil, err
+	}
+	rep := &service.Report{Run: run, Invocations: make([]journal.Invocation, len(d.Invocations)), Acted: true}
+	for i, inv := range d.Invocations {
+		got, err := invocationOf(inv)
+		if err != nil {
+			return nil, err
+		}
+		rep.Invocations[i] = *got
+	}
+	return rep, nil
+}
+
+// runOf reads a run's shape back into the journal's record, as far as the
+// shape carries it (not the definition).
+func runOf(r api.Run, source string) (*journal.Run, error) {
+	id, err := journal.ParseID(r.ID)
+	if err != nil {
+		return nil, fmt.Errorf("mcpflow server: run id %q: %w", r.ID, err)
+	}
+	st, err := journal.ParseRunStatus(r.Status)
+	if err != nil {
+		return nil, fmt.Errorf("mcpflow server: run %s: %w", r.ID, err)
+	}
+	run := &journal.Run{
+		ID: id, Workflow: r.Workflow, Digest: r.Digest, Source: source, Inputs: r.Inputs, Workspace: r.Workspace,
+		Status: st, Error: r.Error, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Outputs: r.Outputs,
+	}
+	for _, a := range r.Approvals {
+		got, err := approvalOf(a)
+		if err != nil {
+			return nil, err
+		}
+		run.Approvals = append(run.Approvals, got)
+	}
+	return run, nil
+}
+
+func approvalOf(a api.Approval) (journal.Approval, error) {
+	st, err := journal.ParseApprovalState(a.State)
+	if err != nil {
+		return journal.Approval{}, fmt.Errorf("mcpflow server: approval of step %s: %w", a.Step, err)
+	}
+	return journal.Approval{Step: a.Step, Message: a.Message, RequestedAt: a.RequestedAt, State: st, By: a.By, At: a.At, Reason: a.Reason}, nil
+}
+
+// stepOf reads a run's line for one invocation back into a partial record:
+// what runs list shows of it.
+func stepOf(run journal.ID, s api.Step) (journal.Invocation, error) {
+	id, err := journal.ParseID(s.Invocation)
+	if err != nil {
+		return journal.Invocation{}, fmt.Errorf("mcpflow server: invocation id %q: %w", s.Invocation, err)
+	}
+	st, err := journal.ParseState(s.State)
+	if err != nil {
+		return journal.Invocation{}, fmt.Errorf("mcpflow server: invocation %s: %w", s.Invocation, err)
+	}
+	return journal.Invocation{ID: id, RunID: run, Step: s.Step, Item: -1, Server: s.Server, Tool: s.Tool, State: st, Attempts: s.Attempts, Error: s.Error}, nil
+}
+
+// invocationOf reads an invocation's shape back into the journal's record.
+func invocationOf(d api.InvocationDetail) (*journal.Invocation, error) {
+	id, err := journal.ParseID(d.ID)
+	if err != nil {
+		return nil, fmt.Errorf("mcpflow server: invocation id %q: %w", d.ID, err)
+	}
+	run, err := journal.ParseID(d.RunID)
+	if err != nil {
+		return nil, fmt.Errorf("mcpflow server: invocation %s: run id %q: %w", d.ID, d.RunID, err)
+	}
+	st, err := journal.ParseState(d.State)
+	if err != nil {
+		return nil, fmt.Errorf("mcpflow server: invocation %s: %w", d.ID, err)
+	}
+	inv := &journal.Invocation{
+		ID: id, RunID: run, Step: d.Step, Item: -1, Server: d.Server, Tool: d.Tool,
+		Arguments: d.Arguments, ArgumentsDigest: d.ArgumentsDigest, Trust: d.Trust,
+		IdempotencyKey: d.IdempotencyKey, State: st, Attempts: d.Attempts, Result: d.Result,
+		ToolError: d.ToolError, Error: d.Error, Decisions: d.Decisions, Resolutions: d.Resolutions,
+		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+	}
+	if d.Item != nil {
+		inv.Item = *d.Item
+	}
+	if !api.IsNull(d.Annotations) {
+		inv.Annotations = d.Annotations
+	}
+	if len(inv.Attempts) == 0 {
+		inv.Attempts = nil
+	}
+	if len(inv.Decisions) == 0 {
+		inv.Decisions = nil
+	}
+	if len(inv.Resolutions) == 0 {
+		inv.Resolutions = nil
+	}
+	return inv, nil
+}

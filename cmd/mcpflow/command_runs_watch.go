@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mcpflow/mcpflow/engine"
+)
+
+type runsWatchOptions struct {
+	ioStreams
+	g   *globals
+	run string
+}
+
+func newRunsWatchCommand(g *globals, runF func(context.Context, *runsWatchOptions) error) *cobra.Command {
+	o := &runsWatchOptions{g: g}
+	return &cobra.Command{
+		Use:   "watch RUN_ID",
+		Short: "Follow a run going in mcpflow server until it ends",
+		Long: `Follow a run that goes in 'mcpflow server' (started by another command, the API or
+the web UI): its progress as 'mcpflow run' shows it, then its outputs, and the exit
+code of how it ended. A run that already ended is reported at once. Ctrl-C stops
+watching; the run goes on.
+
+Without a server there is nothing to watch: a run goes only in the command that
+started it. watch then reports a run that ended, and says a run left running was
+interrupted (continue it with 'mcpflow resume').
+
+` + exitCodesHelp,
+		Example: `  mcpflow run deploy.yaml --detach
+  mcpflow runs watch 01a2375e-c529`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.ioStreams, o.run = streams(cmd), args[0]
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return runRunsWatch(cmd.Context(), o)
+		},
+	}
+}
+
+func runRunsWatch(ctx context.Context, o *runsWatchOptions) error {
+	b, done, err := o.g.backend(readJournal)
+	if err != nil {
+		return err
+	}
+	defer done()
+	progress := progressFor(o.g, o.Out)
+	defer progress.close()
+	followed := false // events come on this goroutine, from Watch
+	rep, err := b.Watch(ctx, o.run, func(ev engine.Event) {
+		followed = true
+		progress.event(ev)
+	})
+	progress.close()
+	var ie *interruptedError
+	if errors.As(err, &ie) {
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped watching run %s, which goes on in mcpflow server", ie.run.Short())}
+	}
+	if err != nil {
+		return err
+	}
+	if !followed && rep.Run.FinishedAt != nil && !o.g.printer(o.Out).structured() {
+		fmt.Fprintf(o.Err, "run %s ended %s: %s\n", rep.Run.ID.Short(), o.g.times.at(*rep.Run.FinishedAt), rep.Run.Status)
+	}
+	return reportRun(o.g, o.ioStreams, rep)
+}
