@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/spf13/pflag"
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
@@ -31,18 +28,8 @@ func TestMain(m *testing.M) {
 	if servers.Supervising() {
 		os.Exit(servers.Supervise(os.Args[1:]))
 	}
-	if len(os.Args) > 1 && os.Args[1] == "demo-server" {
-		var cfg demo.Config
-		fs := pflag.NewFlagSet("demo-server", pflag.ContinueOnError)
-		cfg.AddFlags(fs)
-		if err := fs.Parse(os.Args[2:]); err != nil {
-			os.Exit(2)
-		}
-		if err := demo.Serve(context.Background(), cfg, os.Stdin, os.Stdout, os.Stderr); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+	if code, ok := demo.ServeCommand(os.Args[1:]); ok {
+		os.Exit(code)
 	}
 	if os.Getenv("GORACE") == "" {
 		os.Setenv("GORACE", "atexit_sleep_ms=0")

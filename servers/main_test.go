@@ -1,12 +1,8 @@
 package servers
 
 import (
-	"context"
-	"fmt"
 	"os"
 	"testing"
-
-	"github.com/spf13/pflag"
 
 	"github.com/mcpflow/mcpflow/servers/demo"
 )
@@ -20,8 +16,8 @@ func TestMain(m *testing.M) {
 	if Supervising() {
 		os.Exit(Supervise(os.Args[1:]))
 	}
-	if len(os.Args) > 1 && os.Args[1] == "demo-server" {
-		os.Exit(serveDemo(os.Args[2:]))
+	if code, ok := demo.ServeCommand(os.Args[1:]); ok {
+		os.Exit(code)
 	}
 	if os.Getenv("GORACE") == "" {
 		// Under -race a process sleeps 1s at exit by default; the demo
@@ -29,21 +25,6 @@ func TestMain(m *testing.M) {
 		os.Setenv("GORACE", "atexit_sleep_ms=0")
 	}
 	os.Exit(m.Run())
-}
-
-func serveDemo(args []string) int {
-	var cfg demo.Config
-	fs := pflag.NewFlagSet("demo-server", pflag.ContinueOnError)
-	cfg.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	if err := demo.Serve(context.Background(), cfg, os.Stdin, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
 }
 
 // self is the test binary, which serves the demo (see TestMain).
