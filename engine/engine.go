@@ -355,6 +355,11 @@ func (r *runner) execute(ctx context.Context) (*journal.Run, error) {
 	if status == journal.RunCancelled && errors.Is(context.Cause(ctx), ErrStopping) {
 		return r.stopped()
 	}
+	if cause := context.Cause(ctx); status == journal.RunCancelled && runErr != nil && cause != nil && !errors.Is(cause, context.Canceled) {
+		// Cancelled with a reason (mcpflow runs cancel --reason): the run
+		// says so.
+		runErr = &journal.Error{Code: runErr.Code, Message: runErr.Message + " (cancelled: " + cause.Error() + ")"}
+	}
 	return r.finish(status, runErr, nil)
 }
 

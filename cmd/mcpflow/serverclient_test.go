@@ -127,9 +127,9 @@ func TestServerClient(t *testing.T) {
 	if w.code != exitInterrupted || !strings.Contains(w.stderr, "was interrupted; continue it with: mcpflow resume "+id[:18]) {
 		t.Fatalf("runs watch: exit %d, want %d\n%s%s", w.code, exitInterrupted, w.stdout, w.stderr)
 	}
-	r = c.run("runs", "show", id, "--jq", `.status, (.steps[] | "\(.step) \(.state)")`)
-	if r.stdout != "cancelled\ngreet completed\nappend aborted\n" {
-		t.Fatalf("runs show after cancel: %q", r.stdout)
+	r = c.run("runs", "show", id, "--jq", `.status, (.steps[] | "\(.step) \(.state)"), (.error.message | test("cancelled: enough"))`)
+	if r.stdout != "cancelled\ngreet completed\nappend aborted\ntrue\n" {
+		t.Fatalf("runs show after cancel (the reason in the run's error): %q", r.stdout)
 	}
 	if r = c.run("runs", "cancel", id); r.code != exitFailed || !strings.Contains(r.stderr, "is cancelled: nothing to cancel") {
 		t.Fatalf("runs cancel of a cancelled run: exit %d, stderr %q", r.code, r.stderr)
