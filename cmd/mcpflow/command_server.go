@@ -87,6 +87,9 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	fmt.Fprintf(o.Out, "mcpflow server: journal %s\n  socket: %s\n", o.g.journalPath, socketPath(o.g.journalPath))
 	if a := srv.Addr(); a != nil {
 		fmt.Fprintf(o.Out, "  http://%s/\n", a)
+		if token != "" {
+			fmt.Fprintf(o.Out, "  sign in once at http://%s/login with the token in %s\n", a, o.tokenFile)
+		}
 	}
 	<-ctx.Done()
 	fmt.Fprintf(o.Err, "mcpflow server: stopping (calls in flight have %s to finish)\n", o.grace)
