@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/spf13/cobra"
@@ -39,12 +38,9 @@ func newJournalExportCommand(g *globals, runF func(context.Context, *journalExpo
 }
 
 func runJournalExport(o *journalExportOptions) error {
-	var t time.Time
-	if o.since != "" {
-		var err error
-		if t, err = parseSince(o.since, time.Now()); err != nil {
-			return usageError("--since: %v", err)
-		}
+	t, err := sinceFlag(o.since)
+	if err != nil {
+		return err
 	}
 	svc, done, err := o.g.backend(readJournal)
 	if err != nil {

@@ -48,13 +48,11 @@ func newJournalListCommand(g *globals, runF func(context.Context, *journalListOp
 }
 
 func runJournalList(o *journalListOptions) error {
-	q := service.InvocationQuery{Run: o.run, State: o.state, Server: o.server, Tool: o.tool, Cursor: o.cursor, Limit: o.limit}
-	if o.since != "" {
-		var err error
-		if q.Since, err = parseSince(o.since, time.Now()); err != nil {
-			return usageError("--since: %v", err)
-		}
+	since, err := sinceFlag(o.since)
+	if err != nil {
+		return err
 	}
+	q := service.InvocationQuery{Run: o.run, State: o.state, Server: o.server, Tool: o.tool, Since: since, Cursor: o.cursor, Limit: o.limit}
 	svc, done, err := o.g.backend(readJournal)
 	if err != nil {
 		return err
@@ -81,14 +79,7 @@ func runJournalList(o *journalListOptions) error {
 		if err := t.flush(); err != nil {
 			return err
 		}
-		if o.limit == 0 || len(invs) < o.limit {
-			return nil
-		}
-		c, err := svc.CountInvocations(q)
-		if err != nil || (c.N <= len(invs) && !c.More) {
-			return err
-		}
-		_, err = fmt.Fprintln(o.Err, cutNote(len(invs), c, "invocations", invs[len(invs)-1].ID.String(), o.cursor != ""))
-		return err
+		count := func() (service.Count, error) { return svc.CountInvocations(q) }
+		return noteCut(o.Err, len(invs), o.limit, count, "invocations", invs[len(invs)-1].ID.String(), o.cursor != "")
 	})
 }

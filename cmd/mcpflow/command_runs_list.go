@@ -49,13 +49,11 @@ func runRunsList(o *runsListOptions) error {
 			return err
 		}
 	}
-	q := service.RunQuery{Status: o.status, Workflow: o.workflow, Cursor: o.cursor, Limit: o.limit}
-	if o.since != "" {
-		var err error
-		if q.Since, err = parseSince(o.since, time.Now()); err != nil {
-			return usageError("--since: %v", err)
-		}
+	since, err := sinceFlag(o.since)
+	if err != nil {
+		return err
 	}
+	q := service.RunQuery{Status: o.status, Workflow: o.workflow, Since: since, Cursor: o.cursor, Limit: o.limit}
 	svc, done, err := o.g.backend(readJournal)
 	if err != nil {
 		return err
@@ -82,14 +80,7 @@ func runRunsList(o *runsListOptions) error {
 		if err := t.flush(); err != nil {
 			return err
 		}
-		if o.limit == 0 || len(runs) < o.limit {
-			return nil
-		}
-		c, err := svc.CountRuns(q)
-		if err != nil || (c.N <= len(runs) && !c.More) {
-			return err
-		}
-		_, err = fmt.Fprintln(o.Err, cutNote(len(runs), c, "runs", runs[len(runs)-1].Run.ID.String(), o.cursor != ""))
-		return err
+		count := func() (service.Count, error) { return svc.CountRuns(q) }
+		return noteCut(o.Err, len(runs), o.limit, count, "runs", runs[len(runs)-1].Run.ID.String(), o.cursor != "")
 	})
 }

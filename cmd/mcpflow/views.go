@@ -123,10 +123,19 @@ func errorText(inv *journal.Invocation) string {
 	return ""
 }
 
-// cutNote is the line under a table whose list was cut at --limit: how
-// many it shows of how many match, and how to see the rest. noun is
-// plural ("invocations"); fromCursor says the count starts at --cursor.
-func cutNote(shown int, c service.Count, noun, last string, fromCursor bool) string {
+// noteCut tells, on w under a table, that a list was cut at limit: how
+// many it shows of how many match, and how to see the rest. count counts
+// what matches (only asked when the list may be cut); noun is plural
+// ("invocations"); last is the id of the last one shown; fromCursor says
+// the count starts at --cursor.
+func noteCut(w io.Writer, shown, limit int, count func() (service.Count, error), noun, last string, fromCursor bool) error {
+	if limit == 0 || shown < limit {
+		return nil
+	}
+	c, err := count()
+	if err != nil || (c.N <= shown && !c.More) {
+		return err
+	}
 	total := thousands(c.N)
 	if c.More {
 		total = "more than " + total
@@ -135,7 +144,20 @@ func cutNote(shown int, c service.Count, noun, last string, fromCursor bool) str
 	if fromCursor {
 		from = " from the cursor"
 	}
-	return fmt.Sprintf("showing %s of %s %s%s — next page: --cursor %s; all: --limit 0", thousands(shown), total, noun, from, last)
+	_, err = fmt.Fprintf(w, "showing %s of %s %s%s — next page: --cursor %s; all: --limit 0\n", thousands(shown), total, noun, from, last)
+	return err
+}
+
+// sinceFlag reads a --since flag ("" is none).
+func sinceFlag(v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := parseSince(v, time.Now())
+	if err != nil {
+		return time.Time{}, usageError("--since: %v", err)
+	}
+	return t, nil
 }
 
 // thousands writes n with comma separators: 2,500.
