@@ -426,7 +426,10 @@ func failedValue(e *journal.Error) map[string]any {
 // runStep runs one step: its condition, then one invocation or one per
 // for_each item.
 func (r *runner) runStep(ctx context.Context, st *workflow.Step) (stepResult, error) {
-	ctx, span := tracer().Start(ctx, "mcpflow.step", trace.WithAttributes(attribute.String(AttrStep, st.ID), attribute.String(AttrServer, st.Server), attribute.String("gen_ai.tool.name", st.Tool)))
+	ctx, span := tracer().Start(ctx, "mcpflow.step")
+	if span.IsRecording() { // with tracing off, no attribute is built
+		span.SetAttributes(attribute.String(AttrStep, st.ID), attribute.String(AttrServer, st.Server), attribute.String("gen_ai.tool.name", st.Tool))
+	}
 	out, err := r.step(ctx, st)
 	if span.IsRecording() {
 		if out.status != journal.RunSucceeded {
@@ -607,7 +610,10 @@ launch:
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			ctx, span := tracer().Start(ctx, "mcpflow.item", trace.WithAttributes(attribute.String(AttrStep, st.ID), attribute.Int(AttrItem, i)))
+			ctx, span := tracer().Start(ctx, "mcpflow.item")
+			if span.IsRecording() {
+				span.SetAttributes(attribute.String(AttrStep, st.ID), attribute.Int(AttrItem, i))
+			}
 			results[i], errs[i] = r.unit(ctx, unit{Step: st, item: i, itemValue: item})
 			if span.IsRecording() && !results[i].invocation.IsZero() {
 				span.SetAttributes(attribute.String(AttrInvocationID, results[i].invocation.String()), attribute.String(AttrState, results[i].state.String()))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,8 @@ import (
 	"testing"
 
 	"go.opentelemetry.io/otel"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -132,7 +135,7 @@ func TestTracesExported(t *testing.T) {
 	defer otel.SetTracerProvider(noop.NewTracerProvider())
 	ts := traceEcho(t)
 
-	j := journaltest.Open(t, nil)
+	j := journaltest.Open(t, &journal.Options{OnCommit: telemetry.OnCommit})
 	flaky := &flakySession{}
 	eng := newEngine(j, flaky)
 	eng.Trust = func(string) journal.Trust { return journal.Trust{Server: true, Workspace: true} }
@@ -190,6 +193,15 @@ steps:
 	}
 	if runSpan == nil {
 		t.Fatalf("no mcpflow.run span among %d", len(recv.spans))
+	}
+	var commits int
+	for _, s := range recv.spans {
+		if s.Name == "mcpflow.journal.commit" && attrs(s.Attributes)["mcpflow.journal.writes"] != "" {
+			commits++
+		}
+	}
+	if st := j.Stats(); commits == 0 || int64(commits) > st.Commits {
+		t.Errorf("%d commit spans, journal made %d commits", commits, st.Commits)
 	}
 	if got := hex.EncodeToString(runSpan.ParentSpanId); got != parentSpan {
 		t.Errorf("run span's parent %s, want TRACEPARENT's %s", got, parentSpan)
@@ -291,5 +303,57 @@ steps:
 	}
 	if a := attrs(echo[0].Attributes); a["network.transport"] != "stdio" {
 		t.Errorf("echo attempt %v", a)
+	}
+}
+
+// TestResumeContinuesTheTrace: a resumed run's span is a child of the
+// first run's span, in its trace, from the traceparent journaled with the
+// run.
+func TestResumeContinuesTheTrace(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	defer otel.SetTracerProvider(noop.NewTracerProvider())
+	j := journaltest.Open(t, nil)
+	sess := &flakySession{}
+	eng := newEngine(j, sess)
+	down := true
+	eng.Connect = func(context.Context, string) (engine.Session, error) {
+		if down {
+			return nil, errors.New("connection refused")
+		}
+		return sess, nil
+	}
+	wf := load(t, "name: w\nservers: {s: {builtin: demo}}\nsteps: [{id: put, server: s, tool: t}]\n")
+	run, err := eng.Run(context.Background(), wf, nil, "")
+	if err != nil || run.Status != journal.RunFailed || run.TraceParent == "" {
+		t.Fatalf("first run: %v %+v", err, run)
+	}
+	down = false
+	sess.calls = 1 // the next call succeeds
+	resumed, did, err := eng.Resume(context.Background(), run, wf, nil)
+	if err != nil || !did || resumed.Status != journal.RunSucceeded {
+		t.Fatalf("resume: %v %v %+v", err, did, resumed)
+	}
+	var runs []sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		if s.Name() == "mcpflow.run" {
+			runs = append(runs, s)
+		}
+	}
+	if len(runs) != 2 {
+		t.Fatalf("%d run spans, want 2", len(runs))
+	}
+	first, second := runs[0], runs[1]
+	if second.SpanContext().TraceID() != first.SpanContext().TraceID() || second.Parent().SpanID() != first.SpanContext().SpanID() {
+		t.Errorf("resumed run span in trace %s under %s, want trace %s under %s", second.SpanContext().TraceID(), second.Parent().SpanID(), first.SpanContext().TraceID(), first.SpanContext().SpanID())
+	}
+	var resumedAttr bool
+	for _, a := range second.Attributes() {
+		if string(a.Key) == engine.AttrResumed && a.Value.AsBool() {
+			resumedAttr = true
+		}
+	}
+	if !resumedAttr {
+		t.Errorf("resumed run span attributes %v", second.Attributes())
 	}
 }
