@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpflow/mcpflow/internal/verdict"
 	"github.com/mcpflow/mcpflow/journal"
@@ -268,9 +271,11 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 			if err := r.j.Decide(id, jd, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
 				return ready{}, err
 			}
+			r.decided(ctx, &jd)
 			return ready{end: blocked(id)}, nil
 		}
 		next.Replay, next.Decision = true, &jd
+		r.decided(ctx, &jd)
 	case causeResend:
 		next.Replay, next.Decision = c.replay, c.decision
 	}
@@ -352,7 +357,55 @@ func (r *runner) connect(ctx context.Context, u unit, old Session, afterLoss boo
 // send puts one attempt's tools/call on the wire, classifies what came
 // back, and journals the outcome together with the decision on what comes
 // next: another attempt, or the end of the step.
+//
+// The attempt is one client span, "tools/call TOOL" (the OpenTelemetry MCP
+// conventions), whose context the call carries in _meta.
 func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.Intent, args json.RawMessage) (turn, error) {
+	ctx, span := tracer().Start(ctx, "tools/call "+u.Tool, trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(
+			attribute.String("mcp.method.name", "tools/call"),
+			attribute.String("gen_ai.tool.name", u.Tool),
+			attribute.String("gen_ai.operation.name", "execute_tool"),
+			attribute.String(AttrServer, u.Server),
+			attribute.String(AttrRunID, r.run.ID.String()),
+			attribute.String(AttrStep, u.ID),
+			attribute.String(AttrInvocationID, intent.ID.String()),
+			attribute.String(AttrIdempotencyKey, intent.IdempotencyKey),
+			attribute.Int(AttrAttempt, intent.Attempt),
+			attribute.Bool(AttrReplay, intent.Replay),
+			attribute.Int(AttrArgsBytes, len(args)),
+		)
+		if u.item >= 0 {
+			span.SetAttributes(attribute.Int(AttrItem, u.item))
+		}
+		if s := SessionOf(sess); s != nil {
+			if id := s.ID(); id != "" {
+				span.SetAttributes(attribute.String("mcp.session.id", id))
+			}
+			span.SetAttributes(attribute.String("network.transport", s.Transport()))
+		}
+	}
+	t, err := r.call(ctx, u, sess, intent, args)
+	if span.IsRecording() {
+		if t.end != nil {
+			span.SetAttributes(attribute.String(AttrState, t.end.state.String()))
+			if t.end.status != journal.RunSucceeded {
+				span.SetStatus(codes.Error, t.end.state.String())
+			}
+		} else {
+			span.SetAttributes(attribute.String(AttrState, journal.StateIntent.String()))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, "journal")
+		}
+	}
+	span.End()
+	return t, err
+}
+
+// call is send's work, inside the attempt's span.
+func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.Intent, args json.RawMessage) (turn, error) {
 	started := r.e.now()
 	r.emit(Event{Kind: StepStarted, Run: r.run.ID, Step: u.ID, Item: u.item, Server: u.Server, Tool: u.Tool, Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt})
 	progress := func(p, total float64, msg string) {
@@ -367,7 +420,9 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 	var callErr error
 	class := replay.ClassNotDelivered // interrupted before the call left
 	if ctx.Err() == nil {
+		sent := r.e.now()
 		res, callErr = sess.Call(callCtx, intent, u.Tool, args, progress)
+		r.called(u.Server, u.Tool, r.e.now().Sub(sent))
 		class = servers.Classify(callErr)
 	} else {
 		callErr = fmt.Errorf("not sent: %w", ctx.Err())
@@ -384,12 +439,13 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 	detail := ""
 	if callErr != nil {
 		detail = callErr.Error()
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String(AttrFailure, class.String()))
 	} else if res.IsError {
 		detail = oneLine(resultText(res))
 	}
 
 	if class == replay.ClassLost || class == replay.ClassNotDelivered {
-		t, err := r.lost(u, intent, class, detail)
+		t, err := r.lost(ctx, u, intent, class, detail)
 		if err != nil || t.end == nil {
 			return t, err
 		}
@@ -413,6 +469,7 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 		if err := r.j.Finish(intent, o); err != nil {
 			return turn{}, err
 		}
+		r.decided(ctx, rv.unknown)
 		return end(*blocked(intent.ID), journal.StateOutcomeUnknown), nil
 	}
 	if class.Executed() {
@@ -420,6 +477,7 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 		if err := r.j.FinishLater(intent, journal.Outcome{State: journal.StateCompleted, Result: r.result(res), Decision: rv.declined}); err != nil {
 			return turn{}, err
 		}
+		r.decided(ctx, rv.declined)
 		done := completed(u, stepValue(res))
 		if done.err == nil {
 			done.text = oneLine(resultText(res))
@@ -431,6 +489,7 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 	if err := r.j.Finish(intent, o); err != nil {
 		return turn{}, err
 	}
+	r.decided(ctx, rv.declined)
 	return end(failure, state), nil
 }
 
@@ -439,7 +498,7 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 // follow) or after it may have arrived (only the replay rule, judged on the
 // send-time snapshot, may clear a re-send). The decision is journaled with
 // the outcome, before it is acted on.
-func (r *runner) lost(u unit, intent journal.Intent, class replay.Class, detail string) (turn, error) {
+func (r *runner) lost(ctx context.Context, u unit, intent journal.Intent, class replay.Class, detail string) (turn, error) {
 	inv, err := r.j.Invocation(intent.ID)
 	if err != nil {
 		return turn{}, err
@@ -459,6 +518,7 @@ func (r *runner) lost(u unit, intent journal.Intent, class replay.Class, detail 
 	if err := r.j.Finish(intent, o); err != nil {
 		return turn{}, err
 	}
+	r.decided(ctx, o.Decision)
 	if next == nil {
 		return turn{end: blocked(intent.ID)}, nil
 	}
@@ -594,6 +654,7 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 	if err := r.j.Finish(intent, o); err != nil {
 		return retryVerdict{}, err
 	}
+	r.decided(ctx, o.Decision)
 	delay := min(u.Retry.Backoff<<min(retries, 20), maxBackoff)
 	r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: u.ID, Item: u.item, Invocation: intent.ID, Attempt: intent.Attempt,
 		Message: fmt.Sprintf("attempt %d: %s; retrying in %s", intent.Attempt, strings.ReplaceAll(class.String(), "_", " "), delay)})

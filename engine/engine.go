@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/servers"
@@ -84,7 +87,9 @@ func (m mcpSession) Call(ctx context.Context, in journal.Intent, tool string, ar
 	if !in.Valid() {
 		return nil, ErrNoIntent
 	}
-	return m.s.Call(ctx, tool, args, map[string]any{MetaIdempotencyKey: in.IdempotencyKey}, progress)
+	meta := map[string]any{MetaIdempotencyKey: in.IdempotencyKey}
+	injectMeta(ctx, meta) // traceparent, tracestate, baggage: unprefixed (SEP-414)
+	return m.s.Call(ctx, tool, args, meta, progress)
 }
 
 // UsePool connects the engine's sessions through pool.
@@ -135,6 +140,12 @@ type Engine struct {
 	// lost connection before a replay or a first delivery. Default
 	// servers.DefaultReconnectTimeout.
 	ReconnectTimeout func(server string) time.Duration
+	// Called, when set, is told of each tools/call attempt that was sent,
+	// with its latency (metrics). It must not block.
+	Called func(server, tool string, elapsed time.Duration)
+	// Decided, when set, is told of each replay-rule decision journaled
+	// (metrics). It must not block.
+	Decided func(journal.Decision)
 }
 
 func (e *Engine) reconnectTimeout(server string) time.Duration {
@@ -239,6 +250,8 @@ func (e *Engine) Run(ctx context.Context, wf *workflow.Workflow, inputs map[stri
 	if e.Journal.Sealed() {
 		run.Inputs = inputs // encrypted at rest: kept faithfully, secrets too
 	}
+	ctx, span := tracer().Start(ctx, "mcpflow.run", trace.WithAttributes(attribute.String(AttrWorkflow, wf.Name)))
+	run.TraceParent = traceParent(span) // a resumed run continues this trace
 	// The run's creation rides with its first write.
 	created, err := e.Journal.CreateRunLater(run)
 	if err != nil {
@@ -249,7 +262,9 @@ func (e *Engine) Run(ctx context.Context, wf *workflow.Workflow, inputs map[stri
 	// Reported once the run is journaled: whoever learns its id (a
 	// detached run, the API) can find it.
 	r.emitDurable(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
-	return r.execute(ctx)
+	out, err := r.execute(ctx)
+	endRun(span, out, err)
+	return out, err
 }
 
 // runner is the state of one run in progress.
@@ -411,6 +426,24 @@ func failedValue(e *journal.Error) map[string]any {
 // runStep runs one step: its condition, then one invocation or one per
 // for_each item.
 func (r *runner) runStep(ctx context.Context, st *workflow.Step) (stepResult, error) {
+	ctx, span := tracer().Start(ctx, "mcpflow.step")
+	if span.IsRecording() { // with tracing off, no attribute is built
+		span.SetAttributes(attribute.String(AttrStep, st.ID), attribute.String(AttrServer, st.Server), attribute.String("gen_ai.tool.name", st.Tool))
+	}
+	out, err := r.step(ctx, st)
+	if span.IsRecording() {
+		if out.status != journal.RunSucceeded {
+			span.SetStatus(codes.Error, out.status.String())
+		}
+		if !out.invocation.IsZero() {
+			span.SetAttributes(attribute.String(AttrInvocationID, out.invocation.String()), attribute.String(AttrState, out.state.String()))
+		}
+	}
+	span.End()
+	return out, err
+}
+
+func (r *runner) step(ctx context.Context, st *workflow.Step) (stepResult, error) {
 	u := unit{Step: st, item: -1}
 	if inv, ok := r.prior[unitKey{st.ID, -1}]; ok && st.ForEach == nil {
 		// Resume: the condition was decided when the step first ran; its
@@ -577,7 +610,15 @@ launch:
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			ctx, span := tracer().Start(ctx, "mcpflow.item")
+			if span.IsRecording() {
+				span.SetAttributes(attribute.String(AttrStep, st.ID), attribute.Int(AttrItem, i))
+			}
 			results[i], errs[i] = r.unit(ctx, unit{Step: st, item: i, itemValue: item})
+			if span.IsRecording() && !results[i].invocation.IsZero() {
+				span.SetAttributes(attribute.String(AttrInvocationID, results[i].invocation.String()), attribute.String(AttrState, results[i].state.String()))
+			}
+			span.End()
 			if errs[i] == nil && st.Concurrency > 1 {
 				// Other items may be in long calls: this outcome does not
 				// wait for their next write (one at a time, the next

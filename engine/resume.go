@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/workflow"
@@ -57,7 +60,11 @@ func (e *Engine) Resume(ctx context.Context, run *journal.Run, wf *workflow.Work
 	}
 	run.Status = journal.RunRunning
 	e.emit(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
+	// The resumed run continues the trace its first run started.
+	ctx, span := tracer().Start(withTraceParent(ctx, run.TraceParent), "mcpflow.run",
+		trace.WithAttributes(attribute.String(AttrWorkflow, wf.Name), attribute.String(AttrRunID, run.ID.String()), attribute.Bool(AttrResumed, true)))
 	out, err := newRunner(e, wf, run, inputs, prior).execute(ctx)
+	endRun(span, out, err)
 	return out, true, err
 }
 

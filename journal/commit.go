@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -33,7 +34,8 @@ type groupCommit struct {
 	closed  bool
 
 	writes, commits atomic.Int64
-	afterCommit     func() // see Options.AfterCommit
+	afterCommit     func()       // see Options.AfterCommit
+	onCommit        func(Commit) // see Options.OnCommit
 }
 
 type pendingWrite struct {
@@ -108,7 +110,14 @@ func (g *groupCommit) wait(w *pendingWrite) error {
 // and the others are committed without it.
 func (g *groupCommit) commit(batch []*pendingWrite) {
 	for len(batch) > 0 {
+		var start time.Time
+		if g.onCommit != nil {
+			start = time.Now()
+		}
 		failed, err := g.update(batch)
+		if g.onCommit != nil {
+			g.onCommit(Commit{Start: start, Duration: time.Since(start), Writes: len(batch), Err: err})
+		}
 		if failed < 0 {
 			if err == nil {
 				g.commits.Add(1)

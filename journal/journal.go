@@ -63,6 +63,11 @@ type Options struct {
 	// before any writer of it returns: the point where a crash test kills
 	// the process to prove that what a commit carries is enough.
 	AfterCommit func()
+	// OnCommit, when set, is told of each commit after it is durable (or
+	// failed): when it started, how long it took and how many facts it
+	// carried. For metrics and traces; it must not block, and it must not
+	// write to the journal.
+	OnCommit func(Commit)
 	// keyOptional lets Compact, which copies pages and decrypts nothing,
 	// write an encrypted journal without its key.
 	keyOptional bool
@@ -155,6 +160,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 	j := &Journal{db: db, path: path, now: o.Now, readOnly: o.ReadOnly, sealer: newSealer(o.Key), keyOptional: o.keyOptional}
 	j.gc.init(db, path)
 	j.gc.afterCommit = o.AfterCommit
+	j.gc.onCommit = o.OnCommit
 	if j.sealer != nil {
 		sealers.Store(db, j.sealer)
 	}
@@ -427,6 +433,15 @@ type Stats struct {
 	// they carried (a commit shared by concurrent writers carries many);
 	// Pages the pages those commits wrote (meta pages included).
 	Commits, Writes, Pages int64
+}
+
+// Commit is one group commit, as Options.OnCommit is told of it.
+type Commit struct {
+	Start    time.Time
+	Duration time.Duration
+	// Writes is the number of journal facts the commit carried.
+	Writes int
+	Err    error
 }
 
 // Stats returns the journal's write counts.

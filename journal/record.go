@@ -43,6 +43,10 @@ type Run struct {
 	// Approvals are the run's approval gates, one per step with approve:
 	// that the run reached, in the order they were requested.
 	Approvals []Approval `json:"approvals,omitempty"`
+	// TraceParent is the W3C traceparent of the run's span when it was
+	// created with tracing on (telemetry): a resumed run continues that
+	// trace. Empty when tracing was off. An id, never a payload.
+	TraceParent string `json:"trace_parent,omitempty"`
 }
 
 // Approval is the approval gate of one step of a run: requested when the

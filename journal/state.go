@@ -268,3 +268,21 @@ func (s *ApprovalState) UnmarshalText(b []byte) error {
 	*s = v
 	return err
 }
+
+// States lists every invocation state, in order.
+func States() []State {
+	out := make([]State, 0, numStates-1)
+	for s := StateIntent; s < numStates; s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+// RunStatuses lists every run status, in order.
+func RunStatuses() []RunStatus {
+	out := make([]RunStatus, 0, numRunStatuses-1)
+	for s := RunRunning; s < numRunStatuses; s++ {
+		out = append(out, s)
+	}
+	return out
+}

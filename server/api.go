@@ -41,6 +41,7 @@ func (s *Server) Handler(tcp bool) http.Handler {
 	mux.HandleFunc("GET /api/journal/check", s.checkJournal)
 	mux.HandleFunc("GET /api/servers", s.listServers)
 	mux.HandleFunc("GET /api/servers/{name}/tools", s.listTools)
+	mux.Handle("GET /metrics", s.metrics.Handler())
 	s.routeUI(mux)
 	var h http.Handler = mux
 	if tcp {

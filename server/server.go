@@ -18,7 +18,9 @@ import (
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/service"
+	"github.com/mcpflow/mcpflow/telemetry"
 )
 
 // Options configure a Server. Service is required.
@@ -52,6 +54,9 @@ type Server struct {
 	svc *service.Service
 	hub hub
 	ui  *ui
+	// metrics is /metrics: counts from the journal, latencies of this
+	// process.
+	metrics *telemetry.Metrics
 
 	// base is the context of every run; stopping cancels it (cause
 	// engine.ErrStopping) once the grace period is over.
@@ -86,6 +91,7 @@ func New(o *Options) (*Server, error) {
 		return nil, fmt.Errorf("server: the web UI: %w", err)
 	}
 	s.ui = ui
+	s.metrics = telemetry.NewMetrics(s.svc.Journal, servers.ActiveSessions)
 	s.base, s.stopRuns = context.WithCancelCause(context.Background())
 	s.hub.init()
 	return s, nil

@@ -185,6 +185,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		return nil, fmt.Errorf("connect to server %q (%s): %w%s%s", srv.Name, srv.Transport(), err, tail, authHint(srv, err))
 	}
 	s.cs = cs
+	activeSessions.Add(1)
 	s.askForLogs(cctx)
 	return s, nil
 }
@@ -477,12 +478,26 @@ func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage, m
 // CallsSent is the number of tools/call requests this session wrote to the wire.
 func (s *Session) CallsSent() int64 { return s.tap.calls.Load() }
 
+// activeSessions counts the sessions connected and not yet closed in this
+// process.
+var activeSessions atomic.Int64
+
+// ActiveSessions is the number of server sessions open in this process.
+func ActiveSessions() int { return int(activeSessions.Load()) }
+
+// ID is the MCP session id the server assigned (Streamable HTTP), or "".
+func (s *Session) ID() string { return s.cs.ID() }
+
+// Transport is the session's transport: stdio, http or sse.
+func (s *Session) Transport() string { return s.server.Transport() }
+
 // Close ends the session. A stdio server has its stdin closed, gets half
 // a second to exit, then SIGTERM and two seconds, then SIGKILL; it has been
 // reaped when Close returns. An http session ends with a DELETE of its session, an sse
 // session by closing its stream. Close is idempotent.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
+		activeSessions.Add(-1)
 		s.closeErr = s.cs.Close()
 		s.release()
 	})

@@ -10,6 +10,7 @@ import (
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/telemetry"
 	"github.com/mcpflow/mcpflow/trust"
 )
 
@@ -90,6 +91,15 @@ func (s *Service) open() error {
 	s.j, s.openErr = s.o.OpenJournal()
 	s.opened = s.openErr == nil
 	return s.openErr
+}
+
+// Journal returns the service's journal, opened as its options say (for
+// the metrics, which read counts from it).
+func (s *Service) Journal() (*journal.Journal, error) {
+	if err := s.open(); err != nil {
+		return nil, err
+	}
+	return s.j, nil
 }
 
 // Close closes the journal the service opened itself (Options.OpenJournal);
@@ -178,7 +188,9 @@ func (s *Service) prepare(set, own servers.Set, workspace string, trustWorkspace
 
 // engine is the engine for one run.
 func (s *Service) engine(x *execution, events func(engine.Event)) *engine.Engine {
-	e := &engine.Engine{Journal: s.j, Trust: x.trust.Trust, Events: events}
+	e := &engine.Engine{Journal: s.j, Trust: x.trust.Trust, Events: events,
+		Called:  telemetry.ObserveCall,
+		Decided: func(d journal.Decision) { telemetry.ObserveDecision(d.Verdict.String(), d.Reason) }}
 	e.UsePool(x.pool)
 	return e
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
+	"github.com/mcpflow/mcpflow/telemetry"
 	"github.com/mcpflow/mcpflow/trust"
 )
 
@@ -180,7 +181,7 @@ func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
 			if err != nil {
 				return nil, err
 			}
-			jo := &journal.Options{Key: key}
+			jo := &journal.Options{Key: key, OnCommit: telemetry.OnCommit}
 			if testJournalOptions != nil {
 				testJournalOptions(jo)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/service"
+	"github.com/mcpflow/mcpflow/telemetry"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -112,13 +113,26 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		case <-done:
 		}
 	}()
+	// Traces as the OTEL_* variables say (off by default), flushed at
+	// exit within telemetry.ShutdownTimeout; a TRACEPARENT parents the run.
+	shutdown, err := telemetry.Setup(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "mcpflow: tracing is off: %v\n", err)
+		shutdown = func() error { return nil }
+	}
+	defer func() {
+		if err := shutdown(); err != nil {
+			fmt.Fprintf(stderr, "mcpflow: exporting traces: %v\n", err)
+		}
+	}()
+	ctx = telemetry.FromEnv(ctx, os.Getenv)
 	g := &globals{}
 	root := newRootCommand(g)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	err = root.ExecuteContext(ctx)
 	if err != nil && !g.started {
 		// Cobra rejected the command line before any command ran.
 		fmt.Fprintf(stderr, "mcpflow: %v\nRun 'mcpflow --help' for usage.\n", err)

@@ -63,10 +63,13 @@ func internal(p string) bool { return strings.HasPrefix(p, "internal/") }
 //   - api (the JSON shapes) imports only journal and replay: every front end
 //     can use it;
 //   - server (the long-running owner) never depends on cmd;
+//   - telemetry (the OpenTelemetry and Prometheus wiring) imports only
+//     journal and internal/: engine, servers and journal reach it through
+//     the otel global API and small hooks, never by importing it;
 //   - nothing imports cmd.
 func TestPackageGraph(t *testing.T) {
 	all := packages(t)
-	for _, must := range []string{"journal", "replay", "servers", "trust", "workflow", "engine", "service", "cmd/mcpflow"} {
+	for _, must := range []string{"journal", "replay", "servers", "trust", "workflow", "engine", "service", "telemetry", "cmd/mcpflow"} {
 		if _, ok := all[must]; !ok {
 			t.Fatalf("package %s not found in %v", must, all)
 		}
@@ -90,12 +93,14 @@ func TestPackageGraph(t *testing.T) {
 			}
 		}
 		forbidden := map[string][]string{
-			"servers":  {"engine", "service", "cmd/mcpflow", "trust", "workflow"},
-			"trust":    {"engine", "service", "cmd/mcpflow", "workflow"},
-			"workflow": {"engine", "service", "cmd/mcpflow", "trust"},
-			"engine":   {"service", "cmd/mcpflow"},
-			"service":  {"cmd/mcpflow"},
-			"server":   {"cmd/mcpflow"},
+			"servers":   {"engine", "service", "cmd/mcpflow", "trust", "workflow", "telemetry"},
+			"trust":     {"engine", "service", "cmd/mcpflow", "workflow"},
+			"workflow":  {"engine", "service", "cmd/mcpflow", "trust"},
+			"engine":    {"service", "cmd/mcpflow", "telemetry"},
+			"journal":   {"telemetry"},
+			"telemetry": {"engine", "service", "server", "servers", "workflow", "trust", "cmd/mcpflow"},
+			"service":   {"cmd/mcpflow"},
+			"server":    {"cmd/mcpflow"},
 		}
 		if name == "api" {
 			for _, imp := range imports {
