@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/server"
@@ -311,13 +313,24 @@ steps:
 	}
 	r.waitStatus(run, journal.RunSucceeded)
 
+	// Cancel only once the call is at the server (its first progress
+	// report): cancelled between the intent and the send, the call is
+	// never sent and stays an intent, which is right but not this test.
+	ctx, stopEvents := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stopEvents()
+	subscribed, inCall := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(inCall)
+		r.sse(ctx, "/api/events", subscribed, func(e server.Event) bool { return e.Kind != "step_progress" })
+	}()
+	<-subscribed
 	slow := submit("slow.yaml", `name: slow
 servers:
   demo: {builtin: demo}
 steps:
   - {id: count, server: demo, tool: count_slowly, with: {n: 1000, delay_ms: 50}}
 `)
-	// The run is journaled with its first call (not when submit answers).
+	<-inCall
 	r.waitStatus(slow, journal.RunRunning)
 	_, body = get(t, h, "/runs/"+slow)
 	mustContain(t, "a running run", body, `action="/runs/`+slow+`/cancel"`)
