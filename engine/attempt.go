@@ -383,7 +383,10 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 			if id := s.ID(); id != "" {
 				span.SetAttributes(attribute.String("mcp.session.id", id))
 			}
-			span.SetAttributes(attribute.String("network.transport", s.Transport()))
+			span.SetAttributes(attribute.String("network.transport", networkTransport(s.Transport())), attribute.String(AttrTransport, s.Transport()))
+			if v := s.ProtocolVersion(); v != "" {
+				span.SetAttributes(attribute.String("mcp.protocol.version", v))
+			}
 		}
 	}
 	t, err := r.call(ctx, u, sess, intent, args)
@@ -439,9 +442,12 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 	detail := ""
 	if callErr != nil {
 		detail = callErr.Error()
-		trace.SpanFromContext(ctx).SetAttributes(attribute.String(AttrFailure, class.String()))
+		// error.type is the conventions' failure attribute: the class,
+		// never the upstream text.
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String(AttrFailure, class.String()), attribute.String("error.type", class.String()))
 	} else if res.IsError {
 		detail = oneLine(resultText(res))
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String("error.type", class.String()))
 	}
 
 	if class == replay.ClassLost || class == replay.ClassNotDelivered {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
+	"github.com/mcpflow/mcpflow/servers"
 )
 
 // Span attributes: ids, names, states and sizes, never arguments, results
@@ -34,7 +35,17 @@ const (
 	AttrReason         = "mcpflow.reason"
 	AttrView           = "mcpflow.view"
 	AttrArgsBytes      = "mcpflow.arguments.size"
+	AttrTransport      = "mcpflow.transport" // stdio, http or sse
 )
+
+// networkTransport is the OpenTelemetry MCP conventions' network.transport
+// for an mcpflow transport: "pipe" for stdio, "tcp" for HTTP and SSE.
+func networkTransport(t string) string {
+	if t == servers.TransportStdio {
+		return "pipe"
+	}
+	return "tcp"
+}
 
 // tracer is the engine's tracer, from the global provider: the no-op one
 // unless telemetry.Setup installed an exporting one.

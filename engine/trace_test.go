@@ -249,7 +249,7 @@ steps:
 		}
 		switch a[engine.AttrAttempt] {
 		case "1":
-			if a[engine.AttrReplay] != "false" || a[engine.AttrFailure] != "connection_lost" {
+			if a[engine.AttrReplay] != "false" || a[engine.AttrFailure] != "connection_lost" || a["error.type"] != "connection_lost" {
 				t.Errorf("first attempt %v, want a first delivery that was lost", a)
 			}
 			var replayed bool
@@ -301,7 +301,7 @@ steps:
 	if want := "00-" + parentTrace + "-" + hex.EncodeToString(echo[0].SpanId) + "-01"; meta["traceparent"] != want {
 		t.Errorf("the TypeScript server's _meta.traceparent %v, want %s (all of _meta: %v)", meta["traceparent"], want, meta)
 	}
-	if a := attrs(echo[0].Attributes); a["network.transport"] != "stdio" {
+	if a := attrs(echo[0].Attributes); a["network.transport"] != "pipe" || a[engine.AttrTransport] != "stdio" || a["mcp.protocol.version"] == "" || a["error.type"] != "" {
 		t.Errorf("echo attempt %v", a)
 	}
 }

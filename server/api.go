@@ -163,7 +163,7 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 	if !filepath.IsAbs(file) && s.o.Workspace != "" {
 		file = filepath.Join(s.o.Workspace, file)
 	}
-	id, err := s.submit(service.RunRequest{File: file, InputValues: req.Inputs, Inputs: req.Pairs})
+	id, err := s.submit(s.traceOf(r), service.RunRequest{File: file, InputValues: req.Inputs, Inputs: req.Pairs})
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -189,7 +189,7 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	id, err := s.resume(service.ResumeRequest{Run: r.PathValue("id"), RetryFailed: req.RetryFailed, Untrusted: req.Untrusted, Secrets: req.Secrets, By: s.o.By})
+	id, err := s.resume(s.traceOf(r), service.ResumeRequest{Run: r.PathValue("id"), RetryFailed: req.RetryFailed, Untrusted: req.Untrusted, Secrets: req.Secrets, By: s.o.By})
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -275,7 +275,7 @@ func (s *Server) submitCall(w http.ResponseWriter, r *http.Request) {
 	if cr.Workflow != "" && !filepath.IsAbs(cr.Workflow) && s.o.Workspace != "" {
 		cr.Workflow = filepath.Join(s.o.Workspace, cr.Workflow)
 	}
-	id, err := s.call(cr)
+	id, err := s.call(s.traceOf(r), cr)
 	if err != nil {
 		writeErr(w, err)
 		return

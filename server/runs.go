@@ -3,10 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // started is how a run started in the background reports back: its id
@@ -16,10 +19,21 @@ type started struct {
 	err error
 }
 
+// traceOf is the server's base context with the trace context of r's
+// headers (traceparent, tracestate, baggage), which a run started for r
+// joins: cancellation still comes from the server, never from r.
+func (s *Server) traceOf(r *http.Request) context.Context {
+	if r == nil {
+		return s.base
+	}
+	return otel.GetTextMapPropagator().Extract(s.base, propagation.HeaderCarrier(r.Header))
+}
+
 // submit starts a workflow in the background and returns its run id once
 // the run is journaled. The run belongs to the server: Stop waits for it.
-func (s *Server) submit(req service.RunRequest) (journal.ID, error) {
-	return s.launch(func(ctx context.Context, events func(engine.Event)) error {
+// trace carries the trace context the request came with (see traceOf).
+func (s *Server) submit(trace context.Context, req service.RunRequest) (journal.ID, error) {
+	return s.launch(trace, func(ctx context.Context, events func(engine.Event)) error {
 		req.Events = events
 		_, err := s.svc.Run(ctx, req)
 		return err
@@ -27,8 +41,8 @@ func (s *Server) submit(req service.RunRequest) (journal.ID, error) {
 }
 
 // resume continues a run in the background; see submit.
-func (s *Server) resume(req service.ResumeRequest) (journal.ID, error) {
-	return s.launch(func(ctx context.Context, events func(engine.Event)) error {
+func (s *Server) resume(trace context.Context, req service.ResumeRequest) (journal.ID, error) {
+	return s.launch(trace, func(ctx context.Context, events func(engine.Event)) error {
 		req.Events = events
 		rep, err := s.svc.Resume(ctx, req)
 		if err == nil && !rep.Acted {
@@ -39,8 +53,8 @@ func (s *Server) resume(req service.ResumeRequest) (journal.ID, error) {
 }
 
 // call makes one journaled tool call in the background; see submit.
-func (s *Server) call(req service.CallRequest) (journal.ID, error) {
-	return s.launch(func(ctx context.Context, events func(engine.Event)) error {
+func (s *Server) call(trace context.Context, req service.CallRequest) (journal.ID, error) {
+	return s.launch(trace, func(ctx context.Context, events func(engine.Event)) error {
 		req.Events = events
 		_, err := s.svc.Call(ctx, req)
 		return err
@@ -57,7 +71,7 @@ func (e errNothingToResume) Error() string {
 // launch runs fn in a goroutine the server owns, publishing its events,
 // and returns once its run is journaled (its RunStarted event) or fn
 // failed before.
-func (s *Server) launch(fn func(ctx context.Context, events func(engine.Event)) error) (journal.ID, error) {
+func (s *Server) launch(trace context.Context, fn func(ctx context.Context, events func(engine.Event)) error) (journal.ID, error) {
 	if s.stopping.Load() {
 		return journal.ID{}, ErrStopping
 	}
@@ -66,7 +80,7 @@ func (s *Server) launch(fn func(ctx context.Context, events func(engine.Event)) 
 	go func() {
 		defer s.runs.Done()
 		announced := false
-		err := fn(s.base, func(ev engine.Event) {
+		err := fn(trace, func(ev engine.Event) {
 			if ev.Kind == engine.RunStarted && !announced {
 				announced = true
 				ch <- started{id: ev.Run}

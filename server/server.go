@@ -192,7 +192,7 @@ func (s *Server) resumeInterrupted() error {
 	for _, r := range runs {
 		id := r.Run.ID
 		s.logf("resuming run %s (%s), interrupted when the journal's owner stopped", id.Short(), r.Run.Workflow)
-		if _, err := s.resume(service.ResumeRequest{Run: id.String()}); err != nil {
+		if _, err := s.resume(s.base, service.ResumeRequest{Run: id.String()}); err != nil {
 			s.logf("resume %s: %v", id.Short(), err)
 		}
 	}

@@ -343,7 +343,7 @@ func (s *Server) uiResume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ref := r.PathValue("id")
-	id, err := s.resume(service.ResumeRequest{Run: ref, RetryFailed: r.PostForm.Get("retry_failed") != "", By: s.o.By})
+	id, err := s.resume(s.traceOf(r), service.ResumeRequest{Run: ref, RetryFailed: r.PostForm.Get("retry_failed") != "", By: s.o.By})
 	if err != nil {
 		if st, _ := statusOf(err); st == http.StatusNotFound {
 			s.uiError(w, r, err)

@@ -488,6 +488,15 @@ func ActiveSessions() int { return int(activeSessions.Load()) }
 // ID is the MCP session id the server assigned (Streamable HTTP), or "".
 func (s *Session) ID() string { return s.cs.ID() }
 
+// ProtocolVersion is the MCP protocol version the server agreed to at
+// initialize, or "" when it is not known.
+func (s *Session) ProtocolVersion() string {
+	if res := s.cs.InitializeResult(); res != nil {
+		return res.ProtocolVersion
+	}
+	return ""
+}
+
 // Transport is the session's transport: stdio, http or sse.
 func (s *Session) Transport() string { return s.server.Transport() }
 

@@ -22,6 +22,8 @@ import (
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/server"
 	"github.com/mcpflow/mcpflow/service"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // client is the backend of a command when `mcpflow server` owns the
@@ -125,6 +127,9 @@ func (c *client) send(ctx context.Context, method, path string, body any) (*http
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	// The caller's trace (TRACEPARENT, …) goes with the request: a run
+	// the server starts for it joins that trace.
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -15,7 +15,8 @@ import (
 // TestRunExportsTracesAtExit: `mcpflow run` with an OTLP endpoint in the
 // environment exports its spans before it exits (a short CLI run loses
 // none), in the trace of the TRACEPARENT it was started with; without one
-// nothing is sent.
+// nothing is sent. Through `mcpflow server` (which exports), the run the
+// server starts for the command joins the command's TRACEPARENT too.
 func TestRunExportsTracesAtExit(t *testing.T) {
 	var mu sync.Mutex
 	names := map[string]string{} // span name → trace id
@@ -66,5 +67,22 @@ func TestRunExportsTracesAtExit(t *testing.T) {
 	}
 	if names["mcpflow.run"] != trace || names["tools/call greet"] != trace {
 		t.Errorf("run in trace %s, call in %s, want TRACEPARENT's %s", names["mcpflow.run"], names["tools/call greet"], trace)
+	}
+	clear(names)
+	mu.Unlock()
+
+	// The server exports; the command only carries its TRACEPARENT.
+	const viaServer = "0af7651916cd43dd8448eb211c80319c"
+	c.env = nil
+	srv, stopped := c.startServer("OTEL_EXPORTER_OTLP_ENDPOINT=" + hs.URL)
+	c.env = []string{"TRACEPARENT=00-" + viaServer + "-b7ad6b7169203331-01"}
+	if r := c.run("run", hello, "--input", "name=Ada"); r.code != 0 {
+		t.Fatalf("run through the server: exit %d\n%s", r.code, r.stderr)
+	}
+	c.env = nil
+	c.stopServer(srv, stopped) // flushes the server's spans
+	mu.Lock()
+	if names["mcpflow.run"] != viaServer || names["tools/call greet"] != viaServer {
+		t.Errorf("through the server: run in trace %q, call in %q, want the command's TRACEPARENT %s (spans %v)", names["mcpflow.run"], names["tools/call greet"], viaServer, names)
 	}
 }
