@@ -1,15 +1,9 @@
 package journal
 
 import (
-	"errors"
-	"fmt"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 )
 
 // groupCommit shares one bbolt commit (and so one fsync) among the writers
@@ -24,13 +18,16 @@ import (
 // The committer is always a writer whose own write is in the batch, so it
 // returns as soon as that commit is durable: no goroutine is stuck leading
 // while others keep arriving.
-type groupCommit struct {
-	db    *bolt.DB
-	path  string
+type groupCommit[T any] struct {
+	// apply runs fns in one transaction of the backend and commits it
+	// durably; failed is the index of the write that failed (the
+	// transaction is then rolled back), or -1 when the commit itself
+	// failed or succeeded.
+	apply func(fns []func(T) error) (failed int, err error)
 	token chan struct{} // capacity 1: held by the goroutine that commits
 
 	mu      sync.Mutex
-	pending []*pendingWrite
+	pending []*pendingWrite[T]
 	closed  bool
 
 	writes, commits atomic.Int64
@@ -38,26 +35,26 @@ type groupCommit struct {
 	onCommit        func(Commit) // see Options.OnCommit
 }
 
-type pendingWrite struct {
-	fn   func(*bolt.Tx) error
+type pendingWrite[T any] struct {
+	fn   func(T) error
 	done chan struct{} // closed once err is set
 	err  error
 }
 
-func (w *pendingWrite) finish(err error) {
+func (w *pendingWrite[T]) finish(err error) {
 	w.err = err
 	close(w.done)
 }
 
-func (g *groupCommit) init(db *bolt.DB, path string) {
-	g.db, g.path, g.token = db, path, make(chan struct{}, 1)
+func (g *groupCommit[T]) init(apply func(fns []func(T) error) (int, error)) {
+	g.apply, g.token = apply, make(chan struct{}, 1)
 }
 
 // do runs fn in a read-write transaction and returns after that transaction
 // committed and was fsynced, or after fn's error (then nothing of fn is
 // written). fn may run more than once and must be free of side effects
 // outside tx.
-func (g *groupCommit) do(fn func(*bolt.Tx) error) error {
+func (g *groupCommit[T]) do(fn func(T) error) error {
 	w, err := g.enqueue(fn)
 	if err != nil {
 		return err
@@ -67,8 +64,8 @@ func (g *groupCommit) do(fn func(*bolt.Tx) error) error {
 
 // enqueue queues fn for the next commit without starting one: it rides
 // with the next write that commits (see wait), and is ordered before it.
-func (g *groupCommit) enqueue(fn func(*bolt.Tx) error) (*pendingWrite, error) {
-	w := &pendingWrite{fn: fn, done: make(chan struct{})}
+func (g *groupCommit[T]) enqueue(fn func(T) error) (*pendingWrite[T], error) {
+	w := &pendingWrite[T]{fn: fn, done: make(chan struct{})}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -81,7 +78,7 @@ func (g *groupCommit) enqueue(fn func(*bolt.Tx) error) (*pendingWrite, error) {
 // wait returns once w is committed (or failed): committed by another
 // writer's commit, or by this one, which takes the committer's token and
 // commits everything queued, w included.
-func (g *groupCommit) wait(w *pendingWrite) error {
+func (g *groupCommit[T]) wait(w *pendingWrite[T]) error {
 	select {
 	case <-w.done:
 		return w.err
@@ -108,13 +105,17 @@ func (g *groupCommit) wait(w *pendingWrite) error {
 // commit writes batch in as few transactions as possible. When one write
 // fails, the transaction is rolled back, that write gets its error alone,
 // and the others are committed without it.
-func (g *groupCommit) commit(batch []*pendingWrite) {
+func (g *groupCommit[T]) commit(batch []*pendingWrite[T]) {
 	for len(batch) > 0 {
 		var start time.Time
 		if g.onCommit != nil {
 			start = time.Now()
 		}
-		failed, err := g.update(batch)
+		fns := make([]func(T) error, len(batch))
+		for i, w := range batch {
+			fns[i] = w.fn
+		}
+		failed, err := g.apply(fns)
 		if g.onCommit != nil {
 			g.onCommit(Commit{Start: start, Duration: time.Since(start), Writes: len(batch), Err: err})
 		}
@@ -136,42 +137,12 @@ func (g *groupCommit) commit(batch []*pendingWrite) {
 	}
 }
 
-// update runs batch in one transaction. It returns the index of the write
-// that failed (or -1 when the commit itself failed or succeeded). A panic
-// inside bbolt (a damaged page) is that write's error, not the process's end.
-func (g *groupCommit) update(batch []*pendingWrite) (failed int, err error) {
-	cur := -1
-	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	defer func() {
-		if r := recover(); r != nil {
-			failed, err = cur, fmt.Errorf("journal %s: %w: %v", g.path, ErrDamaged, r)
-		}
-	}()
-	err = g.db.Update(func(tx *bolt.Tx) error {
-		for i, w := range batch {
-			cur = i
-			if err := w.fn(tx); err != nil {
-				return err
-			}
-		}
-		cur = -1
-		return nil
-	})
-	switch {
-	case errors.Is(err, berrors.ErrDatabaseNotOpen):
-		return -1, ErrClosed
-	case errors.Is(err, berrors.ErrDatabaseReadOnly):
-		return -1, fmt.Errorf("journal %s was opened read-only: %w", g.path, err)
-	}
-	return cur, err
-}
-
 // close refuses new writes. Writes still queued (enqueued, never waited
 // for) are committed first: a deferred write is never dropped by Close.
-func (g *groupCommit) close() {
+func (g *groupCommit[T]) close() {
 	g.mu.Lock()
 	g.closed = true
-	last := (*pendingWrite)(nil)
+	last := (*pendingWrite[T])(nil)
 	if n := len(g.pending); n > 0 {
 		last = g.pending[n-1]
 	}

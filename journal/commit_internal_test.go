@@ -23,8 +23,8 @@ func TestGroupCommitFailingWriteInBatch(t *testing.T) {
 	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("b")); return err }); err != nil {
 		t.Fatal(err)
 	}
-	var g groupCommit
-	g.init(db, "raw.db")
+	var g groupCommit[*bolt.Tx]
+	g.init(func(fns []func(*bolt.Tx) error) (int, error) { return applyBolt(db, "raw.db", fns) })
 	g.token <- struct{}{} // a commit "in progress"
 	boom := errors.New("boom")
 	errs := make([]error, 10)

@@ -75,17 +75,15 @@ type Options struct {
 
 // Journal is an open journal file. It is safe for concurrent use.
 type Journal struct {
+	writer   // the writes (write.go), committed through update and later
 	db       *bolt.DB
 	path     string
-	now      func() time.Time
 	readOnly bool
-	sealer   *sealer // nil: payloads are stored as given
 	// keyOptional: see Options.keyOptional.
 	keyOptional bool
 	// damage is the first damage seen; once set, writes are refused.
 	damage atomic.Pointer[error]
-	gc     groupCommit
-	ids    idGen
+	gc     groupCommit[*bolt.Tx]
 
 	closeOnce sync.Once
 	closeErr  error
@@ -157,8 +155,9 @@ func Open(path string, opts *Options) (*Journal, error) {
 		db.Close()
 		return nil, fmt.Errorf("open journal %s: schema %d must be migrated to %d first: open it read-write once", path, version, SchemaVersion)
 	}
-	j := &Journal{db: db, path: path, now: o.Now, readOnly: o.ReadOnly, sealer: newSealer(o.Key), keyOptional: o.keyOptional}
-	j.gc.init(db, path)
+	j := &Journal{db: db, path: path, readOnly: o.ReadOnly, keyOptional: o.keyOptional}
+	j.writer = writer{now: o.Now, sealer: newSealer(o.Key), write: j.storeWrite, writeLater: j.storeLater}
+	j.gc.init(func(fns []func(*bolt.Tx) error) (int, error) { return applyBolt(db, path, fns) })
 	j.gc.afterCommit = o.AfterCommit
 	j.gc.onCommit = o.OnCommit
 	if j.sealer != nil {
@@ -384,6 +383,46 @@ func (j *Journal) update(fn func(*bolt.Tx) error) error {
 	return err
 }
 
+// applyBolt runs fns in one bbolt transaction: groupCommit.apply. It returns the index of the write
+// that failed (or -1 when the commit itself failed or succeeded). A panic
+// inside bbolt (a damaged page) is that write's error, not the process's end.
+func applyBolt(db *bolt.DB, path string, fns []func(*bolt.Tx) error) (failed int, err error) {
+	cur := -1
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			failed, err = cur, fmt.Errorf("journal %s: %w: %v", path, ErrDamaged, r)
+		}
+	}()
+	err = db.Update(func(tx *bolt.Tx) error {
+		for i, fn := range fns {
+			cur = i
+			if err := fn(tx); err != nil {
+				return err
+			}
+		}
+		cur = -1
+		return nil
+	})
+	switch {
+	case errors.Is(err, berrors.ErrDatabaseNotOpen):
+		return -1, ErrClosed
+	case errors.Is(err, berrors.ErrDatabaseReadOnly):
+		return -1, fmt.Errorf("journal %s was opened read-only: %w", path, err)
+	}
+	return cur, err
+}
+
+// storeWrite runs fn on the bbolt store in a group commit (see update).
+func (j *Journal) storeWrite(fn func(store) error) error {
+	return j.update(func(tx *bolt.Tx) error { return fn(boltStore{tx}) })
+}
+
+// storeLater queues fn on the bbolt store for the next commit (see later).
+func (j *Journal) storeLater(fn func(store) error) (*Pending, error) {
+	return j.later(func(tx *bolt.Tx) error { return fn(boltStore{tx}) })
+}
+
 // Pending is a journal write queued to ride with the next commit instead
 // of making its own: the next write that commits (any writer's) carries
 // it, in the same bbolt transaction and before its own write. Until then
@@ -392,22 +431,18 @@ func (j *Journal) update(fn func(*bolt.Tx) error) error {
 // write that returns nil was committed after, or with, every write queued
 // before it). Close commits what is still queued.
 type Pending struct {
-	j *Journal
-	w *pendingWrite
+	wait func() error
+	done <-chan struct{} // closed once the write is committed or failed
 }
 
 // Wait returns once the write is committed (nil: durable) or failed,
 // committing it now if no other write has.
-func (p *Pending) Wait() error {
-	err := p.j.gc.wait(p.w)
-	p.j.latch(err)
-	return err
-}
+func (p *Pending) Wait() error { return p.wait() }
 
 // Done reports whether the write is committed or failed, without waiting.
 func (p *Pending) Done() bool {
 	select {
-	case <-p.w.done:
+	case <-p.done:
 		return true
 	default:
 		return false
@@ -423,7 +458,11 @@ func (j *Journal) later(fn func(*bolt.Tx) error) (*Pending, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pending{j: j, w: w}, nil
+	return &Pending{wait: func() error {
+		err := j.gc.wait(w)
+		j.latch(err)
+		return err
+	}, done: w.done}, nil
 }
 
 // Stats counts the journal's writes since it was opened.

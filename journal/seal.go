@@ -248,16 +248,16 @@ func openInv(s *sealer, inv *Invocation) error {
 // Sealed reports whether the journal encrypts payloads (it was opened with
 // a key): what the caller stores is then kept faithfully, unreadable
 // without the key.
-func (j *Journal) Sealed() bool { return j.sealer != nil }
+func (w *writer) Sealed() bool { return w.sealer != nil }
 
 // Digest is the digest of arguments as the journal records it: with a key,
 // an HMAC under a key derived from it ("hmac-sha256:…"), so that a digest
 // reveals nothing of secret arguments; without one, [Digest].
-func (j *Journal) Digest(b []byte) string {
-	if j.sealer == nil {
+func (w *writer) Digest(b []byte) string {
+	if w.sealer == nil {
 		return Digest(b)
 	}
-	m := hmac.New(sha256.New, j.sealer.mac)
+	m := hmac.New(sha256.New, w.sealer.mac)
 	m.Write(b)
 	return "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
 }

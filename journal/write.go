@@ -1,13 +1,10 @@
 package journal
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // Intent is the proof that an invocation's intent record is durable. Only
@@ -27,27 +24,27 @@ func (in Intent) Valid() bool { return in.durable }
 
 // CreateRun writes a new run in status running. It assigns r.ID when unset
 // and sets the timestamps. Durable when it returns nil.
-func (j *Journal) CreateRun(r *Run) error { return j.update(j.createRun(r)) }
+func (w *writer) CreateRun(r *Run) error { return w.write(w.createRun(r)) }
 
 // CreateRunLater is CreateRun queued to ride with the next commit (see
 // Pending): the run exists once the Pending is done without error.
-func (j *Journal) CreateRunLater(r *Run) (*Pending, error) { return j.later(j.createRun(r)) }
+func (w *writer) CreateRunLater(r *Run) (*Pending, error) { return w.writeLater(w.createRun(r)) }
 
-func (j *Journal) createRun(r *Run) func(*bolt.Tx) error {
-	now := j.now().UTC()
+func (w *writer) createRun(r *Run) func(store) error {
+	now := w.now().UTC()
 	if r.ID.IsZero() {
-		r.ID = j.ids.next(now)
+		r.ID = w.ids.next(now)
 	}
 	r.Status, r.StartedAt, r.UpdatedAt, r.FinishedAt = RunRunning, now, now, nil
 	if len(r.Definition) > 0 && r.Digest == "" {
 		r.Digest = Digest(r.Definition)
 	}
 	rec := *r
-	return func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketRuns).Get(rec.ID.key()) != nil {
+	return func(s store) error {
+		if s.hasRun(rec.ID) {
 			return fmt.Errorf("run %s: %w", rec.ID, ErrExists)
 		}
-		return putRun(tx, nil, &rec)
+		return s.putRun(nil, &rec)
 	}
 }
 
@@ -55,16 +52,16 @@ func (j *Journal) createRun(r *Run) func(*bolt.Tx) error {
 // statuses set FinishedAt. An illegal transition returns ErrTransition and
 // writes nothing, and so does succeeded while an invocation of the run is
 // unsettled (see [State.Unsettled]). Durable when it returns nil.
-func (j *Journal) SetRunStatus(id ID, status RunStatus, runErr *Error) error {
-	return j.EndRun(id, status, runErr, nil)
+func (w *writer) SetRunStatus(id ID, status RunStatus, runErr *Error) error {
+	return w.EndRun(id, status, runErr, nil)
 }
 
 // EndRun is SetRunStatus that also records the run's outputs (kept only
 // with RunSucceeded), in the same commit. Durable when it returns nil.
-func (j *Journal) EndRun(id ID, status RunStatus, runErr *Error, outputs map[string]any) error {
-	now := j.now().UTC()
-	return j.update(func(tx *bolt.Tx) error {
-		old, err := getRun(tx, id)
+func (w *writer) EndRun(id ID, status RunStatus, runErr *Error, outputs map[string]any) error {
+	now := w.now().UTC()
+	return w.write(func(s store) error {
+		old, err := s.run(id)
 		if err != nil {
 			return err
 		}
@@ -75,7 +72,7 @@ func (j *Journal) EndRun(id ID, status RunStatus, runErr *Error, outputs map[str
 			if p := old.PendingApprovals(); len(p) > 0 {
 				return fmt.Errorf("run %s: succeeded while step %s waits for approval: %w", id.Short(), p[0].Step, ErrTransition)
 			}
-			if inv, err := firstUnsettled(tx, id); err != nil || inv != nil {
+			if inv, err := s.firstWhere(id, State.Unsettled); err != nil || inv != nil {
 				if err != nil {
 					return err
 				}
@@ -92,7 +89,7 @@ func (j *Journal) EndRun(id ID, status RunStatus, runErr *Error, outputs map[str
 		if status.Finished() {
 			r.FinishedAt = &now
 		}
-		return putRun(tx, old, &r)
+		return s.putRun(old, &r)
 	})
 }
 
@@ -101,13 +98,13 @@ func (j *Journal) EndRun(id ID, status RunStatus, runErr *Error, outputs map[str
 // with message, for the approver. A gate already recorded for the step
 // (pending or decided) is left as it is. The run must exist and not have
 // succeeded. Durable when it returns nil.
-func (j *Journal) RequestApproval(id ID, step, message string) error {
+func (w *writer) RequestApproval(id ID, step, message string) error {
 	if strings.TrimSpace(step) == "" {
 		return fmt.Errorf("run %s: request approval: step is required", id.Short())
 	}
-	now := j.now().UTC()
-	return j.update(func(tx *bolt.Tx) error {
-		old, err := getRun(tx, id)
+	now := w.now().UTC()
+	return w.write(func(s store) error {
+		old, err := s.run(id)
 		if err != nil {
 			return err
 		}
@@ -120,7 +117,7 @@ func (j *Journal) RequestApproval(id ID, step, message string) error {
 		r := cloneRun(old)
 		r.Approvals = append(r.Approvals, Approval{Step: step, Message: message, RequestedAt: now, State: ApprovalPending})
 		r.UpdatedAt = now
-		return putRun(tx, old, r)
+		return s.putRun(old, r)
 	})
 }
 
@@ -131,17 +128,17 @@ func (j *Journal) RequestApproval(id ID, step, message string) error {
 // never reached, without approve:, or decided already (the error says by
 // whom and when) — returns ErrTransition and writes nothing. Durable when
 // it returns nil.
-func (j *Journal) DecideApproval(id ID, step string, as ApprovalState, by, reason string) (*Approval, error) {
+func (w *writer) DecideApproval(id ID, step string, as ApprovalState, by, reason string) (*Approval, error) {
 	if !as.Decided() {
 		return nil, fmt.Errorf("run %s: decide approval of step %s as %s: want approved or rejected: %w", id.Short(), step, as, ErrTransition)
 	}
 	if strings.TrimSpace(by) == "" {
 		return nil, fmt.Errorf("run %s: decide approval of step %s: who (by) is required", id.Short(), step)
 	}
-	now := j.now().UTC()
+	now := w.now().UTC()
 	var out Approval
-	err := j.update(func(tx *bolt.Tx) error {
-		old, err := getRun(tx, id)
+	err := w.write(func(s store) error {
+		old, err := s.run(id)
 		if err != nil {
 			return err
 		}
@@ -157,7 +154,7 @@ func (j *Journal) DecideApproval(id ID, step string, as ApprovalState, by, reaso
 		a.State, a.By, a.At, a.Reason = as, by, &now, reason
 		r.UpdatedAt = now
 		out = *a
-		return putRun(tx, old, r)
+		return s.putRun(old, r)
 	})
 	if err != nil {
 		return nil, err
@@ -190,13 +187,13 @@ func cloneRun(r *Run) *Run {
 // idempotency key is the invocation id. Fields of inv that the journal owns
 // (state, attempts, result, error, decisions, resolutions, timestamps) are
 // overwritten. The run must exist.
-func (j *Journal) Begin(inv *Invocation) (Intent, error) {
-	now := j.now().UTC()
-	j.newInv(inv, now, StateIntent)
+func (w *writer) Begin(inv *Invocation) (Intent, error) {
+	now := w.now().UTC()
+	w.newInv(inv, now, StateIntent)
 	trust := inv.Trust
 	inv.Attempts = []Attempt{{N: 1, SentAt: now, Trust: &trust, Annotations: inv.Annotations}}
 	rec := *inv
-	err := j.update(func(tx *bolt.Tx) error { return insertInv(tx, &rec) })
+	err := w.write(func(s store) error { return insertInv(s, &rec) })
 	if err != nil {
 		return Intent{}, err
 	}
@@ -206,21 +203,21 @@ func (j *Journal) Begin(inv *Invocation) (Intent, error) {
 // Skip records a step whose condition was false: an invocation in state
 // skipped that was never sent (no attempt). Like Begin it assigns inv.ID
 // and overwrites the fields the journal owns. Durable when it returns nil.
-func (j *Journal) Skip(inv *Invocation) error { return j.update(j.skip(inv)) }
+func (w *writer) Skip(inv *Invocation) error { return w.write(w.skip(inv)) }
 
 // SkipLater is Skip queued to ride with the next commit (see Pending).
-func (j *Journal) SkipLater(inv *Invocation) (*Pending, error) { return j.later(j.skip(inv)) }
+func (w *writer) SkipLater(inv *Invocation) (*Pending, error) { return w.writeLater(w.skip(inv)) }
 
-func (j *Journal) skip(inv *Invocation) func(*bolt.Tx) error {
-	now := j.now().UTC()
-	j.newInv(inv, now, StateSkipped)
+func (w *writer) skip(inv *Invocation) func(store) error {
+	now := w.now().UTC()
+	w.newInv(inv, now, StateSkipped)
 	rec := *inv
-	return func(tx *bolt.Tx) error { return insertInv(tx, &rec) }
+	return func(s store) error { return insertInv(s, &rec) }
 }
 
-func (j *Journal) newInv(inv *Invocation, now time.Time, s State) {
+func (w *writer) newInv(inv *Invocation, now time.Time, s State) {
 	if inv.ID.IsZero() {
-		inv.ID = j.ids.next(now)
+		inv.ID = w.ids.next(now)
 	}
 	inv.IdempotencyKey = inv.ID.String()
 	inv.State = s
@@ -230,17 +227,17 @@ func (j *Journal) newInv(inv *Invocation, now time.Time, s State) {
 }
 
 // insertInv writes a new invocation of an existing run.
-func insertInv(tx *bolt.Tx, inv *Invocation) error {
-	if tx.Bucket(bucketRuns).Get(inv.RunID.key()) == nil {
+func insertInv(s store, inv *Invocation) error {
+	if !s.hasRun(inv.RunID) {
 		return fmt.Errorf("invocation %s: run %s: %w", inv.ID.Short(), inv.RunID, ErrNotFound)
 	}
-	if tx.Bucket(bucketInvs).Get(inv.ID.key()) != nil {
+	if s.hasInv(inv.ID) {
 		return fmt.Errorf("invocation %s: %w", inv.ID, ErrExists)
 	}
 	if strings.IndexByte(inv.Server, 0) >= 0 || strings.IndexByte(inv.Tool, 0) >= 0 {
 		return fmt.Errorf("invocation %s: server or tool name contains a NUL byte", inv.ID.Short())
 	}
-	return putInv(tx, nil, inv)
+	return s.putInv(nil, inv)
 }
 
 // NextAttempt describes a new attempt of an existing invocation.
@@ -260,11 +257,11 @@ type NextAttempt struct {
 // Intent once the record is committed and fsynced. The invocation goes to
 // (or stays in) state intent; the previous attempt must have ended. An
 // illegal transition returns ErrTransition and writes nothing.
-func (j *Journal) Again(id ID, next NextAttempt) (Intent, error) {
-	now := j.now().UTC()
+func (w *writer) Again(id ID, next NextAttempt) (Intent, error) {
+	now := w.now().UTC()
 	var out Intent
-	err := j.update(func(tx *bolt.Tx) error {
-		old, err := getInv(tx, id)
+	err := w.write(func(s store) error {
+		old, err := s.inv(id)
 		if err != nil {
 			return err
 		}
@@ -288,7 +285,7 @@ func (j *Journal) Again(id ID, next NextAttempt) (Intent, error) {
 		n := len(inv.Attempts) + 1
 		inv.Attempts = append(inv.Attempts, Attempt{N: n, SentAt: now, Replay: next.Replay, Trust: &next.Trust, Annotations: next.Annotations})
 		out = Intent{ID: inv.ID, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: n, Replay: next.Replay, durable: true}
-		return putInv(tx, old, inv)
+		return s.putInv(old, inv)
 	})
 	if err != nil {
 		return Intent{}, err
@@ -315,26 +312,26 @@ type Outcome struct {
 // Finish records the outcome of the attempt that in started. The attempt
 // must be the invocation's newest and still open; an illegal transition
 // returns ErrTransition and writes nothing. Durable when it returns nil.
-func (j *Journal) Finish(in Intent, o Outcome) error {
+func (w *writer) Finish(in Intent, o Outcome) error {
 	if !in.durable {
 		return fmt.Errorf("finish: intent not issued by the journal: %w", ErrTransition)
 	}
-	return j.update(j.finish(in, o))
+	return w.write(w.finish(in, o))
 }
 
 // FinishLater is Finish queued to ride with the next commit (see Pending):
 // the outcome of one step and the intent of the next share a commit.
-func (j *Journal) FinishLater(in Intent, o Outcome) (*Pending, error) {
+func (w *writer) FinishLater(in Intent, o Outcome) (*Pending, error) {
 	if !in.durable {
 		return nil, fmt.Errorf("finish: intent not issued by the journal: %w", ErrTransition)
 	}
-	return j.later(j.finish(in, o))
+	return w.writeLater(w.finish(in, o))
 }
 
-func (j *Journal) finish(in Intent, o Outcome) func(*bolt.Tx) error {
-	now := j.now().UTC()
-	return func(tx *bolt.Tx) error {
-		old, err := getInv(tx, in.ID)
+func (w *writer) finish(in Intent, o Outcome) func(store) error {
+	now := w.now().UTC()
+	return func(s store) error {
+		old, err := s.inv(in.ID)
 		if err != nil {
 			return err
 		}
@@ -359,7 +356,7 @@ func (j *Journal) finish(in Intent, o Outcome) func(*bolt.Tx) error {
 			d.Attempt, d.At = a.N, now
 			inv.Decisions = append(inv.Decisions, d)
 		}
-		return putInv(tx, old, inv)
+		return s.putInv(old, inv)
 	}
 }
 
@@ -367,16 +364,18 @@ func (j *Journal) finish(in Intent, o Outcome) func(*bolt.Tx) error {
 // recorded because the process died while it was in flight (a crash is a
 // lost connection). It is Finish for an attempt found open on resume, with
 // the same checks. Durable when it returns nil.
-func (j *Journal) Interrupted(id ID, o Outcome) error {
-	inv, err := j.Invocation(id)
-	if err != nil {
-		return err
-	}
-	last := inv.LastAttempt()
-	if last == nil {
-		return fmt.Errorf("invocation %s has no attempt: %w", id.Short(), ErrTransition)
-	}
-	return j.Finish(Intent{ID: id, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: last.N, durable: true}, o)
+func (w *writer) Interrupted(id ID, o Outcome) error {
+	return w.write(func(s store) error {
+		inv, err := s.inv(id)
+		if err != nil {
+			return err
+		}
+		last := inv.LastAttempt()
+		if last == nil {
+			return fmt.Errorf("invocation %s has no attempt: %w", id.Short(), ErrTransition)
+		}
+		return w.finish(Intent{ID: id, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: last.N, durable: true}, o)(s)
+	})
 }
 
 // Decide journals a replay decision on an invocation whose last attempt has
@@ -384,10 +383,10 @@ func (j *Journal) Interrupted(id ID, o Outcome) error {
 // or timed out (judged on resume, and then only to StateOutcomeUnknown) —
 // and moves it to state (StateIntent keeps an in-flight one in flight).
 // Durable when it returns nil.
-func (j *Journal) Decide(id ID, d Decision, state State, e *Error) error {
-	now := j.now().UTC()
-	return j.update(func(tx *bolt.Tx) error {
-		old, err := getInv(tx, id)
+func (w *writer) Decide(id ID, d Decision, state State, e *Error) error {
+	now := w.now().UTC()
+	return w.write(func(s store) error {
+		old, err := s.inv(id)
 		if err != nil {
 			return err
 		}
@@ -415,7 +414,7 @@ func (j *Journal) Decide(id ID, d Decision, state State, e *Error) error {
 		if e != nil {
 			inv.Error = e
 		}
-		return putInv(tx, old, inv)
+		return s.putInv(old, inv)
 	})
 }
 
@@ -425,13 +424,13 @@ func (j *Journal) Decide(id ID, d Decision, state State, e *Error) error {
 // and from which state. A failed invocation, or one that completed with a
 // tool error, may be approved for a retry (retry_approved). Anything else
 // returns ErrTransition and writes nothing. Durable when it returns nil.
-func (j *Journal) Resolve(id ID, r Resolution, result *Result) error {
+func (w *writer) Resolve(id ID, r Resolution, result *Result) error {
 	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Why) == "" {
 		return fmt.Errorf("resolve invocation %s: who (By) and why (Why) are required", id.Short())
 	}
-	now := j.now().UTC()
-	return j.update(func(tx *bolt.Tx) error {
-		old, err := getInv(tx, id)
+	now := w.now().UTC()
+	return w.write(func(s store) error {
+		old, err := s.inv(id)
 		if err != nil {
 			return err
 		}
@@ -457,25 +456,8 @@ func (j *Journal) Resolve(id ID, r Resolution, result *Result) error {
 		if r.As == StateFailed {
 			inv.Error = &Error{Code: "MCPFLOW_RESOLVED_FAILED", Message: r.Why}
 		}
-		return putInv(tx, old, inv)
+		return s.putInv(old, inv)
 	})
-}
-
-// firstUnsettled returns the run's first invocation in an unsettled state, or nil.
-func firstUnsettled(tx *bolt.Tx, run ID) (*Invocation, error) {
-	return firstWhere(tx, run, State.Unsettled)
-}
-
-// firstWhere returns the first invocation of run whose state matches, or nil.
-func firstWhere(tx *bolt.Tx, run ID, match func(State) bool) (*Invocation, error) {
-	c := tx.Bucket(bucketByRun).Cursor()
-	for k, _ := c.Seek(run.key()); k != nil && bytes.HasPrefix(k, run.key()); k, _ = c.Next() {
-		inv, err := getInv(tx, ID(k[16:]))
-		if err != nil || match(inv.State) {
-			return inv, err
-		}
-	}
-	return nil, nil
 }
 
 func cloneInv(inv *Invocation) *Invocation {
@@ -484,112 +466,4 @@ func cloneInv(inv *Invocation) *Invocation {
 	c.Resolutions = append([]Resolution(nil), inv.Resolutions...)
 	c.Decisions = append([]Decision(nil), inv.Decisions...)
 	return &c
-}
-
-// putRun writes r and moves its index entries from old (nil when new).
-func putRun(tx *bolt.Tx, old, r *Run) error {
-	b, err := encodeRun(sealerOf(tx), r)
-	if err != nil {
-		return err
-	}
-	idx := tx.Bucket(bucketRunStatus)
-	if old != nil {
-		if err := idx.Delete(runStatusKey(old.Status, old.ID)); err != nil {
-			return err
-		}
-	}
-	if err := idx.Put(runStatusKey(r.Status, r.ID), nil); err != nil {
-		return err
-	}
-	return tx.Bucket(bucketRuns).Put(r.ID.key(), seal(b))
-}
-
-// putInv writes inv and moves its index entries from old (nil when new).
-func putInv(tx *bolt.Tx, old, inv *Invocation) error {
-	b, err := encodeInv(sealerOf(tx), inv)
-	if err != nil {
-		return err
-	}
-	states := tx.Bucket(bucketByState)
-	if old == nil {
-		if err := tx.Bucket(bucketByRun).Put(cat(inv.RunID.key(), inv.ID.key()), nil); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketByTool).Put(toolKey(inv.Server, inv.Tool, inv.ID), nil); err != nil {
-			return err
-		}
-	} else if err := states.Delete(stateKey(old.State, old.ID)); err != nil {
-		return err
-	}
-	if err := states.Put(stateKey(inv.State, inv.ID), nil); err != nil {
-		return err
-	}
-	return tx.Bucket(bucketInvs).Put(inv.ID.key(), seal(b))
-}
-
-func getRun(tx *bolt.Tx, id ID) (*Run, error) {
-	v := tx.Bucket(bucketRuns).Get(id.key())
-	if v == nil {
-		return nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
-	}
-	return decodeRun(sealerOf(tx), v)
-}
-
-// decodeRun decodes a stored run record, its payload opened when s can.
-func decodeRun(s *sealer, v []byte) (*Run, error) {
-	b, err := unseal("run record", v)
-	if err != nil {
-		return nil, err
-	}
-	var r Run
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("run record: %w: %v", ErrDamaged, err)
-	}
-	if r.ID.IsZero() || r.Status == runInvalid {
-		return nil, fmt.Errorf("run record: %w: id or status missing", ErrDamaged)
-	}
-	if err := openRun(s, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
-
-func getInv(tx *bolt.Tx, id ID) (*Invocation, error) {
-	v := tx.Bucket(bucketInvs).Get(id.key())
-	if v == nil {
-		return nil, fmt.Errorf("invocation %s: %w", id, ErrNotFound)
-	}
-	return decodeInv(sealerOf(tx), v)
-}
-
-// decodeInv decodes a stored invocation record, its payload opened when s
-// can.
-func decodeInv(s *sealer, v []byte) (*Invocation, error) {
-	b, err := unseal("invocation record", v)
-	if err != nil {
-		return nil, err
-	}
-	inv, err := DecodeInvocation(b)
-	if err != nil {
-		return nil, err
-	}
-	if err := openInv(s, inv); err != nil {
-		return nil, err
-	}
-	return inv, nil
-}
-
-func cat(parts ...[]byte) []byte {
-	var out []byte
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out
-}
-
-func stateKey(s State, id ID) []byte            { return cat([]byte{byte(s)}, id.key()) }
-func runStatusKey(s RunStatus, id ID) []byte    { return cat([]byte{byte(s)}, id.key()) }
-func toolKey(server, tool string, id ID) []byte { return cat(toolPrefix(server, tool), id.key()) }
-func toolPrefix(server, tool string) []byte {
-	return cat([]byte(server), []byte{0}, []byte(tool), []byte{0})
 }
