@@ -16,8 +16,12 @@ func (b boltStore) run(id ID) (*Run, error)           { return getRun(b.tx, id) 
 func (b boltStore) inv(id ID) (*Invocation, error)    { return getInv(b.tx, id) }
 func (b boltStore) putRun(old, r *Run) error          { return putRun(b.tx, old, r) }
 func (b boltStore) putInv(old, inv *Invocation) error { return putInv(b.tx, old, inv) }
-func (b boltStore) hasRun(id ID) bool                 { return b.tx.Bucket(bucketRuns).Get(id.key()) != nil }
-func (b boltStore) hasInv(id ID) bool                 { return b.tx.Bucket(bucketInvs).Get(id.key()) != nil }
+func (b boltStore) hasRun(id ID) (bool, error) {
+	return b.tx.Bucket(bucketRuns).Get(id.key()) != nil, nil
+}
+func (b boltStore) hasInv(id ID) (bool, error) {
+	return b.tx.Bucket(bucketInvs).Get(id.key()) != nil, nil
+}
 func (b boltStore) firstWhere(run ID, match func(State) bool) (*Invocation, error) {
 	return firstWhere(b.tx, run, match)
 }

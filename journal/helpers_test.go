@@ -7,7 +7,7 @@ import (
 	"github.com/mcpflow/mcpflow/journal"
 )
 
-func newRun(t testing.TB, j *journal.Journal) journal.ID {
+func newRun(t testing.TB, j journal.Store) journal.ID {
 	t.Helper()
 	r := &journal.Run{Workflow: "wf", Definition: []byte("name: wf\n"), Inputs: map[string]any{"n": 1.0}, Workspace: "/ws"}
 	if err := j.CreateRun(r); err != nil {
@@ -16,7 +16,7 @@ func newRun(t testing.TB, j *journal.Journal) journal.ID {
 	return r.ID
 }
 
-func begin(t testing.TB, j *journal.Journal, run journal.ID, server, tool string) journal.Intent {
+func begin(t testing.TB, j journal.Store, run journal.ID, server, tool string) journal.Intent {
 	t.Helper()
 	in, err := j.Begin(&journal.Invocation{RunID: run, Step: "s", Item: -1, Server: server, Tool: tool,
 		Arguments: json.RawMessage(`{"a":1}`), Annotations: json.RawMessage(`{"readOnlyHint":true}`),
@@ -27,7 +27,7 @@ func begin(t testing.TB, j *journal.Journal, run journal.ID, server, tool string
 	return in
 }
 
-func finish(t testing.TB, j *journal.Journal, in journal.Intent, s journal.State) {
+func finish(t testing.TB, j journal.Store, in journal.Intent, s journal.State) {
 	t.Helper()
 	o := journal.Outcome{State: s}
 	if s == journal.StateCompleted {
@@ -40,11 +40,34 @@ func finish(t testing.TB, j *journal.Journal, in journal.Intent, s journal.State
 	}
 }
 
-func state(t testing.TB, j *journal.Journal, id journal.ID) journal.State {
+func state(t testing.TB, j journal.Store, id journal.ID) journal.State {
 	t.Helper()
 	inv, err := j.Invocation(id)
 	if err != nil {
 		t.Fatalf("invocation %s: %v", id, err)
 	}
 	return inv.State
+}
+
+// rawInv is the invocation as the journal returns it, as JSON: what a
+// refused write must leave unchanged, on every backend.
+func rawInv(t testing.TB, j journal.Store, id journal.ID) []byte {
+	t.Helper()
+	inv, err := j.Invocation(id)
+	if err != nil {
+		t.Fatalf("invocation %s: %v", id, err)
+	}
+	b, _ := json.Marshal(inv)
+	return b
+}
+
+// rawRun is rawInv for a run.
+func rawRun(t testing.TB, j journal.Store, id journal.ID) []byte {
+	t.Helper()
+	r, err := j.Run(id)
+	if err != nil {
+		t.Fatalf("run %s: %v", id, err)
+	}
+	b, _ := json.Marshal(r)
+	return b
 }

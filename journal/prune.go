@@ -95,29 +95,15 @@ func pruneChunk(tx *bolt.Tx, after []byte, before time.Time, dryRun bool, rep *P
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Errorf("run %s: %w: %v", id, ErrDamaged, err)
 		}
+		keep, old, err := pruneVerdict(&Run{Status: r.Status, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, Approvals: r.Approvals}, before,
+			func(match func(State) bool) (*Invocation, error) { return firstWhere(tx, id, match) })
 		switch {
-		case r.Status == RunRunning:
-			if r.StartedAt.Before(before) {
-				rep.Kept = append(rep.Kept, KeptRun{id, "running"})
-			}
-			continue
-		case r.FinishedAt == nil || !r.FinishedAt.Before(before):
-			continue
-		}
-		// Keep a run that waits for an operator's approval.
-		if p := (&Run{Approvals: r.Approvals}).PendingApprovals(); len(p) > 0 {
-			rep.Kept = append(rep.Kept, KeptRun{id, fmt.Sprintf("step %s waits for approval", p[0].Step)})
-			continue
-		}
-		// Keep what may have had an effect nobody has accounted for: a call
-		// in flight, unknown, approved for a re-send, or aborted or timed out
-		// and never resolved.
-		inv, err := firstWhere(tx, id, func(s State) bool { return s.Unsettled() || s.waitsForResolution() })
-		if err != nil {
+		case err != nil:
 			return nil, err
-		}
-		if inv != nil {
-			rep.Kept = append(rep.Kept, KeptRun{id, fmt.Sprintf("invocation %s is %s", inv.ID, inv.State)})
+		case keep != "":
+			rep.Kept = append(rep.Kept, KeptRun{id, keep})
+			continue
+		case !old:
 			continue
 		}
 		gone = append(gone, id)
@@ -131,6 +117,36 @@ func pruneChunk(tx *bolt.Tx, after []byte, before time.Time, dryRun bool, rep *P
 		rep.Invocations += n
 	}
 	return next, nil
+}
+
+// pruneVerdict says whether Prune removes r (gone), keeps it for a reason
+// it reports (keep), or leaves it silently (too young). first finds the
+// run's first invocation whose state matches.
+func pruneVerdict(r *Run, before time.Time, first func(match func(State) bool) (*Invocation, error)) (keep string, gone bool, err error) {
+	switch {
+	case r.Status == RunRunning:
+		if r.StartedAt.Before(before) {
+			return "running", false, nil
+		}
+		return "", false, nil
+	case r.FinishedAt == nil || !r.FinishedAt.Before(before):
+		return "", false, nil
+	}
+	// Keep a run that waits for an operator's approval.
+	if p := r.PendingApprovals(); len(p) > 0 {
+		return fmt.Sprintf("step %s waits for approval", p[0].Step), false, nil
+	}
+	// Keep what may have had an effect nobody has accounted for: a call
+	// in flight, unknown, approved for a re-send, or aborted or timed out
+	// and never resolved.
+	inv, err := first(func(s State) bool { return s.Unsettled() || s.waitsForResolution() })
+	if err != nil {
+		return "", false, err
+	}
+	if inv != nil {
+		return fmt.Sprintf("invocation %s is %s", inv.ID, inv.State), false, nil
+	}
+	return "", true, nil
 }
 
 // deleteRun removes a run, its invocations and their index entries, and

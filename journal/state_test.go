@@ -58,7 +58,7 @@ func TestCanTransitionMatchesTable(t *testing.T) {
 
 // reach puts a new invocation into state from ("intent/ended": in flight,
 // its attempt ended without an outcome) and returns it with its intent.
-func reach(t *testing.T, j *journal.Journal, from journal.State, ended bool) (journal.ID, journal.Intent) {
+func reach(t *testing.T, j journal.Store, from journal.State, ended bool) (journal.ID, journal.Intent) {
 	t.Helper()
 	run := newRun(t, j)
 	if from == skipped {
@@ -90,7 +90,7 @@ func reach(t *testing.T, j *journal.Journal, from journal.State, ended bool) (jo
 
 // transition tries every write method that can move an invocation to to,
 // and returns nil at the first that succeeds, or the errors of all.
-func transition(j *journal.Journal, id journal.ID, in journal.Intent, to journal.State) []error {
+func transition(j journal.Store, id journal.ID, in journal.Intent, to journal.State) []error {
 	tries := []func() error{
 		func() error { return j.Finish(in, journal.Outcome{State: to, Failure: "connection_lost"}) },
 		func() error { return j.Interrupted(id, journal.Outcome{State: to, Failure: "connection_lost"}) },
@@ -115,48 +115,49 @@ func transition(j *journal.Journal, id journal.ID, in journal.Intent, to journal
 
 func TestInvocationTransitions(t *testing.T) {
 	t.Parallel()
-	j := journaltest.Open(t, nil)
-	type from struct {
-		s     journal.State
-		ended bool
-	}
-	froms := []from{{intent, true}}
-	for _, s := range allStates {
-		froms = append(froms, from{s, false})
-	}
-	for _, f := range froms {
-		for _, to := range allStates {
-			name := fmt.Sprintf("%s→%s", f.s, to)
-			if f.ended {
-				name = "ended_" + name
-			}
-			t.Run(name, func(t *testing.T) {
-				id, in := reach(t, j, f.s, f.ended)
-				before := j.RawInvocation(id)
-				errs := transition(j, id, in, to)
-				if want := contains(legalInv[f.s], to); want {
-					if errs != nil {
-						t.Fatalf("legal transition refused: %v", errs)
-					}
-					if got := state(t, j, id); got != to {
-						t.Fatalf("state after = %s, want %s", got, to)
-					}
-					return
-				}
-				if errs == nil {
-					t.Fatalf("illegal transition accepted; state now %s", state(t, j, id))
-				}
-				for _, err := range errs {
-					if !errors.Is(err, journal.ErrTransition) {
-						t.Errorf("error %v, want ErrTransition", err)
-					}
-				}
-				if after := j.RawInvocation(id); !bytes.Equal(before, after) {
-					t.Errorf("record changed by refused writes:\n%s\n%s", before, after)
-				}
-			})
+	journaltest.Each(t, nil, func(t *testing.T, j journal.Store) {
+		type from struct {
+			s     journal.State
+			ended bool
 		}
-	}
+		froms := []from{{intent, true}}
+		for _, s := range allStates {
+			froms = append(froms, from{s, false})
+		}
+		for _, f := range froms {
+			for _, to := range allStates {
+				name := fmt.Sprintf("%s→%s", f.s, to)
+				if f.ended {
+					name = "ended_" + name
+				}
+				t.Run(name, func(t *testing.T) {
+					id, in := reach(t, j, f.s, f.ended)
+					before := rawInv(t, j, id)
+					errs := transition(j, id, in, to)
+					if want := contains(legalInv[f.s], to); want {
+						if errs != nil {
+							t.Fatalf("legal transition refused: %v", errs)
+						}
+						if got := state(t, j, id); got != to {
+							t.Fatalf("state after = %s, want %s", got, to)
+						}
+						return
+					}
+					if errs == nil {
+						t.Fatalf("illegal transition accepted; state now %s", state(t, j, id))
+					}
+					for _, err := range errs {
+						if !errors.Is(err, journal.ErrTransition) {
+							t.Errorf("error %v, want ErrTransition", err)
+						}
+					}
+					if after := rawInv(t, j, id); !bytes.Equal(before, after) {
+						t.Errorf("record changed by refused writes:\n%s\n%s", before, after)
+					}
+				})
+			}
+		}
+	})
 }
 
 var legalRun = map[journal.RunStatus][]journal.RunStatus{
@@ -170,127 +171,131 @@ var legalRun = map[journal.RunStatus][]journal.RunStatus{
 
 func TestRunTransitions(t *testing.T) {
 	t.Parallel()
-	j := journaltest.Open(t, nil)
-	statuses := []journal.RunStatus{journal.RunRunning, journal.RunSucceeded, journal.RunFailed, journal.RunBlocked, journal.RunCancelled}
-	for from, tos := range legalRun {
-		for _, to := range append([]journal.RunStatus{0}, statuses...) {
-			want := false
-			for _, s := range tos {
-				want = want || s == to
-			}
-			if got := journal.CanTransitionRun(from, to); got != want {
-				t.Errorf("CanTransitionRun(%s, %s) = %v, want %v", from, to, got, want)
+	journaltest.Each(t, nil, func(t *testing.T, j journal.Store) {
+		statuses := []journal.RunStatus{journal.RunRunning, journal.RunSucceeded, journal.RunFailed, journal.RunBlocked, journal.RunCancelled}
+		for from, tos := range legalRun {
+			for _, to := range append([]journal.RunStatus{0}, statuses...) {
+				want := false
+				for _, s := range tos {
+					want = want || s == to
+				}
+				if got := journal.CanTransitionRun(from, to); got != want {
+					t.Errorf("CanTransitionRun(%s, %s) = %v, want %v", from, to, got, want)
+				}
 			}
 		}
-	}
-	for _, from := range statuses {
-		for _, to := range statuses {
-			t.Run(fmt.Sprintf("%s→%s", from, to), func(t *testing.T) {
-				id := newRun(t, j)
-				if from != journal.RunRunning {
-					if err := j.SetRunStatus(id, from, nil); err != nil {
-						t.Fatal(err)
+		for _, from := range statuses {
+			for _, to := range statuses {
+				t.Run(fmt.Sprintf("%s→%s", from, to), func(t *testing.T) {
+					id := newRun(t, j)
+					if from != journal.RunRunning {
+						if err := j.SetRunStatus(id, from, nil); err != nil {
+							t.Fatal(err)
+						}
 					}
-				}
-				before := j.RawRun(id)
-				err := j.SetRunStatus(id, to, &journal.Error{Code: "C", Message: "m"})
-				if journal.CanTransitionRun(from, to) {
-					r, rerr := j.Run(id)
-					if err != nil || rerr != nil || r.Status != to || (r.FinishedAt != nil) != to.Finished() {
-						t.Fatalf("legal: err %v, run %+v", err, r)
+					before := rawRun(t, j, id)
+					err := j.SetRunStatus(id, to, &journal.Error{Code: "C", Message: "m"})
+					if journal.CanTransitionRun(from, to) {
+						r, rerr := j.Run(id)
+						if err != nil || rerr != nil || r.Status != to || (r.FinishedAt != nil) != to.Finished() {
+							t.Fatalf("legal: err %v, run %+v", err, r)
+						}
+						return
 					}
-					return
-				}
-				if !errors.Is(err, journal.ErrTransition) {
-					t.Fatalf("illegal: err %v, want ErrTransition", err)
-				}
-				if after := j.RawRun(id); !bytes.Equal(before, after) {
-					t.Errorf("run record changed:\n%s\n%s", before, after)
-				}
-			})
+					if !errors.Is(err, journal.ErrTransition) {
+						t.Fatalf("illegal: err %v, want ErrTransition", err)
+					}
+					if after := rawRun(t, j, id); !bytes.Equal(before, after) {
+						t.Errorf("run record changed:\n%s\n%s", before, after)
+					}
+				})
+			}
 		}
-	}
+	})
 }
 
 func TestRunCannotSucceedWithUnsettledInvocation(t *testing.T) {
-	j := journaltest.Open(t, nil)
-	for _, s := range []journal.State{intent, unknown, retry} {
-		run := newRun(t, j)
-		id, _ := func() (journal.ID, journal.Intent) {
-			in := begin(t, j, run, "srv", "t")
-			switch s {
-			case unknown:
-				finish(t, j, in, unknown)
-			case retry:
-				finish(t, j, in, unknown)
-				if err := j.Resolve(in.ID, journal.Resolution{By: "op", Why: "w", As: retry}, nil); err != nil {
-					t.Fatal(err)
+	journaltest.Each(t, nil, func(t *testing.T, j journal.Store) {
+		for _, s := range []journal.State{intent, unknown, retry} {
+			run := newRun(t, j)
+			id, _ := func() (journal.ID, journal.Intent) {
+				in := begin(t, j, run, "srv", "t")
+				switch s {
+				case unknown:
+					finish(t, j, in, unknown)
+				case retry:
+					finish(t, j, in, unknown)
+					if err := j.Resolve(in.ID, journal.Resolution{By: "op", Why: "w", As: retry}, nil); err != nil {
+						t.Fatal(err)
+					}
 				}
+				return in.ID, in
+			}()
+			before := rawRun(t, j, run)
+			if err := j.SetRunStatus(run, journal.RunSucceeded, nil); !errors.Is(err, journal.ErrTransition) {
+				t.Errorf("%s: SetRunStatus(succeeded) = %v, want ErrTransition", s, err)
 			}
-			return in.ID, in
-		}()
-		before := j.RawRun(run)
-		if err := j.SetRunStatus(run, journal.RunSucceeded, nil); !errors.Is(err, journal.ErrTransition) {
-			t.Errorf("%s: SetRunStatus(succeeded) = %v, want ErrTransition", s, err)
+			if !bytes.Equal(before, rawRun(t, j, run)) {
+				t.Errorf("%s: run record changed", s)
+			}
+			if err := j.SetRunStatus(run, journal.RunBlocked, nil); err != nil {
+				t.Errorf("%s: blocked: %v", s, err)
+			}
+			_ = id
 		}
-		if !bytes.Equal(before, j.RawRun(run)) {
-			t.Errorf("%s: run record changed", s)
-		}
-		if err := j.SetRunStatus(run, journal.RunBlocked, nil); err != nil {
-			t.Errorf("%s: blocked: %v", s, err)
-		}
-		_ = id
-	}
+	})
 }
 
 func TestFinishRefusesForeignOrStaleIntent(t *testing.T) {
-	j := journaltest.Open(t, nil)
-	run := newRun(t, j)
-	in := begin(t, j, run, "srv", "t")
-	forged := journal.Intent{ID: in.ID, RunID: run, IdempotencyKey: in.IdempotencyKey, Attempt: 1}
-	if forged.Valid() || !in.Valid() {
-		t.Fatalf("Valid: forged %v, issued %v", forged.Valid(), in.Valid())
-	}
-	if err := j.Finish(forged, journal.Outcome{State: done}); !errors.Is(err, journal.ErrTransition) {
-		t.Errorf("forged intent: %v", err)
-	}
-	finish(t, j, in, intent)
-	in2, err := j.Again(in.ID, journal.NextAttempt{Replay: true, Decision: &journal.Decision{Verdict: "replay", Reason: "safe", View: "rediscovered"}})
-	if err != nil || in2.Attempt != 2 || !in2.Replay || in2.IdempotencyKey != in.IdempotencyKey {
-		t.Fatalf("again: %+v %v", in2, err)
-	}
-	if err := j.Finish(in, journal.Outcome{State: done}); !errors.Is(err, journal.ErrTransition) {
-		t.Errorf("stale attempt 1: %v", err)
-	}
-	finish(t, j, in2, done)
-	inv, err := j.Invocation(in.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(inv.Attempts) != 2 || inv.Attempts[0].N != 1 || inv.Attempts[1].N != 2 || !inv.Attempts[1].Replay ||
-		inv.Attempts[0].Failure != "connection_lost" || inv.Replays() != 1 || len(inv.Decisions) != 1 || inv.Decisions[0].Attempt != 1 {
-		t.Errorf("record: %+v", inv)
-	}
+	journaltest.Each(t, nil, func(t *testing.T, j journal.Store) {
+		run := newRun(t, j)
+		in := begin(t, j, run, "srv", "t")
+		forged := journal.Intent{ID: in.ID, RunID: run, IdempotencyKey: in.IdempotencyKey, Attempt: 1}
+		if forged.Valid() || !in.Valid() {
+			t.Fatalf("Valid: forged %v, issued %v", forged.Valid(), in.Valid())
+		}
+		if err := j.Finish(forged, journal.Outcome{State: done}); !errors.Is(err, journal.ErrTransition) {
+			t.Errorf("forged intent: %v", err)
+		}
+		finish(t, j, in, intent)
+		in2, err := j.Again(in.ID, journal.NextAttempt{Replay: true, Decision: &journal.Decision{Verdict: "replay", Reason: "safe", View: "rediscovered"}})
+		if err != nil || in2.Attempt != 2 || !in2.Replay || in2.IdempotencyKey != in.IdempotencyKey {
+			t.Fatalf("again: %+v %v", in2, err)
+		}
+		if err := j.Finish(in, journal.Outcome{State: done}); !errors.Is(err, journal.ErrTransition) {
+			t.Errorf("stale attempt 1: %v", err)
+		}
+		finish(t, j, in2, done)
+		inv, err := j.Invocation(in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(inv.Attempts) != 2 || inv.Attempts[0].N != 1 || inv.Attempts[1].N != 2 || !inv.Attempts[1].Replay ||
+			inv.Attempts[0].Failure != "connection_lost" || inv.Replays() != 1 || len(inv.Decisions) != 1 || inv.Decisions[0].Attempt != 1 {
+			t.Errorf("record: %+v", inv)
+		}
+	})
 }
 
 func TestResolveRecordsWhoWhenWhy(t *testing.T) {
-	j := journaltest.Open(t, nil)
-	in := begin(t, j, newRun(t, j), "srv", "t")
-	if err := j.Finish(in, journal.Outcome{State: unknown, Error: &journal.Error{Code: "MCPFLOW_OUTCOME_UNKNOWN", Message: "may have run"}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := j.Resolve(in.ID, journal.Resolution{As: done}, nil); err == nil {
-		t.Fatal("resolution without who and why accepted")
-	}
-	err := j.Resolve(in.ID, journal.Resolution{By: "alice", Why: "ticket exists", As: done}, &journal.Result{Content: []byte(`[]`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, _ := j.Invocation(in.ID)
-	r := inv.Resolutions
-	if inv.State != done || len(r) != 1 || r[0].By != "alice" || r[0].Why != "ticket exists" || r[0].From != unknown || r[0].As != done || r[0].At.IsZero() || inv.Result == nil || inv.Error != nil {
-		t.Errorf("record: %+v", inv)
-	}
+	journaltest.Each(t, nil, func(t *testing.T, j journal.Store) {
+		in := begin(t, j, newRun(t, j), "srv", "t")
+		if err := j.Finish(in, journal.Outcome{State: unknown, Error: &journal.Error{Code: "MCPFLOW_OUTCOME_UNKNOWN", Message: "may have run"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Resolve(in.ID, journal.Resolution{As: done}, nil); err == nil {
+			t.Fatal("resolution without who and why accepted")
+		}
+		err := j.Resolve(in.ID, journal.Resolution{By: "alice", Why: "ticket exists", As: done}, &journal.Result{Content: []byte(`[]`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, _ := j.Invocation(in.ID)
+		r := inv.Resolutions
+		if inv.State != done || len(r) != 1 || r[0].By != "alice" || r[0].Why != "ticket exists" || r[0].From != unknown || r[0].As != done || r[0].At.IsZero() || inv.Result == nil || inv.Error != nil {
+			t.Errorf("record: %+v", inv)
+		}
+	})
 }
 
 func TestStateNames(t *testing.T) {
@@ -315,30 +320,31 @@ func TestStateNames(t *testing.T) {
 // again a failed invocation, or one that completed with a tool error — not
 // one that completed with a result.
 func TestRetryApprovedAfterFailureOrToolError(t *testing.T) {
-	j := journaltest.Open(t, nil)
-	run := newRun(t, j)
-	approve := func(id journal.ID) error {
-		return j.Resolve(id, journal.Resolution{By: "op", Why: "retry", As: journal.StateRetryApproved}, nil)
-	}
-	for _, tc := range []struct {
-		name string
-		o    journal.Outcome
-		ok   bool
-	}{
-		{"tool error", journal.Outcome{State: journal.StateCompleted, Result: &journal.Result{IsError: true}}, true},
-		{"result", journal.Outcome{State: journal.StateCompleted, Result: &journal.Result{}}, false},
-		{"failed", journal.Outcome{State: journal.StateFailed, Failure: "rejected", Error: &journal.Error{Code: "X", Message: "x"}}, true},
-	} {
-		in := begin(t, j, run, "s", "t")
-		if err := j.Finish(in, tc.o); err != nil {
-			t.Fatal(err)
+	journaltest.Each(t, nil, func(t *testing.T, j journal.Store) {
+		run := newRun(t, j)
+		approve := func(id journal.ID) error {
+			return j.Resolve(id, journal.Resolution{By: "op", Why: "retry", As: journal.StateRetryApproved}, nil)
 		}
-		err := approve(in.ID)
-		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, journal.ErrTransition)) {
-			t.Errorf("%s: approve = %v, want ok=%v", tc.name, err, tc.ok)
+		for _, tc := range []struct {
+			name string
+			o    journal.Outcome
+			ok   bool
+		}{
+			{"tool error", journal.Outcome{State: journal.StateCompleted, Result: &journal.Result{IsError: true}}, true},
+			{"result", journal.Outcome{State: journal.StateCompleted, Result: &journal.Result{}}, false},
+			{"failed", journal.Outcome{State: journal.StateFailed, Failure: "rejected", Error: &journal.Error{Code: "X", Message: "x"}}, true},
+		} {
+			in := begin(t, j, run, "s", "t")
+			if err := j.Finish(in, tc.o); err != nil {
+				t.Fatal(err)
+			}
+			err := approve(in.ID)
+			if tc.ok != (err == nil) || (err != nil && !errors.Is(err, journal.ErrTransition)) {
+				t.Errorf("%s: approve = %v, want ok=%v", tc.name, err, tc.ok)
+			}
+			if tc.ok && state(t, j, in.ID) != journal.StateRetryApproved {
+				t.Errorf("%s: state %s", tc.name, state(t, j, in.ID))
+			}
 		}
-		if tc.ok && state(t, j, in.ID) != journal.StateRetryApproved {
-			t.Errorf("%s: state %s", tc.name, state(t, j, in.ID))
-		}
-	}
+	})
 }

@@ -1,6 +1,11 @@
 package journal
 
-import "time"
+import (
+	"context"
+	"io"
+	"strings"
+	"time"
+)
 
 // store is what the journal's writes need of one transaction of a
 // backend: records by id, written with their index entries. The rules
@@ -13,8 +18,8 @@ type store interface {
 	// old (nil for a new record).
 	putRun(old, r *Run) error
 	putInv(old, inv *Invocation) error
-	hasRun(ID) bool
-	hasInv(ID) bool
+	hasRun(ID) (bool, error)
+	hasInv(ID) (bool, error)
 	// firstWhere is the first invocation of run, in creation order, whose
 	// state matches, or nil.
 	firstWhere(run ID, match func(State) bool) (*Invocation, error)
@@ -29,4 +34,66 @@ type writer struct {
 	sealer     *sealer // nil: payloads are stored as given
 	write      func(func(store) error) error
 	writeLater func(func(store) error) (*Pending, error)
+}
+
+// Store is the journal's contract, which each backend keeps: the bbolt
+// file ([Open]) and PostgreSQL ([OpenPostgres]). Both have the same
+// states, legal transitions and durability (a write is committed when it
+// returns nil; a Pending is committed when Wait returns nil), the same
+// queries, and their own Check.
+type Store interface {
+	CreateRun(*Run) error
+	CreateRunLater(*Run) (*Pending, error)
+	SetRunStatus(ID, RunStatus, *Error) error
+	EndRun(ID, RunStatus, *Error, map[string]any) error
+	RequestApproval(run ID, step, message string) error
+	DecideApproval(run ID, step string, as ApprovalState, by, reason string) (*Approval, error)
+	Begin(*Invocation) (Intent, error)
+	Skip(*Invocation) error
+	SkipLater(*Invocation) (*Pending, error)
+	Again(ID, NextAttempt) (Intent, error)
+	Finish(Intent, Outcome) error
+	FinishLater(Intent, Outcome) (*Pending, error)
+	Interrupted(ID, Outcome) error
+	Decide(ID, Decision, State, *Error) error
+	Resolve(ID, Resolution, *Result) error
+
+	Run(ID) (*Run, error)
+	Invocation(ID) (*Invocation, error)
+	FindRun(prefix string) (ID, error)
+	FindInvocation(prefix string) (ID, error)
+	Runs(RunFilter) ([]Run, error)
+	CountRuns(f RunFilter, most int) (n int, more bool, err error)
+	Invocations(Filter) ([]Invocation, error)
+	CountInvocations(f Filter, most int) (n int, more bool, err error)
+	RunInvocations(ID) ([]Invocation, error)
+	Export(w io.Writer, since time.Time, decrypt bool) error
+
+	Check() ([]Problem, error)
+	Prune(before time.Time, dryRun bool) (PruneReport, error)
+	Sealed() bool
+	Digest([]byte) string
+	Stats() Stats
+	Close() error
+}
+
+var _ Store = (*Journal)(nil)
+
+// OpenStore opens the journal at location: a PostgreSQL URL
+// (postgres://… or postgresql://…, see [OpenPostgres]) or the path of a
+// bbolt file (see [Open]).
+func OpenStore(location string, o *Options) (Store, error) {
+	if IsPostgres(location) {
+		return OpenPostgres(context.Background(), location, o)
+	}
+	j, err := Open(location, o)
+	if err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// IsPostgres reports whether location names a PostgreSQL journal.
+func IsPostgres(location string) bool {
+	return strings.HasPrefix(location, "postgres://") || strings.HasPrefix(location, "postgresql://")
 }

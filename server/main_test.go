@@ -83,7 +83,7 @@ func (r *rig) start(o *server.Options) {
 	svc, err := service.New(nil, &service.Options{
 		Workspace:   r.workspace,
 		TrustStore:  r.trust,
-		OpenJournal: func() (*journal.Journal, error) { return journal.Open(r.journal, nil) },
+		OpenJournal: func() (journal.Store, error) { return journal.OpenStore(r.journal, nil) },
 	})
 	if err != nil {
 		r.t.Fatal(err)

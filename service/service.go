@@ -33,7 +33,7 @@ type Options struct {
 	// calls it once, when a request first needs the journal, so that a
 	// request refused before (a workflow that does not load) creates no
 	// journal. Close closes what it opened.
-	OpenJournal func() (*journal.Journal, error)
+	OpenJournal func() (journal.Store, error)
 }
 
 // Service is mcpflow as every front end uses it: the CLI today, an HTTP API
@@ -48,7 +48,7 @@ type Service struct {
 	o Options
 
 	jmu     sync.Mutex
-	j       *journal.Journal // set by open
+	j       journal.Store // set by open
 	opened  bool             // j came from Options.OpenJournal
 	openErr error
 
@@ -58,7 +58,7 @@ type Service struct {
 
 // New returns a service on j, or on the journal Options.OpenJournal opens
 // when j is nil.
-func New(j *journal.Journal, o *Options) (*Service, error) {
+func New(j journal.Store, o *Options) (*Service, error) {
 	s := &Service{j: j, active: map[journal.ID]context.CancelCauseFunc{}}
 	if o != nil {
 		s.o = *o
@@ -95,7 +95,7 @@ func (s *Service) open() error {
 
 // Journal returns the service's journal, opened as its options say (for
 // the metrics, which read counts from it).
-func (s *Service) Journal() (*journal.Journal, error) {
+func (s *Service) Journal() (journal.Store, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}

@@ -56,7 +56,7 @@ func newRig(t *testing.T) *rig {
 	svc, err := service.New(nil, &service.Options{
 		Workspace:   ws,
 		TrustStore:  trust.OpenStore(t.TempDir()),
-		OpenJournal: func() (*journal.Journal, error) { return journal.Open(r.journal, nil) },
+		OpenJournal: func() (journal.Store, error) { return journal.OpenStore(r.journal, nil) },
 	})
 	if err != nil {
 		t.Fatal(err)

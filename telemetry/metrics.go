@@ -52,7 +52,7 @@ func ObserveDecision(verdict, reason string) {
 // Metrics is the collector of one journal's counts, read at scrape, and
 // of what this process observed.
 type Metrics struct {
-	j        func() (*journal.Journal, error)
+	j        func() (journal.Store, error)
 	sessions func() int
 	reg      *prometheus.Registry
 
@@ -62,7 +62,7 @@ type Metrics struct {
 // NewMetrics returns the metrics of the journal j returns (asked at each
 // scrape: it may be opened late); sessions, when set, counts the server
 // sessions open now.
-func NewMetrics(j func() (*journal.Journal, error), sessions func() int) *Metrics {
+func NewMetrics(j func() (journal.Store, error), sessions func() int) *Metrics {
 	m := &Metrics{j: j, sessions: sessions, reg: prometheus.NewRegistry(),
 		runs:    prometheus.NewDesc("mcpflow_runs", "Runs in the journal, by status.", []string{"status"}, nil),
 		invs:    prometheus.NewDesc("mcpflow_invocations", "Invocations in the journal, by state.", []string{"state"}, nil),

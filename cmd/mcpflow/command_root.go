@@ -165,7 +165,7 @@ func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
 	o := &service.Options{Workspace: g.workspace, ServersFile: g.serversFile, TrustStore: g.trustStore()}
 	switch mode {
 	case readJournal:
-		o.OpenJournal = func() (*journal.Journal, error) {
+		o.OpenJournal = func() (journal.Store, error) {
 			if _, err := os.Stat(g.journalPath); os.IsNotExist(err) {
 				return nil, &exitError{code: exitFailed, err: fmt.Errorf("no journal at %s: nothing has run in this workspace yet (try 'mcpflow run FILE', or pass --journal)", g.journalPath)}
 			}
@@ -173,10 +173,10 @@ func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
 			if err != nil {
 				return nil, err
 			}
-			return journal.Open(g.journalPath, &journal.Options{ReadOnly: true, Key: key})
+			return journal.OpenStore(g.journalPath, &journal.Options{ReadOnly: true, Key: key})
 		}
 	case writeJournal:
-		o.OpenJournal = func() (*journal.Journal, error) {
+		o.OpenJournal = func() (journal.Store, error) {
 			key, err := g.journalKey(true)
 			if err != nil {
 				return nil, err
@@ -185,7 +185,7 @@ func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
 			if testJournalOptions != nil {
 				testJournalOptions(jo)
 			}
-			return journal.Open(g.journalPath, jo)
+			return journal.OpenStore(g.journalPath, jo)
 		}
 	}
 	s, err := service.New(nil, o)
@@ -264,3 +264,4 @@ func (g *globals) trustStore() *trust.Store { return trust.OpenStore("") }
 func (g *globals) printer(w io.Writer) printer {
 	return printer{w: w, format: g.output, fields: g.fields, jq: g.jq}
 }
+

@@ -1,12 +1,20 @@
-// Package journaltest opens temporary journals for tests and checks their
+// Package journaltest opens temporary journals for tests — bbolt files,
+// and PostgreSQL schemas when a database is there — and checks their
 // integrity when the test ends.
 package journaltest
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/mcpflow/mcpflow/journal"
 )
 
@@ -36,7 +44,7 @@ func OpenPath(t testing.TB, path string, opts *journal.Options) *journal.Journal
 }
 
 // CheckAndClose runs Check, reports every problem, and closes j.
-func CheckAndClose(t testing.TB, j *journal.Journal) {
+func CheckAndClose(t testing.TB, j journal.Store) {
 	t.Helper()
 	probs, err := j.Check()
 	if err != nil {
@@ -58,4 +66,112 @@ func CheckFile(t testing.TB, path string) {
 		t.Fatalf("open journal %s: %v", path, err)
 	}
 	CheckAndClose(t, j)
+}
+
+// Backend is a journal backend the conformance tests run on.
+type Backend struct {
+	Name string
+	// New returns the location of a fresh, empty journal for t: a file
+	// path, or a PostgreSQL URL of a schema of its own, dropped when t
+	// ends.
+	New func(t testing.TB) string
+}
+
+// Backends are bbolt and PostgreSQL. Tests run on PostgreSQL when
+// MCPFLOW_TEST_POSTGRES names a database (.ci/run sets it); without it
+// they are skipped there with a message, except under CI, where they fail.
+var Backends = []Backend{
+	{"bbolt", func(t testing.TB) string { return filepath.Join(t.TempDir(), "journal.db") }},
+	{"postgres", PostgresURL},
+}
+
+// Each runs fn on a fresh journal of every backend, each in a subtest,
+// checked and closed when the subtest ends.
+func Each(t *testing.T, opts *journal.Options, fn func(t *testing.T, j journal.Store)) {
+	t.Helper()
+	for _, b := range Backends {
+		t.Run(b.Name, func(t *testing.T) {
+			fn(t, OpenStore(t, b.New(t), opts))
+		})
+	}
+}
+
+// EachLocation runs fn with the location of a fresh journal of every
+// backend, each in a subtest, for tests that open and reopen it.
+func EachLocation(t *testing.T, fn func(t *testing.T, location string)) {
+	t.Helper()
+	for _, b := range Backends {
+		t.Run(b.Name, func(t *testing.T) { fn(t, b.New(t)) })
+	}
+}
+
+// OpenStore opens the journal at location (see journal.OpenStore), with
+// Open's cleanup.
+func OpenStore(t testing.TB, location string, opts *journal.Options) journal.Store {
+	t.Helper()
+	j, err := journal.OpenStore(location, opts)
+	if err != nil {
+		t.Fatalf("open journal: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := j.Invocations(journal.Filter{Limit: 1}); errors.Is(err, journal.ErrClosed) {
+			return
+		}
+		CheckAndClose(t, j)
+	})
+	return j
+}
+
+// PostgresURL returns the URL of a new, empty schema in the test database
+// (MCPFLOW_TEST_POSTGRES), dropped when t ends. Without a database it
+// skips t, or fails it under CI.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv("MCPFLOW_TEST_POSTGRES")
+	if base == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("MCPFLOW_TEST_POSTGRES is not set: CI runs every PostgreSQL test (.ci/run starts the database and sets it)")
+		}
+		t.Skip("no PostgreSQL: set MCPFLOW_TEST_POSTGRES=postgres://USER:PASSWORD@127.0.0.1:5432/DB to run this on PostgreSQL (.ci/run does)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skipf("no PostgreSQL at MCPFLOW_TEST_POSTGRES: %v", err)
+		}
+		t.Fatalf("PostgreSQL at MCPFLOW_TEST_POSTGRES: %v", err)
+	}
+	defer conn.Close(ctx)
+	schema := fmt.Sprintf("t_%d_%x", time.Now().UnixNano(), rand.Uint32())
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
+		t.Fatalf("create schema: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, base)
+		if err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+			t.Errorf("drop schema %s: %v", schema, err)
+		}
+	})
+	return WithSearchPath(base, schema)
+}
+
+// WithSearchPath is the URL base with its search_path set to schema.
+func WithSearchPath(base, schema string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return base
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
 }

@@ -1,0 +1,806 @@
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// PostgresSchemaVersion is the version of the tables this code uses in a
+// PostgreSQL journal. Migrations from older versions run at open, in one
+// transaction under an advisory lock (several workers may start at once);
+// a database with a newer version is refused ([ErrNewerSchema]).
+const PostgresSchemaVersion = 1
+
+// pgMigrations[i] moves the schema from version i to i+1. The records are
+// the bbolt journal's (the same JSON, checksum and sealing); the columns
+// beside them are what the queries select on.
+var pgMigrations = []string{
+	`CREATE TABLE mcpflow_runs (
+		id uuid PRIMARY KEY,
+		status smallint NOT NULL,
+		workflow text NOT NULL,
+		started_at timestamptz NOT NULL,
+		record bytea NOT NULL
+	);
+	CREATE INDEX mcpflow_runs_status ON mcpflow_runs (status, id);
+	CREATE TABLE mcpflow_invocations (
+		id uuid PRIMARY KEY,
+		run_id uuid NOT NULL REFERENCES mcpflow_runs (id),
+		state smallint NOT NULL,
+		server text NOT NULL,
+		tool text NOT NULL,
+		tool_error boolean NOT NULL,
+		created_at timestamptz NOT NULL,
+		record bytea NOT NULL
+	);
+	CREATE INDEX mcpflow_invocations_run ON mcpflow_invocations (run_id, id);
+	CREATE INDEX mcpflow_invocations_state ON mcpflow_invocations (state, id);
+	CREATE INDEX mcpflow_invocations_tool ON mcpflow_invocations (server, tool, id);`,
+}
+
+// pgLock is the advisory lock key under which the schema is migrated.
+const pgLock = 0x6d6370666c6f77 // "mcpflow"
+
+// Postgres is a journal in a PostgreSQL database: the same contract as the
+// bbolt file ([Store]), for journals that must outlive a machine or be
+// shared by several workers. Every write is one transaction committed with
+// synchronous_commit on before the write returns; concurrent writers share
+// transactions (group commit) as with bbolt. It is safe for concurrent use.
+type Postgres struct {
+	writer
+	pool     *pgxpool.Pool
+	where    string // the URL without its password, for messages
+	readOnly bool
+	gc       groupCommit[pgx.Tx]
+
+	closeOnce sync.Once
+	closed    atomic.Bool
+}
+
+var _ Store = (*Postgres)(nil)
+
+// OpenPostgres opens the journal in the database at rawURL (a libpq URL or
+// keyword string; pool settings such as pool_max_conns go in it too),
+// creating its tables or migrating them as needed. Options.Key, ReadOnly,
+// Now, AfterCommit and OnCommit mean what they mean for [Open];
+// LockTimeout bounds how long connecting may take.
+func OpenPostgres(ctx context.Context, rawURL string, opts *Options) (*Postgres, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.LockTimeout <= 0 {
+		o.LockTimeout = 10 * time.Second
+	}
+	where := redactURL(rawURL)
+	cfg, err := pgxpool.ParseConfig(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w: %v", where, ErrInaccessible, redactErr(err, rawURL))
+	}
+	// The rule: an intent is durable before its call is sent.
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = o.LockTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.LockTimeout)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open journal %s: %w: %v", where, ErrInaccessible, redactErr(err, rawURL))
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open journal %s: %w: %v", where, ErrInaccessible, redactErr(err, rawURL))
+	}
+	p := &Postgres{pool: pool, where: where, readOnly: o.ReadOnly}
+	p.writer = writer{now: o.Now, sealer: newSealer(o.Key), write: p.storeWrite, writeLater: p.storeLater}
+	p.gc.init(p.apply)
+	p.gc.afterCommit, p.gc.onCommit = o.AfterCommit, o.OnCommit
+	if err := p.prepare(ctx, o); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open journal %s: %w", where, err)
+	}
+	return p, nil
+}
+
+// prepare creates or migrates the tables and checks the key, all in one
+// transaction under the advisory lock.
+func (p *Postgres) prepare(ctx context.Context, o Options) error {
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInaccessible, err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgLock)); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS mcpflow_meta (key text PRIMARY KEY, value text NOT NULL)`); err != nil {
+		return fmt.Errorf("%w: %v", ErrInaccessible, err)
+	}
+	meta := map[string]string{}
+	rows, _ := tx.Query(ctx, `SELECT key, value FROM mcpflow_meta`)
+	var k, v string
+	if _, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error { meta[k] = v; return nil }); err != nil {
+		return err
+	}
+	version := 0
+	if s, ok := meta["version"]; ok {
+		if _, err := fmt.Sscan(s, &version); err != nil {
+			return fmt.Errorf("%w: schema version %q", ErrDamaged, s)
+		}
+	}
+	switch {
+	case version > PostgresSchemaVersion:
+		return fmt.Errorf("%w: the database has schema %d, this mcpflow knows %d: upgrade mcpflow", ErrNewerSchema, version, PostgresSchemaVersion)
+	case version < PostgresSchemaVersion && o.ReadOnly:
+		return fmt.Errorf("schema %d must be migrated to %d first: open it read-write once", version, PostgresSchemaVersion)
+	}
+	for ; version < PostgresSchemaVersion; version++ {
+		if _, err := tx.Exec(ctx, pgMigrations[version]); err != nil {
+			return fmt.Errorf("migrate schema %d: %w", version, err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO mcpflow_meta (key, value) VALUES ('version', $1)
+			ON CONFLICT (key) DO UPDATE SET value = excluded.value`, fmt.Sprint(version+1)); err != nil {
+			return err
+		}
+	}
+	recorded := meta["keyid"]
+	switch {
+	case p.sealer == nil && recorded != "" && !o.ReadOnly && !o.keyOptional:
+		return fmt.Errorf("%w: its payloads are encrypted with key %s", ErrKeyRequired, recorded)
+	case p.sealer != nil && recorded != "" && recorded != p.sealer.id:
+		return fmt.Errorf("%w: it records key %s, this key is %s", ErrWrongKey, recorded, p.sealer.id)
+	case p.sealer != nil && recorded == "" && !o.ReadOnly:
+		if _, err := tx.Exec(ctx, `INSERT INTO mcpflow_meta (key, value) VALUES ('keyid', $1)`, p.sealer.id); err != nil {
+			return err
+		}
+	}
+	if o.ReadOnly {
+		return nil
+	}
+	return tx.Commit(ctx)
+}
+
+// apply runs fns in one transaction: groupCommit.apply.
+func (p *Postgres) apply(fns []func(pgx.Tx) error) (int, error) {
+	if p.readOnly {
+		return -1, fmt.Errorf("journal %s was opened read-only", p.where)
+	}
+	ctx := context.Background()
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		return -1, p.connErr(err)
+	}
+	defer tx.Rollback(ctx)
+	for i, fn := range fns {
+		if err := fn(tx); err != nil {
+			return i, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return -1, p.connErr(err)
+	}
+	return -1, nil
+}
+
+func (p *Postgres) storeWrite(fn func(store) error) error {
+	return p.gc.do(func(tx pgx.Tx) error { return fn(pgStore{tx: tx, s: p.sealer}) })
+}
+
+func (p *Postgres) storeLater(fn func(store) error) (*Pending, error) {
+	w, err := p.gc.enqueue(func(tx pgx.Tx) error { return fn(pgStore{tx: tx, s: p.sealer}) })
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{wait: func() error { return p.gc.wait(w) }, done: w.done}, nil
+}
+
+// connErr names the database in an error of the connection.
+func (p *Postgres) connErr(err error) error {
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	if errors.Is(err, pgx.ErrTxClosed) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("journal %s: %w", p.where, err)
+}
+
+// pgStore is the store of one PostgreSQL transaction. Records are read
+// FOR UPDATE: a write's read-modify-write holds its rows until commit.
+type pgStore struct {
+	tx pgx.Tx
+	s  *sealer
+}
+
+var bg = context.Background()
+
+func (st pgStore) run(id ID) (*Run, error) {
+	var rec []byte
+	err := st.tx.QueryRow(bg, `SELECT record FROM mcpflow_runs WHERE id = $1 FOR UPDATE`, uuidOf(id)).Scan(&rec)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeRun(st.s, rec)
+}
+
+func (st pgStore) inv(id ID) (*Invocation, error) {
+	var rec []byte
+	err := st.tx.QueryRow(bg, `SELECT record FROM mcpflow_invocations WHERE id = $1 FOR UPDATE`, uuidOf(id)).Scan(&rec)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("invocation %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeInv(st.s, rec)
+}
+
+func (st pgStore) putRun(old, r *Run) error {
+	b, err := encodeRun(st.s, r)
+	if err != nil {
+		return err
+	}
+	if old == nil {
+		_, err = st.tx.Exec(bg, `INSERT INTO mcpflow_runs (id, status, workflow, started_at, record) VALUES ($1, $2, $3, $4, $5)`,
+			uuidOf(r.ID), int16(r.Status), r.Workflow, r.StartedAt, seal(b))
+		return err
+	}
+	_, err = st.tx.Exec(bg, `UPDATE mcpflow_runs SET status = $2, record = $3 WHERE id = $1`, uuidOf(r.ID), int16(r.Status), seal(b))
+	return err
+}
+
+func (st pgStore) putInv(old, inv *Invocation) error {
+	b, err := encodeInv(st.s, inv)
+	if err != nil {
+		return err
+	}
+	if old == nil {
+		_, err = st.tx.Exec(bg, `INSERT INTO mcpflow_invocations (id, run_id, state, server, tool, tool_error, created_at, record)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			uuidOf(inv.ID), uuidOf(inv.RunID), int16(inv.State), inv.Server, inv.Tool, inv.ToolError, inv.CreatedAt, seal(b))
+		return err
+	}
+	_, err = st.tx.Exec(bg, `UPDATE mcpflow_invocations SET state = $2, tool_error = $3, record = $4 WHERE id = $1`,
+		uuidOf(inv.ID), int16(inv.State), inv.ToolError, seal(b))
+	return err
+}
+
+func (st pgStore) hasRun(id ID) (bool, error) {
+	return exists(st.tx, `SELECT EXISTS (SELECT 1 FROM mcpflow_runs WHERE id = $1)`, id)
+}
+
+func (st pgStore) hasInv(id ID) (bool, error) {
+	return exists(st.tx, `SELECT EXISTS (SELECT 1 FROM mcpflow_invocations WHERE id = $1)`, id)
+}
+
+func exists(q querier, sql string, id ID) (bool, error) {
+	var ok bool
+	err := q.QueryRow(bg, sql, uuidOf(id)).Scan(&ok)
+	return ok, err
+}
+
+func (st pgStore) firstWhere(run ID, match func(State) bool) (*Invocation, error) {
+	return pgFirstWhere(st.tx, st.s, run, match)
+}
+
+// pgFirstWhere is the first invocation of run, in creation order, whose
+// state matches, or nil.
+func pgFirstWhere(q querier, s *sealer, run ID, match func(State) bool) (*Invocation, error) {
+	rows, err := q.Query(bg, `SELECT id, state FROM mcpflow_invocations WHERE run_id = $1 ORDER BY id`, uuidOf(run))
+	if err != nil {
+		return nil, err
+	}
+	var first [16]byte
+	found := false
+	var id [16]byte
+	var state int16
+	_, err = pgx.ForEachRow(rows, []any{&id, &state}, func() error {
+		if !found && match(State(state)) {
+			first, found = id, true
+		}
+		return nil
+	})
+	if err != nil || !found {
+		return nil, err
+	}
+	return pgInv(q, s, ID(first))
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func uuidOf(id ID) [16]byte { return [16]byte(id) }
+
+func pgInv(q querier, s *sealer, id ID) (*Invocation, error) {
+	var rec []byte
+	err := q.QueryRow(bg, `SELECT record FROM mcpflow_invocations WHERE id = $1`, uuidOf(id)).Scan(&rec)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("invocation %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeInv(s, rec)
+}
+
+// Run returns the run with the given id.
+func (p *Postgres) Run(id ID) (*Run, error) {
+	var rec []byte
+	err := p.pool.QueryRow(bg, `SELECT record FROM mcpflow_runs WHERE id = $1`, uuidOf(id)).Scan(&rec)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return nil, p.connErr(err)
+	}
+	return decodeRun(p.sealer, rec)
+}
+
+// Invocation returns the invocation with the given id.
+func (p *Postgres) Invocation(id ID) (*Invocation, error) {
+	inv, err := pgInv(p.pool, p.sealer, id)
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrDamaged) {
+		return nil, p.connErr(err)
+	}
+	return inv, err
+}
+
+// FindRun resolves a full id or a unique prefix of one to a run id.
+func (p *Postgres) FindRun(prefix string) (ID, error) { return p.find("mcpflow_runs", "run", prefix) }
+
+// FindInvocation resolves a full id or a unique prefix of one to an
+// invocation id.
+func (p *Postgres) FindInvocation(prefix string) (ID, error) {
+	return p.find("mcpflow_invocations", "invocation", prefix)
+}
+
+func (p *Postgres) find(table, what, prefix string) (ID, error) {
+	whole, half, hasHalf, err := prefixBytes(prefix)
+	if err != nil {
+		return ID{}, err
+	}
+	var lo, hi [16]byte
+	copy(lo[:], whole)
+	copy(hi[:], whole)
+	for i := len(whole); i < 16; i++ {
+		hi[i] = 0xff
+	}
+	if hasHalf {
+		lo[len(whole)] = half
+		hi[len(whole)] = half | 0x0f
+	}
+	rows, err := p.pool.Query(bg, `SELECT id FROM `+table+` WHERE id BETWEEN $1 AND $2 ORDER BY id LIMIT 2`, lo, hi)
+	if err != nil {
+		return ID{}, p.connErr(err)
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[[16]byte])
+	switch {
+	case err != nil:
+		return ID{}, p.connErr(err)
+	case len(found) == 0:
+		return ID{}, fmt.Errorf("%s %q: %w", what, prefix, ErrNotFound)
+	case len(found) > 1:
+		return ID{}, fmt.Errorf("%s %q matches several: %w; type more of the id", what, prefix, ErrAmbiguous)
+	}
+	return ID(found[0]), nil
+}
+
+// where builds a WHERE clause of conditions with $n placeholders.
+type where struct {
+	conds []string
+	args  []any
+}
+
+func (w *where) add(cond string, arg any) {
+	w.args = append(w.args, arg)
+	w.conds = append(w.conds, strings.ReplaceAll(cond, "?", fmt.Sprintf("$%d", len(w.args))))
+}
+
+func (w *where) sql() string {
+	if len(w.conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(w.conds, " AND ")
+}
+
+func invWhere(f Filter) *where {
+	w := &where{}
+	if !f.Run.IsZero() {
+		w.add("run_id = ?", uuidOf(f.Run))
+	}
+	if f.State != stateInvalid {
+		w.add("state = ?", int16(f.State))
+	}
+	if f.Server != "" {
+		w.add("server = ?", f.Server)
+	}
+	if f.Tool != "" {
+		w.add("tool = ?", f.Tool)
+	}
+	if f.ToolError {
+		w.add("tool_error = ?", true)
+	}
+	if !f.Since.IsZero() {
+		w.add("created_at >= ?", f.Since)
+	}
+	if !f.Until.IsZero() {
+		w.add("created_at < ?", f.Until)
+	}
+	if !f.Before.IsZero() {
+		w.add("id < ?", uuidOf(f.Before))
+	}
+	return w
+}
+
+func runWhere(f RunFilter) *where {
+	w := &where{}
+	if f.Status != runInvalid {
+		w.add("status = ?", int16(f.Status))
+	}
+	if f.Workflow != "" {
+		w.add("workflow = ?", f.Workflow)
+	}
+	if !f.Since.IsZero() {
+		w.add("started_at >= ?", f.Since)
+	}
+	if !f.Before.IsZero() {
+		w.add("id < ?", uuidOf(f.Before))
+	}
+	return w
+}
+
+func limit(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" LIMIT %d", n)
+}
+
+// Invocations lists invocations matching f, newest first.
+func (p *Postgres) Invocations(f Filter) ([]Invocation, error) {
+	w := invWhere(f)
+	return p.invocations(`SELECT record FROM mcpflow_invocations`+w.sql()+` ORDER BY id DESC`+limit(f.Limit), w.args...)
+}
+
+// RunInvocations returns a run's invocations in the order they were created.
+func (p *Postgres) RunInvocations(run ID) ([]Invocation, error) {
+	return p.invocations(`SELECT record FROM mcpflow_invocations WHERE run_id = $1 ORDER BY id`, uuidOf(run))
+}
+
+func (p *Postgres) invocations(sql string, args ...any) ([]Invocation, error) {
+	rows, err := p.pool.Query(bg, sql, args...)
+	if err != nil {
+		return nil, p.connErr(err)
+	}
+	var out []Invocation
+	var rec []byte
+	_, err = pgx.ForEachRow(rows, []any{&rec}, func() error {
+		inv, err := decodeInv(p.sealer, rec)
+		if err != nil {
+			return err
+		}
+		out = append(out, *inv)
+		return nil
+	})
+	return out, err
+}
+
+// CountInvocations counts the invocations matching f (its Limit ignored),
+// stopping at most: it returns most and true when there are more.
+func (p *Postgres) CountInvocations(f Filter, most int) (int, bool, error) {
+	w := invWhere(f)
+	return p.count(`SELECT 1 FROM mcpflow_invocations`+w.sql(), most, w.args)
+}
+
+// CountRuns counts the runs matching f (its Limit ignored), stopping at
+// most: it returns most and true when there are more.
+func (p *Postgres) CountRuns(f RunFilter, most int) (int, bool, error) {
+	w := runWhere(f)
+	return p.count(`SELECT 1 FROM mcpflow_runs`+w.sql(), most, w.args)
+}
+
+func (p *Postgres) count(sub string, most int, args []any) (int, bool, error) {
+	var n int
+	err := p.pool.QueryRow(bg, `SELECT count(*) FROM (`+sub+limit(most+1)+`) AS matching`, args...).Scan(&n)
+	if err != nil {
+		return 0, false, p.connErr(err)
+	}
+	if n > most {
+		return most, true, nil
+	}
+	return n, false, nil
+}
+
+// Runs lists runs matching f, newest first.
+func (p *Postgres) Runs(f RunFilter) ([]Run, error) {
+	w := runWhere(f)
+	rows, err := p.pool.Query(bg, `SELECT record FROM mcpflow_runs`+w.sql()+` ORDER BY id DESC`+limit(f.Limit), w.args...)
+	if err != nil {
+		return nil, p.connErr(err)
+	}
+	var out []Run
+	var rec []byte
+	_, err = pgx.ForEachRow(rows, []any{&rec}, func() error {
+		r, err := decodeRun(p.sealer, rec)
+		if err != nil {
+			return err
+		}
+		out = append(out, *r)
+		return nil
+	})
+	return out, err
+}
+
+// Export writes every invocation created at or after since as JSON Lines,
+// oldest first, exactly as [Journal.Export] does, reading exportChunk
+// records per query.
+func (p *Postgres) Export(w io.Writer, since time.Time, decrypt bool) error {
+	if decrypt && p.sealer == nil {
+		return fmt.Errorf("export: %w: decrypting needs the journal's key", ErrKeyRequired)
+	}
+	var after [16]byte
+	for {
+		rows, err := p.pool.Query(bg, `SELECT id, record FROM mcpflow_invocations WHERE id > $1 AND created_at >= $2 ORDER BY id LIMIT $3`,
+			after, since, exportChunk)
+		if err != nil {
+			return p.connErr(err)
+		}
+		var id [16]byte
+		var rec []byte
+		var lines [][]byte
+		_, err = pgx.ForEachRow(rows, []any{&id, &rec}, func() error {
+			after = id
+			line, err := exportLine(p.sealer, fmt.Sprintf("invocation %x", id), rec, decrypt)
+			lines = append(lines, line)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, line := range lines {
+			if _, err := w.Write(line); err != nil {
+				return err
+			}
+		}
+		if len(lines) < exportChunk {
+			return nil
+		}
+	}
+}
+
+// exportLine is one stored invocation record as a line of Export.
+func exportLine(s *sealer, what string, stored []byte, decrypt bool) ([]byte, error) {
+	v, err := unseal(what, stored)
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(v) {
+		return nil, fmt.Errorf("%s: %w: not JSON", what, ErrDamaged)
+	}
+	if decrypt {
+		inv, err := DecodeInvocation(v)
+		if err == nil {
+			err = openInv(s, inv)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if v, err = json.Marshal(inv); err != nil {
+			return nil, err
+		}
+	}
+	return append(exportItem(v), '\n'), nil
+}
+
+// Check verifies every record and invariant the bbolt Check verifies on
+// records: each record decodes (its checksum holds), its columns agree
+// with it, attempts, resolutions and approvals are consistent, and a
+// succeeded run has no unsettled invocation. The database keeps its own
+// pages; foreign keys keep every invocation's run.
+func (p *Postgres) Check() (probs []Problem, err error) {
+	add := func(rec, format string, args ...any) {
+		probs = append(probs, Problem{rec, fmt.Sprintf(format, args...)})
+	}
+	tx, err := p.pool.BeginTx(bg, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, p.connErr(err)
+	}
+	defer tx.Rollback(bg)
+	statuses := map[ID]RunStatus{}
+	var id [16]byte
+	var status, state int16
+	var workflow, server, tool string
+	var toolError bool
+	var rec []byte
+	rows, _ := tx.Query(bg, `SELECT id, status, workflow, record FROM mcpflow_runs`)
+	_, err = pgx.ForEachRow(rows, []any{&id, &status, &workflow, &rec}, func() error {
+		r, err := decodeRun(p.sealer, rec)
+		if err != nil {
+			add(fmt.Sprintf("run %x", id), "%v", err)
+			return nil
+		}
+		name := "run " + r.ID.String()
+		if r.ID != ID(id) {
+			add(name, "stored under id %x", id)
+		}
+		if RunStatus(status) != r.Status || workflow != r.Workflow {
+			add(name, "columns say %s %q, the record %s %q", RunStatus(status), workflow, r.Status, r.Workflow)
+		}
+		if r.Status.Finished() != (r.FinishedAt != nil) {
+			add(name, "status %s but finished_at %v", r.Status, r.FinishedAt)
+		}
+		if len(r.Definition) > 0 && r.Digest != Digest(r.Definition) {
+			add(name, "digest %s does not match the definition", r.Digest)
+		}
+		checkApprovals(r, name, add)
+		statuses[r.ID] = r.Status
+		return nil
+	})
+	if err != nil {
+		return probs, p.connErr(err)
+	}
+	reported := map[ID]bool{}
+	rows, _ = tx.Query(bg, `SELECT id, state, server, tool, tool_error, record FROM mcpflow_invocations ORDER BY id`)
+	_, err = pgx.ForEachRow(rows, []any{&id, &state, &server, &tool, &toolError, &rec}, func() error {
+		inv, err := decodeInv(p.sealer, rec)
+		if err != nil {
+			add(fmt.Sprintf("invocation %x", id), "%v", err)
+			return nil
+		}
+		name := "invocation " + inv.ID.String()
+		if inv.ID != ID(id) {
+			add(name, "stored under id %x", id)
+		}
+		if State(state) != inv.State || server != inv.Server || tool != inv.Tool || toolError != inv.ToolError {
+			add(name, "columns say %s %s/%s, the record %s %s/%s", State(state), server, tool, inv.State, inv.Server, inv.Tool)
+		}
+		checkInvocation(inv, name, add)
+		if st, ok := statuses[inv.RunID]; !ok {
+			add(name, "belongs to missing run %s", inv.RunID)
+		} else if st == RunSucceeded && inv.State.Unsettled() && !reported[inv.RunID] {
+			reported[inv.RunID] = true
+			add("run "+inv.RunID.String(), "succeeded while invocation %s is %s", inv.ID, inv.State)
+		}
+		return nil
+	})
+	if err != nil {
+		return probs, p.connErr(err)
+	}
+	return probs, nil
+}
+
+// Prune removes the runs that finished before before, with their
+// invocations, keeping what [Journal.Prune] keeps, in transactions of up
+// to pruneBatch runs.
+func (p *Postgres) Prune(before time.Time, dryRun bool) (PruneReport, error) {
+	var rep PruneReport
+	var after [16]byte
+	for {
+		var chunk PruneReport
+		var last [16]byte
+		n := 0
+		err := p.gc.do(func(tx pgx.Tx) error {
+			chunk, n = PruneReport{}, 0
+			rows, err := tx.Query(bg, `SELECT id, record FROM mcpflow_runs WHERE id > $1 ORDER BY id LIMIT $2 FOR UPDATE`, after, pruneBatch)
+			if err != nil {
+				return err
+			}
+			var id [16]byte
+			var rec []byte
+			var runs []*Run
+			if _, err := pgx.ForEachRow(rows, []any{&id, &rec}, func() error {
+				n++
+				last = id
+				r, err := decodeRun(p.sealer, rec)
+				runs = append(runs, r)
+				return err
+			}); err != nil {
+				return err
+			}
+			for _, r := range runs {
+				keep, gone, err := pruneVerdict(r, before, func(match func(State) bool) (*Invocation, error) {
+					return pgFirstWhere(tx, p.sealer, r.ID, match)
+				})
+				switch {
+				case err != nil:
+					return err
+				case keep != "":
+					chunk.Kept = append(chunk.Kept, KeptRun{r.ID, keep})
+				case gone:
+					var invs int
+					if err := tx.QueryRow(bg, `SELECT count(*) FROM mcpflow_invocations WHERE run_id = $1`, uuidOf(r.ID)).Scan(&invs); err != nil {
+						return err
+					}
+					chunk.Runs++
+					chunk.Invocations += invs
+					if dryRun {
+						continue
+					}
+					if _, err := tx.Exec(bg, `DELETE FROM mcpflow_invocations WHERE run_id = $1`, uuidOf(r.ID)); err != nil {
+						return err
+					}
+					if _, err := tx.Exec(bg, `DELETE FROM mcpflow_runs WHERE id = $1`, uuidOf(r.ID)); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return rep, err
+		}
+		rep.Runs += chunk.Runs
+		rep.Invocations += chunk.Invocations
+		rep.Kept = append(rep.Kept, chunk.Kept...)
+		if n < pruneBatch {
+			return rep, nil
+		}
+		after = last
+	}
+}
+
+// Stats counts the journal's writes since it was opened (Pages is 0: the
+// database keeps its own pages).
+func (p *Postgres) Stats() Stats {
+	return Stats{Commits: p.gc.commits.Load(), Writes: p.gc.writes.Load()}
+}
+
+// Close commits what is queued and closes the connections.
+func (p *Postgres) Close() error {
+	p.closeOnce.Do(func() {
+		p.gc.close()
+		p.closed.Store(true)
+		p.pool.Close()
+	})
+	return nil
+}
+
+// Where is the database's URL without its password.
+func (p *Postgres) Where() string { return p.where }
+
+// redactURL is rawURL without its password, for messages.
+func redactURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" {
+		return "postgres (a connection string)"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	u.RawQuery = ""
+	return u.String()
+}
+
+// redactErr is err's text without the password of rawURL.
+func redactErr(err error, rawURL string) string {
+	msg := err.Error()
+	if u, perr := url.Parse(rawURL); perr == nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	return msg
+}
