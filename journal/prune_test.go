@@ -17,110 +17,112 @@ import (
 func TestPrune(t *testing.T) {
 	t.Parallel()
 	c := &clock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	j := journaltest.Open(t, &journal.Options{Now: c.now})
-	mk := func(status journal.RunStatus, states ...journal.State) journal.ID {
-		run := newRun(t, j)
-		for _, s := range states {
-			in := begin(t, j, run, "srv", "tool")
-			if s != intent {
-				finish(t, j, in, s)
+	journaltest.Each(t, &journal.Options{Now: c.now}, func(t *testing.T, j journal.Store) {
+		mk := func(status journal.RunStatus, states ...journal.State) journal.ID {
+			run := newRun(t, j)
+			for _, s := range states {
+				in := begin(t, j, run, "srv", "tool")
+				if s != intent {
+					finish(t, j, in, s)
+				}
 			}
-		}
-		if status != journal.RunRunning {
-			if err := j.SetRunStatus(run, status, nil); err != nil {
-				t.Fatal(err)
+			if status != journal.RunRunning {
+				if err := j.SetRunStatus(run, status, nil); err != nil {
+					t.Fatal(err)
+				}
 			}
+			return run
 		}
-		return run
-	}
-	succeeded := mk(journal.RunSucceeded, done, done)
-	failedRun := mk(journal.RunFailed, done, failed)
-	blocked := mk(journal.RunBlocked, done, unknown)
-	resolved := mk(journal.RunBlocked, unknown)
-	invs, _ := j.RunInvocations(resolved)
-	if err := j.Resolve(invs[0].ID, journal.Resolution{By: "op", Why: "it ran", As: done}, nil); err != nil {
-		t.Fatal(err)
-	}
-	running := mk(journal.RunRunning, done)
-	crashed := mk(journal.RunCancelled, intent)
-	interrupted := mk(journal.RunCancelled, done, journal.StateAborted)
-	before := c.now()
-	recent := mk(journal.RunSucceeded, done)
+		succeeded := mk(journal.RunSucceeded, done, done)
+		failedRun := mk(journal.RunFailed, done, failed)
+		blocked := mk(journal.RunBlocked, done, unknown)
+		resolved := mk(journal.RunBlocked, unknown)
+		invs, _ := j.RunInvocations(resolved)
+		if err := j.Resolve(invs[0].ID, journal.Resolution{By: "op", Why: "it ran", As: done}, nil); err != nil {
+			t.Fatal(err)
+		}
+		running := mk(journal.RunRunning, done)
+		crashed := mk(journal.RunCancelled, intent)
+		interrupted := mk(journal.RunCancelled, done, journal.StateAborted)
+		before := c.now()
+		recent := mk(journal.RunSucceeded, done)
 
-	wantKept := map[journal.ID]string{blocked: "outcome_unknown", running: "running", crashed: "is intent", interrupted: "is aborted"}
-	check := func(rep journal.PruneReport) {
-		t.Helper()
-		if rep.Runs != 3 || rep.Invocations != 5 || len(rep.Kept) != len(wantKept) {
-			t.Fatalf("report %+v, want 3 runs, 5 invocations, %d kept", rep, len(wantKept))
-		}
-		for _, k := range rep.Kept {
-			if !strings.Contains(k.Reason, wantKept[k.ID]) || wantKept[k.ID] == "" {
-				t.Errorf("kept %s: %q", k.ID, k.Reason)
+		wantKept := map[journal.ID]string{blocked: "outcome_unknown", running: "running", crashed: "is intent", interrupted: "is aborted"}
+		check := func(rep journal.PruneReport) {
+			t.Helper()
+			if rep.Runs != 3 || rep.Invocations != 5 || len(rep.Kept) != len(wantKept) {
+				t.Fatalf("report %+v, want 3 runs, 5 invocations, %d kept", rep, len(wantKept))
+			}
+			for _, k := range rep.Kept {
+				if !strings.Contains(k.Reason, wantKept[k.ID]) || wantKept[k.ID] == "" {
+					t.Errorf("kept %s: %q", k.ID, k.Reason)
+				}
 			}
 		}
-	}
-	var snap bytes.Buffer
-	j.Export(&snap, time.Time{}, false)
-	rep, err := j.Prune(before, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check(rep)
-	var after bytes.Buffer
-	j.Export(&after, time.Time{}, false)
-	if !bytes.Equal(snap.Bytes(), after.Bytes()) {
-		t.Fatal("dry run changed invocations")
-	}
-	for _, id := range []journal.ID{succeeded, failedRun, resolved} {
-		if _, err := j.Run(id); err != nil {
-			t.Fatalf("dry run removed %s: %v", id, err)
+		var snap bytes.Buffer
+		j.Export(&snap, time.Time{}, false)
+		rep, err := j.Prune(before, true)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
+		check(rep)
+		var after bytes.Buffer
+		j.Export(&after, time.Time{}, false)
+		if !bytes.Equal(snap.Bytes(), after.Bytes()) {
+			t.Fatal("dry run changed invocations")
+		}
+		for _, id := range []journal.ID{succeeded, failedRun, resolved} {
+			if _, err := j.Run(id); err != nil {
+				t.Fatalf("dry run removed %s: %v", id, err)
+			}
+		}
 
-	if rep, err = j.Prune(before, false); err != nil {
-		t.Fatal(err)
-	}
-	check(rep)
-	for _, id := range []journal.ID{succeeded, failedRun, resolved} {
-		if _, err := j.Run(id); !errors.Is(err, journal.ErrNotFound) {
-			t.Errorf("pruned run %s: %v", id, err)
+		if rep, err = j.Prune(before, false); err != nil {
+			t.Fatal(err)
 		}
-		if invs, _ := j.Invocations(journal.Filter{Run: id}); len(invs) != 0 {
-			t.Errorf("pruned run %s still lists %d invocations", id, len(invs))
+		check(rep)
+		for _, id := range []journal.ID{succeeded, failedRun, resolved} {
+			if _, err := j.Run(id); !errors.Is(err, journal.ErrNotFound) {
+				t.Errorf("pruned run %s: %v", id, err)
+			}
+			if invs, _ := j.Invocations(journal.Filter{Run: id}); len(invs) != 0 {
+				t.Errorf("pruned run %s still lists %d invocations", id, len(invs))
+			}
 		}
-	}
-	for _, id := range []journal.ID{blocked, running, crashed, interrupted, recent} {
-		if _, err := j.Run(id); err != nil {
-			t.Errorf("kept run %s: %v", id, err)
+		for _, id := range []journal.ID{blocked, running, crashed, interrupted, recent} {
+			if _, err := j.Run(id); err != nil {
+				t.Errorf("kept run %s: %v", id, err)
+			}
 		}
-	}
-	if invs, _ := j.Invocations(journal.Filter{Server: "srv", Tool: "tool"}); len(invs) != 7 {
-		t.Errorf("%d invocations left, want 7", len(invs))
-	}
-	if rep, _ := j.Prune(before, false); rep.Runs != 0 {
-		t.Errorf("second prune removed %d", rep.Runs)
-	}
+		if invs, _ := j.Invocations(journal.Filter{Server: "srv", Tool: "tool"}); len(invs) != 7 {
+			t.Errorf("%d invocations left, want 7", len(invs))
+		}
+		if rep, _ := j.Prune(before, false); rep.Runs != 0 {
+			t.Errorf("second prune removed %d", rep.Runs)
+		}
+	})
 }
 
 func TestPruneManyRunsInBatches(t *testing.T) {
 	t.Parallel()
 	c := &clock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
-	j := journaltest.Open(t, &journal.Options{Now: c.now})
-	for range 450 {
-		run := newRun(t, j)
-		finish(t, j, begin(t, j, run, "s", "t"), done)
-		if err := j.SetRunStatus(run, journal.RunSucceeded, nil); err != nil {
-			t.Fatal(err)
+	journaltest.Each(t, &journal.Options{Now: c.now}, func(t *testing.T, j journal.Store) {
+		for range 450 {
+			run := newRun(t, j)
+			finish(t, j, begin(t, j, run, "s", "t"), done)
+			if err := j.SetRunStatus(run, journal.RunSucceeded, nil); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	keep := newRun(t, j)
-	rep, err := j.Prune(c.now(), false)
-	if err != nil || rep.Runs != 450 || rep.Invocations != 450 || len(rep.Kept) != 1 || rep.Kept[0].ID != keep {
-		t.Fatalf("%+v, %v", rep, err)
-	}
-	if runs, _ := j.Runs(journal.RunFilter{}); len(runs) != 1 {
-		t.Errorf("%d runs left", len(runs))
-	}
+		keep := newRun(t, j)
+		rep, err := j.Prune(c.now(), false)
+		if err != nil || rep.Runs != 450 || rep.Invocations != 450 || len(rep.Kept) != 1 || rep.Kept[0].ID != keep {
+			t.Fatalf("%+v, %v", rep, err)
+		}
+		if runs, _ := j.Runs(journal.RunFilter{}); len(runs) != 1 {
+			t.Errorf("%d runs left", len(runs))
+		}
+	})
 }
 
 // contents is everything a journal holds, as its queries return it.
