@@ -781,6 +781,15 @@ func (p *Postgres) Close() error {
 // Where is the database's URL without its password.
 func (p *Postgres) Where() string { return p.where }
 
+// Redact is a journal's location as messages show it: a path as it is, a
+// PostgreSQL URL without its password and parameters.
+func Redact(location string) string {
+	if IsPostgres(location) {
+		return redactURL(location)
+	}
+	return location
+}
+
 // redactURL is rawURL without its password, for messages.
 func redactURL(rawURL string) string {
 	u, err := url.Parse(rawURL)

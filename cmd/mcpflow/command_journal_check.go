@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/mcpflow/mcpflow/journal"
 	"github.com/spf13/cobra"
 )
 
@@ -45,7 +46,7 @@ func runJournalCheck(o *journalCheckOptions) error {
 	}
 	err = o.g.printer(o.Out).print(map[string]any{"ok": len(probs) == 0, "problems": list}, func(w io.Writer) error {
 		if len(probs) == 0 {
-			_, err := fmt.Fprintf(w, "journal %s: OK\n", o.g.journalPath)
+			_, err := fmt.Fprintf(w, "journal %s: OK\n", journal.Redact(o.g.journalPath))
 			return err
 		}
 		for _, p := range list {

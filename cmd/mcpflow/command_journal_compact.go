@@ -41,6 +41,9 @@ func runJournalCompact(o *journalCompactOptions) error {
 		return err
 	}
 	path := o.g.journalPath
+	if journal.IsPostgres(path) {
+		return usageError("journal compact works on a bbolt file; PostgreSQL reclaims space itself (autovacuum, or VACUUM FULL)")
+	}
 	if _, err := os.Stat(path); os.IsNotExist(err) {
 		return &exitError{code: exitFailed, err: fmt.Errorf("no journal at %s", path)}
 	}

@@ -44,6 +44,9 @@ func runJournalSalvage(o *journalSalvageOptions) error {
 		return err
 	}
 	path := o.g.journalPath
+	if journal.IsPostgres(path) {
+		return usageError("journal salvage works on a bbolt file; a PostgreSQL journal is restored from the database's own backups")
+	}
 	if _, err := os.Stat(path); err != nil {
 		return &exitError{code: exitFailed, err: fmt.Errorf("no journal at %s", path)}
 	}

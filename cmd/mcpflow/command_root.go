@@ -166,7 +166,7 @@ func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
 	switch mode {
 	case readJournal:
 		o.OpenJournal = func() (journal.Store, error) {
-			if _, err := os.Stat(g.journalPath); os.IsNotExist(err) {
+			if _, err := os.Stat(g.journalPath); os.IsNotExist(err) && !journal.IsPostgres(g.journalPath) {
 				return nil, &exitError{code: exitFailed, err: fmt.Errorf("no journal at %s: nothing has run in this workspace yet (try 'mcpflow run FILE', or pass --journal)", g.journalPath)}
 			}
 			key, err := g.journalKey(false)
@@ -208,7 +208,7 @@ func (g *globals) backend(mode journalMode) (backend, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		c := newClient(socketPath(g.journalPath), local)
+		c := newClient(g.socketPath(), local)
 		return c, func() { c.close(); done() }, nil
 	}
 	svc, done, err := g.service(mode)
@@ -222,7 +222,7 @@ func (g *globals) backend(mode journalMode) (backend, func(), error) {
 // answers GET /api/health on the socket beside it. Asked once a command.
 func (g *globals) served() bool {
 	if g.serving == nil {
-		on := serverOn(socketPath(g.journalPath))
+		on := serverOn(g.socketPath())
 		g.serving = &on
 	}
 	return *g.serving
@@ -234,7 +234,7 @@ func (g *globals) exclusive(command string) error {
 	if !g.served() {
 		return nil
 	}
-	return &exitError{code: exitJournal, err: fmt.Errorf("%s needs the journal to itself, and mcpflow server owns it (socket %s): stop mcpflow server first", command, socketPath(g.journalPath))}
+	return &exitError{code: exitJournal, err: fmt.Errorf("%s needs the journal to itself, and mcpflow server owns it (socket %s): stop mcpflow server first", command, g.socketPath())}
 }
 
 // testJournalOptions, set only by this package's tests, adjusts the
@@ -264,4 +264,3 @@ func (g *globals) trustStore() *trust.Store { return trust.OpenStore("") }
 func (g *globals) printer(w io.Writer) printer {
 	return printer{w: w, format: g.output, fields: g.fields, jq: g.jq}
 }
-

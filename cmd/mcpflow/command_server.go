@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/server"
 )
 
@@ -57,9 +58,13 @@ you (mode 0600) holding the token clients send as "Authorization: Bearer TOKEN".
 	return cmd
 }
 
-// socketPath is the server's unix socket: beside the journal.
-func socketPath(journalPath string) string {
-	return filepath.Join(filepath.Dir(journalPath), "mcpflow.sock")
+// socketPath is the server's unix socket: beside a bbolt journal, in the
+// workspace's .mcpflow for a PostgreSQL one.
+func (g *globals) socketPath() string {
+	if journal.IsPostgres(g.journalPath) {
+		return filepath.Join(g.workspace, ".mcpflow", "mcpflow.sock")
+	}
+	return filepath.Join(filepath.Dir(g.journalPath), "mcpflow.sock")
 }
 
 func runServer(ctx context.Context, o *serverOptions) error {
@@ -73,7 +78,7 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	}
 	defer done()
 	srv, err := server.New(&server.Options{
-		Service: svc, Workspace: o.g.workspace, Socket: socketPath(o.g.journalPath), Listen: o.listen, Token: token, Grace: o.grace, By: osUser(),
+		Service: svc, Workspace: o.g.workspace, Socket: o.g.socketPath(), Listen: o.listen, Token: token, Grace: o.grace, By: osUser(),
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(o.Err, "%s mcpflow server: %s\n", time.Now().Format(time.TimeOnly), fmt.Sprintf(format, args...))
 		},
@@ -84,7 +89,7 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	if err := srv.Start(); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Out, "mcpflow server: journal %s\n  socket: %s\n", o.g.journalPath, socketPath(o.g.journalPath))
+	fmt.Fprintf(o.Out, "mcpflow server: journal %s\n  socket: %s\n", journal.Redact(o.g.journalPath), o.g.socketPath())
 	if a := srv.Addr(); a != nil {
 		fmt.Fprintf(o.Out, "  http://%s/\n", a)
 		if token != "" {
