@@ -25,11 +25,12 @@ const PostgresSchemaVersion = 1
 
 // pgMigrations[i] moves the schema from version i to i+1. The records are
 // the bbolt journal's (the same JSON, checksum and sealing); the columns
-// beside them are what the queries select on.
+// beside them are what the queries select on, readable from SQL (states
+// and statuses by name, as the CLI prints them).
 var pgMigrations = []string{
 	`CREATE TABLE mcpflow_runs (
 		id uuid PRIMARY KEY,
-		status smallint NOT NULL,
+		status text NOT NULL,
 		workflow text NOT NULL,
 		started_at timestamptz NOT NULL,
 		record bytea NOT NULL
@@ -38,7 +39,7 @@ var pgMigrations = []string{
 	CREATE TABLE mcpflow_invocations (
 		id uuid PRIMARY KEY,
 		run_id uuid NOT NULL REFERENCES mcpflow_runs (id),
-		state smallint NOT NULL,
+		state text NOT NULL,
 		server text NOT NULL,
 		tool text NOT NULL,
 		tool_error boolean NOT NULL,
@@ -261,10 +262,10 @@ func (st pgStore) putRun(old, r *Run) error {
 	}
 	if old == nil {
 		_, err = st.tx.Exec(bg, `INSERT INTO mcpflow_runs (id, status, workflow, started_at, record) VALUES ($1, $2, $3, $4, $5)`,
-			uuidOf(r.ID), int16(r.Status), r.Workflow, r.StartedAt, seal(b))
+			uuidOf(r.ID), r.Status.String(), r.Workflow, r.StartedAt, seal(b))
 		return err
 	}
-	_, err = st.tx.Exec(bg, `UPDATE mcpflow_runs SET status = $2, record = $3 WHERE id = $1`, uuidOf(r.ID), int16(r.Status), seal(b))
+	_, err = st.tx.Exec(bg, `UPDATE mcpflow_runs SET status = $2, record = $3 WHERE id = $1`, uuidOf(r.ID), r.Status.String(), seal(b))
 	return err
 }
 
@@ -276,11 +277,11 @@ func (st pgStore) putInv(old, inv *Invocation) error {
 	if old == nil {
 		_, err = st.tx.Exec(bg, `INSERT INTO mcpflow_invocations (id, run_id, state, server, tool, tool_error, created_at, record)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			uuidOf(inv.ID), uuidOf(inv.RunID), int16(inv.State), inv.Server, inv.Tool, inv.ToolError, inv.CreatedAt, seal(b))
+			uuidOf(inv.ID), uuidOf(inv.RunID), inv.State.String(), inv.Server, inv.Tool, inv.ToolError, inv.CreatedAt, seal(b))
 		return err
 	}
 	_, err = st.tx.Exec(bg, `UPDATE mcpflow_invocations SET state = $2, tool_error = $3, record = $4 WHERE id = $1`,
-		uuidOf(inv.ID), int16(inv.State), inv.ToolError, seal(b))
+		uuidOf(inv.ID), inv.State.String(), inv.ToolError, seal(b))
 	return err
 }
 
@@ -312,9 +313,9 @@ func pgFirstWhere(q querier, s *sealer, run ID, match func(State) bool) (*Invoca
 	var first [16]byte
 	found := false
 	var id [16]byte
-	var state int16
+	var state string
 	_, err = pgx.ForEachRow(rows, []any{&id, &state}, func() error {
-		if !found && match(State(state)) {
+		if s, err := ParseState(state); !found && err == nil && match(s) {
 			first, found = id, true
 		}
 		return nil
@@ -432,7 +433,7 @@ func invWhere(f Filter) *where {
 		w.add("run_id = ?", uuidOf(f.Run))
 	}
 	if f.State != stateInvalid {
-		w.add("state = ?", int16(f.State))
+		w.add("state = ?", f.State.String())
 	}
 	if f.Server != "" {
 		w.add("server = ?", f.Server)
@@ -458,7 +459,7 @@ func invWhere(f Filter) *where {
 func runWhere(f RunFilter) *where {
 	w := &where{}
 	if f.Status != runInvalid {
-		w.add("status = ?", int16(f.Status))
+		w.add("status = ?", f.Status.String())
 	}
 	if f.Workflow != "" {
 		w.add("workflow = ?", f.Workflow)
@@ -631,7 +632,7 @@ func (p *Postgres) Check() (probs []Problem, err error) {
 	defer tx.Rollback(bg)
 	statuses := map[ID]RunStatus{}
 	var id [16]byte
-	var status, state int16
+	var status, state string
 	var workflow, server, tool string
 	var toolError bool
 	var rec []byte
@@ -646,8 +647,8 @@ func (p *Postgres) Check() (probs []Problem, err error) {
 		if r.ID != ID(id) {
 			add(name, "stored under id %x", id)
 		}
-		if RunStatus(status) != r.Status || workflow != r.Workflow {
-			add(name, "columns say %s %q, the record %s %q", RunStatus(status), workflow, r.Status, r.Workflow)
+		if status != r.Status.String() || workflow != r.Workflow {
+			add(name, "columns say %s %q, the record %s %q", status, workflow, r.Status, r.Workflow)
 		}
 		if r.Status.Finished() != (r.FinishedAt != nil) {
 			add(name, "status %s but finished_at %v", r.Status, r.FinishedAt)
@@ -674,8 +675,8 @@ func (p *Postgres) Check() (probs []Problem, err error) {
 		if inv.ID != ID(id) {
 			add(name, "stored under id %x", id)
 		}
-		if State(state) != inv.State || server != inv.Server || tool != inv.Tool || toolError != inv.ToolError {
-			add(name, "columns say %s %s/%s, the record %s %s/%s", State(state), server, tool, inv.State, inv.Server, inv.Tool)
+		if state != inv.State.String() || server != inv.Server || tool != inv.Tool || toolError != inv.ToolError {
+			add(name, "columns say %s %s/%s, the record %s %s/%s", state, server, tool, inv.State, inv.Server, inv.Tool)
 		}
 		checkInvocation(inv, name, add)
 		if st, ok := statuses[inv.RunID]; !ok {

@@ -113,7 +113,7 @@ func TestPostgresCheckFindsDamage(t *testing.T) {
 		t.Fatalf("healthy: %v %v", probs, err)
 	}
 	sql(t, location, `UPDATE mcpflow_invocations SET record = overlay(record placing '\x00'::bytea from 10 for 1) WHERE id = $1`, [16]byte(a.ID))
-	sql(t, location, `UPDATE mcpflow_invocations SET state = 1 WHERE id = $1`, [16]byte(b.ID))
+	sql(t, location, `UPDATE mcpflow_invocations SET state = 'intent' WHERE id = $1`, [16]byte(b.ID))
 	probs, err := j.Check()
 	if err != nil {
 		t.Fatal(err)
