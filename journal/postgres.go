@@ -66,8 +66,37 @@ type Postgres struct {
 	readOnly bool
 	gc       groupCommit[pgx.Tx]
 
+	owner *pgx.Conn // holds the writer's advisory lock; nil when read-only
+
 	closeOnce sync.Once
 	closed    atomic.Bool
+}
+
+// ownerLock takes the journal's writer lock — a session advisory lock
+// keyed by the schema, held on a connection of its own until Close —
+// waiting up to timeout for another writer to let go ([ErrLocked]).
+func ownerLock(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration) (*pgx.Conn, error) {
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInaccessible, err)
+	}
+	conn := c.Hijack()
+	deadline := time.Now().Add(timeout)
+	for {
+		var ok bool
+		err := conn.QueryRow(bg, `SELECT pg_try_advisory_lock($1, hashtext(current_schema()))`, int32(0x6d637066)).Scan(&ok) // "mcpf", the schema
+		switch {
+		case err != nil:
+			conn.Close(bg)
+			return nil, fmt.Errorf("%w: %v", ErrInaccessible, err)
+		case ok:
+			return conn, nil
+		case time.Now().After(deadline) || ctx.Err() != nil:
+			conn.Close(bg)
+			return nil, ErrLocked
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 var _ Store = (*Postgres)(nil)
@@ -115,6 +144,15 @@ func OpenPostgres(ctx context.Context, rawURL string, opts *Options) (*Postgres,
 	if err := p.prepare(ctx, o); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open journal %s: %w", where, err)
+	}
+	if !o.ReadOnly {
+		// One writer at a time, as with the file's lock: a second
+		// process resuming the runs of the first would send their calls
+		// twice. Readers share the database.
+		if p.owner, err = ownerLock(ctx, pool, o.LockTimeout); err != nil {
+			pool.Close()
+			return nil, fmt.Errorf("open journal %s: %w", where, err)
+		}
 	}
 	return p, nil
 }
@@ -775,6 +813,9 @@ func (p *Postgres) Close() error {
 		p.gc.close()
 		p.closed.Store(true)
 		p.pool.Close()
+		if p.owner != nil {
+			p.owner.Close(bg) // lets the next writer in
+		}
 	})
 	return nil
 }

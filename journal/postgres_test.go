@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -143,4 +144,31 @@ func TestPostgresErrorsHideThePassword(t *testing.T) {
 	if !errors.Is(err, journal.ErrInaccessible) || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), u.Host) {
 		t.Fatalf("open with a wrong password: %v; want ErrInaccessible naming %s without the password", err, u.Host)
 	}
+}
+
+// TestPostgresOneWriter: a second writer waits for the first, then gets
+// ErrLocked; readers share the database; Close lets the next writer in.
+func TestPostgresOneWriter(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	j, err := journal.OpenStore(location, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := journal.OpenStore(location, &journal.Options{LockTimeout: 200 * time.Millisecond}); !errors.Is(err, journal.ErrLocked) {
+		t.Fatalf("second writer: %v, want ErrLocked", err)
+	}
+	ro, err := journal.OpenStore(location, &journal.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("reader beside the writer: %v", err)
+	}
+	ro.Close()
+	// Another schema of the same database is another journal.
+	other := journaltest.OpenStore(t, journaltest.PostgresURL(t), nil)
+	newRun(t, other)
+	j.Close()
+	j2, err := journal.OpenStore(location, nil)
+	if err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	j2.Close()
 }
