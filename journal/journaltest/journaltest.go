@@ -34,13 +34,19 @@ func OpenPath(t testing.TB, path string, opts *journal.Options) *journal.Journal
 	if err != nil {
 		t.Fatalf("open journal: %v", err)
 	}
+	checkAtCleanup(t, j)
+	return j
+}
+
+// checkAtCleanup checks and closes j when t ends, unless the test closed
+// it itself.
+func checkAtCleanup(t testing.TB, j journal.Store) {
 	t.Cleanup(func() {
 		if _, err := j.Invocations(journal.Filter{Limit: 1}); errors.Is(err, journal.ErrClosed) {
 			return
 		}
 		CheckAndClose(t, j)
 	})
-	return j
 }
 
 // CheckAndClose runs Check, reports every problem, and closes j.
@@ -113,12 +119,7 @@ func OpenStore(t testing.TB, location string, opts *journal.Options) journal.Sto
 	if err != nil {
 		t.Fatalf("open journal: %v", err)
 	}
-	t.Cleanup(func() {
-		if _, err := j.Invocations(journal.Filter{Limit: 1}); errors.Is(err, journal.ErrClosed) {
-			return
-		}
-		CheckAndClose(t, j)
-	})
+	checkAtCleanup(t, j)
 	return j
 }
 
