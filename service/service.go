@@ -49,7 +49,7 @@ type Service struct {
 
 	jmu     sync.Mutex
 	j       journal.Store // set by open
-	opened  bool             // j came from Options.OpenJournal
+	opened  bool          // j came from Options.OpenJournal
 	openErr error
 
 	mu     sync.Mutex
