@@ -12,13 +12,8 @@ import (
 // path; $VAR in command is expanded as Gemini does.
 func TestGeminiToolFilters(t *testing.T) {
 	c := newCLI(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	settings := filepath.Join(c.workspace, ".gemini", "settings.json")
-	os.MkdirAll(filepath.Dir(settings), 0o700)
-	os.WriteFile(settings, []byte(`{
+	c.writeFile(settings, `{
   "mcpServers": {
     "g": {
       "command": "$MCPFLOW_EXE",
@@ -28,8 +23,8 @@ func TestGeminiToolFilters(t *testing.T) {
       "excludeTools": ["ledger_append"]
     }
   }
-}`), 0o600)
-	c.env = []string{"MCPFLOW_EXE=" + exe}
+}`)
+	c.env = []string{"MCPFLOW_EXE=" + c.exe()}
 	r := c.run("servers", "tools", "g", "--servers", settings, "--trust-workspace", "-o", "json", "--jq", `[.[].name] | join(",")`)
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "greet,upper" {
 		t.Errorf("servers tools: exit %d %q, want only greet,upper\n%s", r.code, r.stdout, r.stderr)
@@ -56,13 +51,8 @@ func TestGeminiToolFilters(t *testing.T) {
 // envFile reaches the server, under its env.
 func TestVSCodeInputsAndEnvFile(t *testing.T) {
 	c := newCLI(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	mcp := filepath.Join(c.workspace, ".vscode", "mcp.json")
-	os.MkdirAll(filepath.Dir(mcp), 0o700)
-	os.WriteFile(mcp, []byte(`// VS Code
+	c.writeFile(mcp, `// VS Code
 {
   "inputs": [{"type": "promptString", "id": "api-key", "description": "Demo key", "password": true}],
   "servers": {
@@ -75,9 +65,9 @@ func TestVSCodeInputsAndEnvFile(t *testing.T) {
     },
     "plain": {"command": "${env:MCPFLOW_EXE}", "args": ["demo-server"], "env": {"MCPFLOW_TEST_AS_MAIN": "1"}},
   },
-}`), 0o600)
-	os.WriteFile(filepath.Join(c.workspace, ".env"), []byte("# demo\nexport MCPFLOW_DEMO_LEDGER=\"from-envfile.jsonl\"\nMCPFLOW_TEST_AS_MAIN=0 # env wins\n"), 0o600)
-	c.env = []string{"MCPFLOW_EXE=" + exe}
+}`)
+	c.writeFile(filepath.Join(c.workspace, ".env"), "# demo\nexport MCPFLOW_DEMO_LEDGER=\"from-envfile.jsonl\"\nMCPFLOW_TEST_AS_MAIN=0 # env wins\n")
+	c.env = []string{"MCPFLOW_EXE=" + c.exe()}
 	r := c.run("call", "keyed", "greet", "--servers", mcp, "--arg", "name=x")
 	if r.code == 0 || !strings.Contains(r.stderr, "MCPFLOW_INPUT_API_KEY") {
 		t.Errorf("keyed without its input: exit %d, want it named\n%s", r.code, r.stderr)
@@ -99,9 +89,8 @@ func TestVSCodeInputsAndEnvFile(t *testing.T) {
 // mcpflow does not apply, with their file:line:col; JSON carries both.
 func TestShadowingAndIgnoredKeysAreVisible(t *testing.T) {
 	c := newCLI(t)
-	os.MkdirAll(filepath.Join(c.workspace, ".vscode"), 0o700)
-	os.WriteFile(filepath.Join(c.workspace, "mcpflow.yaml"), []byte("import: [.vscode/mcp.json]\nservers:\n  demo: {builtin: demo}\n"), 0o600)
-	os.WriteFile(filepath.Join(c.workspace, ".vscode", "mcp.json"), []byte("{\n  \"servers\": {\n    \"demo\": {\"command\": \"x\"},\n    \"notes\": {\"command\": \"notes-mcp\", \"dev\": {\"watch\": \"src\"}}\n  }\n}\n"), 0o600)
+	c.writeFile(filepath.Join(c.workspace, "mcpflow.yaml"), "import: [.vscode/mcp.json]\nservers:\n  demo: {builtin: demo}\n")
+	c.writeFile(filepath.Join(c.workspace, ".vscode", "mcp.json"), "{\n  \"servers\": {\n    \"demo\": {\"command\": \"x\"},\n    \"notes\": {\"command\": \"notes-mcp\", \"dev\": {\"watch\": \"src\"}}\n  }\n}\n")
 	r := c.run("servers", "list", "--no-connect")
 	for _, want := range []string{
 		"warning: server demo: " + filepath.Join(c.workspace, "mcpflow.yaml") + ":3:9 wins over the entry at " + filepath.Join(c.workspace, ".vscode", "mcp.json") + ":3:13",
@@ -122,17 +111,12 @@ func TestShadowingAndIgnoredKeysAreVisible(t *testing.T) {
 // server.
 func TestVSCodeInputAskedOnATerminal(t *testing.T) {
 	c := newCLI(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	mcp := filepath.Join(c.workspace, ".vscode", "mcp.json")
-	os.MkdirAll(filepath.Dir(mcp), 0o700)
-	os.WriteFile(mcp, []byte(`{
+	c.writeFile(mcp, `{
   "inputs": [{"type": "promptString", "id": "ledger", "description": "Ledger file", "password": true}],
   "servers": {"keyed": {"command": "${env:MCPFLOW_EXE}", "args": ["demo-server"], "env": {"MCPFLOW_TEST_AS_MAIN": "1", "MCPFLOW_DEMO_LEDGER": "${input:ledger}"}}}
-}`), 0o600)
-	c.env = []string{"MCPFLOW_EXE=" + exe}
+}`)
+	c.env = []string{"MCPFLOW_EXE=" + c.exe()}
 	code, out := ptyAnswer(t, c, "server keyed asks for a VS Code input (MCPFLOW_INPUT_LEDGER): ", "typed-ledger.jsonl", "call", "keyed", "ledger_append", "--servers", mcp, "--arg", "entry=e")
 	if code != 0 || strings.Contains(out, "typed-ledger.jsonl") {
 		t.Errorf("exit %d; the answer must not be echoed:\n%s", code, out)

@@ -216,10 +216,30 @@ func abs(t *testing.T, p string) string {
 func (c *cli) workflow(name, src string) string {
 	c.t.Helper()
 	p := filepath.Join(c.workspace, name)
-	if err := os.WriteFile(p, []byte(src), 0o600); err != nil {
+	c.writeFile(p, src)
+	return p
+}
+
+// writeFile writes a file of the test (mode 0600), making its directory.
+func (c *cli) writeFile(path, content string) {
+	c.t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		c.t.Fatal(err)
 	}
-	return p
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// exe is this test binary, which serves the demo server as a command a
+// client configuration names (with MCPFLOW_TEST_AS_MAIN=1).
+func (c *cli) exe() string {
+	c.t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return exe
 }
 
 func lines(s string) []string { return strings.Split(strings.TrimRight(s, "\n"), "\n") }
