@@ -26,11 +26,6 @@ func (b boltStore) firstWhere(run ID, match func(State) bool) (*Invocation, erro
 	return firstWhere(b.tx, run, match)
 }
 
-// firstUnsettled returns the run's first invocation in an unsettled state, or nil.
-func firstUnsettled(tx *bolt.Tx, run ID) (*Invocation, error) {
-	return firstWhere(tx, run, State.Unsettled)
-}
-
 // firstWhere returns the first invocation of run whose state matches, or nil.
 func firstWhere(tx *bolt.Tx, run ID, match func(State) bool) (*Invocation, error) {
 	c := tx.Bucket(bucketByRun).Cursor()

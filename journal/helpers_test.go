@@ -49,25 +49,15 @@ func state(t testing.TB, j journal.Store, id journal.ID) journal.State {
 	return inv.State
 }
 
-// rawInv is the invocation as the journal returns it, as JSON: what a
-// refused write must leave unchanged, on every backend.
-func rawInv(t testing.TB, j journal.Store, id journal.ID) []byte {
+// raw is a record as the journal returns it (get is j.Run or
+// j.Invocation), as JSON: what a refused write must leave unchanged, on
+// every backend.
+func raw[T any](t testing.TB, get func(journal.ID) (T, error), id journal.ID) []byte {
 	t.Helper()
-	inv, err := j.Invocation(id)
+	rec, err := get(id)
 	if err != nil {
-		t.Fatalf("invocation %s: %v", id, err)
+		t.Fatalf("record %s: %v", id, err)
 	}
-	b, _ := json.Marshal(inv)
-	return b
-}
-
-// rawRun is rawInv for a run.
-func rawRun(t testing.TB, j journal.Store, id journal.ID) []byte {
-	t.Helper()
-	r, err := j.Run(id)
-	if err != nil {
-		t.Fatalf("run %s: %v", id, err)
-	}
-	b, _ := json.Marshal(r)
+	b, _ := json.Marshal(rec)
 	return b
 }

@@ -2,7 +2,6 @@ package journal
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -447,26 +446,26 @@ func (p *Postgres) find(table, what, prefix string) (ID, error) {
 	return ID(found[0]), nil
 }
 
-// where builds a WHERE clause of conditions with $n placeholders.
-type where struct {
+// conditions builds a WHERE clause with $n placeholders.
+type conditions struct {
 	conds []string
 	args  []any
 }
 
-func (w *where) add(cond string, arg any) {
+func (w *conditions) add(cond string, arg any) {
 	w.args = append(w.args, arg)
 	w.conds = append(w.conds, strings.ReplaceAll(cond, "?", fmt.Sprintf("$%d", len(w.args))))
 }
 
-func (w *where) sql() string {
+func (w *conditions) sql() string {
 	if len(w.conds) == 0 {
 		return ""
 	}
 	return " WHERE " + strings.Join(w.conds, " AND ")
 }
 
-func invWhere(f Filter) *where {
-	w := &where{}
+func invWhere(f Filter) *conditions {
+	w := &conditions{}
 	if !f.Run.IsZero() {
 		w.add("run_id = ?", uuidOf(f.Run))
 	}
@@ -494,8 +493,8 @@ func invWhere(f Filter) *where {
 	return w
 }
 
-func runWhere(f RunFilter) *where {
-	w := &where{}
+func runWhere(f RunFilter) *conditions {
+	w := &conditions{}
 	if f.Status != runInvalid {
 		w.add("status = ?", f.Status.String())
 	}
@@ -612,7 +611,12 @@ func (p *Postgres) Export(w io.Writer, since time.Time, decrypt bool) error {
 		var lines [][]byte
 		_, err = pgx.ForEachRow(rows, []any{&id, &rec}, func() error {
 			after = id
-			line, err := exportLine(p.sealer, fmt.Sprintf("invocation %x", id), rec, decrypt)
+			what := fmt.Sprintf("invocation %x", id)
+			v, err := unseal(what, rec)
+			if err != nil {
+				return err
+			}
+			line, err := exportLine(p.sealer, what, v, decrypt)
 			lines = append(lines, line)
 			return err
 		})
@@ -630,44 +634,21 @@ func (p *Postgres) Export(w io.Writer, since time.Time, decrypt bool) error {
 	}
 }
 
-// exportLine is one stored invocation record as a line of Export.
-func exportLine(s *sealer, what string, stored []byte, decrypt bool) ([]byte, error) {
-	v, err := unseal(what, stored)
-	if err != nil {
-		return nil, err
-	}
-	if !json.Valid(v) {
-		return nil, fmt.Errorf("%s: %w: not JSON", what, ErrDamaged)
-	}
-	if decrypt {
-		inv, err := DecodeInvocation(v)
-		if err == nil {
-			err = openInv(s, inv)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if v, err = json.Marshal(inv); err != nil {
-			return nil, err
-		}
-	}
-	return append(exportItem(v), '\n'), nil
-}
-
 // Check verifies every record and invariant the bbolt Check verifies on
 // records: each record decodes (its checksum holds), its columns agree
 // with it, attempts, resolutions and approvals are consistent, and a
 // succeeded run has no unsettled invocation. The database keeps its own
 // pages; foreign keys keep every invocation's run.
 func (p *Postgres) Check() (probs []Problem, err error) {
+	err = p.read(func(tx pgx.Tx) error { probs, err = p.check(tx); return err })
+	return probs, err
+}
+
+// check is Check in tx.
+func (p *Postgres) check(tx pgx.Tx) (probs []Problem, err error) {
 	add := func(rec, format string, args ...any) {
 		probs = append(probs, Problem{rec, fmt.Sprintf(format, args...)})
 	}
-	tx, err := p.pool.BeginTx(bg, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return nil, p.connErr(err)
-	}
-	defer tx.Rollback(bg)
 	statuses := map[ID]RunStatus{}
 	var id [16]byte
 	var status, state string
@@ -731,6 +712,16 @@ func (p *Postgres) Check() (probs []Problem, err error) {
 	return probs, nil
 }
 
+// read runs fn in a read-only transaction that sees one snapshot.
+func (p *Postgres) read(fn func(pgx.Tx) error) error {
+	tx, err := p.pool.BeginTx(bg, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return p.connErr(err)
+	}
+	defer tx.Rollback(bg)
+	return fn(tx)
+}
+
 // Prune removes the runs that finished before before, with their
 // invocations, keeping what [Journal.Prune] keeps, in transactions of up
 // to pruneBatch runs.
@@ -741,9 +732,14 @@ func (p *Postgres) Prune(before time.Time, dryRun bool) (PruneReport, error) {
 		var chunk PruneReport
 		var last [16]byte
 		n := 0
-		err := p.gc.do(func(tx pgx.Tx) error {
+		// A dry run only reads: no commit, and it works read-only.
+		run, lock := p.gc.do, " FOR UPDATE"
+		if dryRun {
+			run, lock = p.read, ""
+		}
+		err := run(func(tx pgx.Tx) error {
 			chunk, n = PruneReport{}, 0
-			rows, err := tx.Query(bg, `SELECT id, record FROM mcpflow_runs WHERE id > $1 ORDER BY id LIMIT $2 FOR UPDATE`, after, pruneBatch)
+			rows, err := tx.Query(bg, `SELECT id, record FROM mcpflow_runs WHERE id > $1 ORDER BY id LIMIT $2`+lock, after, pruneBatch)
 			if err != nil {
 				return err
 			}

@@ -161,6 +161,10 @@ func TestPostgresOneWriter(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reader beside the writer: %v", err)
 	}
+	// A dry run only reads: it works read-only and commits nothing.
+	if _, err := ro.Prune(time.Now(), true); err != nil || ro.Stats().Commits != 0 {
+		t.Errorf("prune --dry-run, read-only: %v, %d commits", err, ro.Stats().Commits)
+	}
 	ro.Close()
 	// Another schema of the same database is another journal.
 	other := journaltest.OpenStore(t, journaltest.PostgresURL(t), nil)

@@ -314,12 +314,10 @@ func (j *Journal) Export(w io.Writer, since time.Time, decrypt bool) error {
 			c := tx.Bucket(bucketInvs).Cursor()
 			k, v := c.Seek(next)
 			for ; k != nil && len(buf) < exportChunk; k, v = c.Next() {
-				v, err := unseal(fmt.Sprintf("invocation %x", k), v)
+				what := fmt.Sprintf("invocation %x", k)
+				v, err := unseal(what, v)
 				if err != nil {
 					return err
-				}
-				if !json.Valid(v) {
-					return fmt.Errorf("invocation %x: %w: not JSON", k, ErrDamaged)
 				}
 				if !since.IsZero() {
 					var t struct {
@@ -332,19 +330,11 @@ func (j *Journal) Export(w io.Writer, since time.Time, decrypt bool) error {
 						continue
 					}
 				}
-				if decrypt {
-					inv, err := DecodeInvocation(v)
-					if err == nil {
-						err = openInv(j.sealer, inv)
-					}
-					if err != nil {
-						return err
-					}
-					if v, err = json.Marshal(inv); err != nil {
-						return err
-					}
+				line, err := exportLine(j.sealer, what, v, decrypt)
+				if err != nil {
+					return err
 				}
-				buf = append(buf, append(exportItem(v), '\n'))
+				buf = append(buf, line)
 			}
 			next = nil
 			if k != nil {
@@ -362,6 +352,27 @@ func (j *Journal) Export(w io.Writer, since time.Time, decrypt bool) error {
 		}
 	}
 	return nil
+}
+
+// exportLine is one invocation record's JSON (unsealed) as a line of
+// Export: checked, its item written null, its payload decrypted when asked.
+func exportLine(s *sealer, what string, v []byte, decrypt bool) ([]byte, error) {
+	if !json.Valid(v) {
+		return nil, fmt.Errorf("%s: %w: not JSON", what, ErrDamaged)
+	}
+	if decrypt {
+		inv, err := DecodeInvocation(v)
+		if err == nil {
+			err = openInv(s, inv)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if v, err = json.Marshal(inv); err != nil {
+			return nil, err
+		}
+	}
+	return append(exportItem(v), '\n'), nil
 }
 
 // exportItem is a copy of a record's JSON with a plain step's item, stored

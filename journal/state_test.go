@@ -132,7 +132,7 @@ func TestInvocationTransitions(t *testing.T) {
 				}
 				t.Run(name, func(t *testing.T) {
 					id, in := reach(t, j, f.s, f.ended)
-					before := rawInv(t, j, id)
+					before := raw(t, j.Invocation, id)
 					errs := transition(j, id, in, to)
 					if want := contains(legalInv[f.s], to); want {
 						if errs != nil {
@@ -151,7 +151,7 @@ func TestInvocationTransitions(t *testing.T) {
 							t.Errorf("error %v, want ErrTransition", err)
 						}
 					}
-					if after := rawInv(t, j, id); !bytes.Equal(before, after) {
+					if after := raw(t, j.Invocation, id); !bytes.Equal(before, after) {
 						t.Errorf("record changed by refused writes:\n%s\n%s", before, after)
 					}
 				})
@@ -193,7 +193,7 @@ func TestRunTransitions(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
-					before := rawRun(t, j, id)
+					before := raw(t, j.Run, id)
 					err := j.SetRunStatus(id, to, &journal.Error{Code: "C", Message: "m"})
 					if journal.CanTransitionRun(from, to) {
 						r, rerr := j.Run(id)
@@ -205,7 +205,7 @@ func TestRunTransitions(t *testing.T) {
 					if !errors.Is(err, journal.ErrTransition) {
 						t.Fatalf("illegal: err %v, want ErrTransition", err)
 					}
-					if after := rawRun(t, j, id); !bytes.Equal(before, after) {
+					if after := raw(t, j.Run, id); !bytes.Equal(before, after) {
 						t.Errorf("run record changed:\n%s\n%s", before, after)
 					}
 				})
@@ -231,11 +231,11 @@ func TestRunCannotSucceedWithUnsettledInvocation(t *testing.T) {
 				}
 				return in.ID, in
 			}()
-			before := rawRun(t, j, run)
+			before := raw(t, j.Run, run)
 			if err := j.SetRunStatus(run, journal.RunSucceeded, nil); !errors.Is(err, journal.ErrTransition) {
 				t.Errorf("%s: SetRunStatus(succeeded) = %v, want ErrTransition", s, err)
 			}
-			if !bytes.Equal(before, rawRun(t, j, run)) {
+			if !bytes.Equal(before, raw(t, j.Run, run)) {
 				t.Errorf("%s: run record changed", s)
 			}
 			if err := j.SetRunStatus(run, journal.RunBlocked, nil); err != nil {

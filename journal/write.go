@@ -41,10 +41,11 @@ func (w *writer) createRun(r *Run) func(store) error {
 	}
 	rec := *r
 	return func(s store) error {
-		if ok, err := s.hasRun(rec.ID); err != nil || ok {
-			if err != nil {
-				return err
-			}
+		exists, err := s.hasRun(rec.ID)
+		if err != nil {
+			return err
+		}
+		if exists {
 			return fmt.Errorf("run %s: %w", rec.ID, ErrExists)
 		}
 		return s.putRun(nil, &rec)
@@ -231,16 +232,18 @@ func (w *writer) newInv(inv *Invocation, now time.Time, s State) {
 
 // insertInv writes a new invocation of an existing run.
 func insertInv(s store, inv *Invocation) error {
-	if ok, err := s.hasRun(inv.RunID); err != nil || !ok {
-		if err != nil {
-			return err
-		}
+	run, err := s.hasRun(inv.RunID)
+	if err != nil {
+		return err
+	}
+	if !run {
 		return fmt.Errorf("invocation %s: run %s: %w", inv.ID.Short(), inv.RunID, ErrNotFound)
 	}
-	if ok, err := s.hasInv(inv.ID); err != nil || ok {
-		if err != nil {
-			return err
-		}
+	exists, err := s.hasInv(inv.ID)
+	if err != nil {
+		return err
+	}
+	if exists {
 		return fmt.Errorf("invocation %s: %w", inv.ID, ErrExists)
 	}
 	if strings.IndexByte(inv.Server, 0) >= 0 || strings.IndexByte(inv.Tool, 0) >= 0 {
