@@ -23,9 +23,6 @@ type started struct {
 // headers (traceparent, tracestate, baggage), which a run started for r
 // joins: cancellation still comes from the server, never from r.
 func (s *Server) traceOf(r *http.Request) context.Context {
-	if r == nil {
-		return s.base
-	}
 	return otel.GetTextMapPropagator().Extract(s.base, propagation.HeaderCarrier(r.Header))
 }
 

@@ -26,7 +26,7 @@ func TestScripts(t *testing.T) { runScripts(t, nil, nil) }
 // output and exit codes, crash and resume included. validate-errors looks
 // at the bbolt file itself and is not among them.
 func TestScriptsOnPostgres(t *testing.T) {
-	journaltest.PostgresURL(t) // skips without a database
+	journaltest.RequirePostgres(t)
 	files, err := filepath.Glob(filepath.Join("testdata", "script", "*.txtar"))
 	if err != nil {
 		t.Fatal(err)

@@ -123,10 +123,9 @@ func OpenStore(t testing.TB, location string, opts *journal.Options) journal.Sto
 	return j
 }
 
-// PostgresURL returns the URL of a new, empty schema in the test database
-// (MCPFLOW_TEST_POSTGRES), dropped when t ends. Without a database it
-// skips t, or fails it under CI.
-func PostgresURL(t testing.TB) string {
+// RequirePostgres returns the test database's URL (MCPFLOW_TEST_POSTGRES).
+// Without one it skips t, or fails it under CI.
+func RequirePostgres(t testing.TB) string {
 	t.Helper()
 	base := os.Getenv("MCPFLOW_TEST_POSTGRES")
 	if base == "" {
@@ -135,6 +134,15 @@ func PostgresURL(t testing.TB) string {
 		}
 		t.Skip("no PostgreSQL: set MCPFLOW_TEST_POSTGRES=postgres://USER:PASSWORD@127.0.0.1:5432/DB to run this on PostgreSQL (.ci/run does)")
 	}
+	return base
+}
+
+// PostgresURL returns the URL of a new, empty schema in the test database
+// (MCPFLOW_TEST_POSTGRES), dropped when t ends. Without a database it
+// skips t, or fails it under CI.
+func PostgresURL(t testing.TB) string {
+	t.Helper()
+	base := RequirePostgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, base)
