@@ -181,6 +181,26 @@ func (r *rig) sse(ctx context.Context, path string, ready chan<- struct{}, each 
 	return sc.Err()
 }
 
+// firstProgress subscribes to the server's events and returns a channel
+// closed at the first step_progress (a call has reached its server), or
+// when the stream ends; the test's end stops it.
+func (r *rig) firstProgress() <-chan struct{} {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	r.t.Cleanup(cancel)
+	subscribed, inCall := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(inCall)
+		r.sse(ctx, "/api/events", subscribed, func(e server.Event) bool { return e.Kind != "step_progress" })
+	}()
+	select {
+	case <-subscribed:
+	case <-inCall:
+		r.t.Fatal("the event stream ended before it was subscribed")
+	}
+	return inCall
+}
+
 // waitStatus waits for run to reach status.
 func (r *rig) waitStatus(run string, want journal.RunStatus) *service.Report {
 	r.t.Helper()

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/server"
@@ -90,14 +89,7 @@ func TestMetrics(t *testing.T) {
 	r.do("POST", "/api/runs", map[string]any{"file": "gate.yaml"}, &gate)
 	r.waitStatus(gate.Run, journal.RunBlocked)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	subscribed, inCall := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(inCall)
-		r.sse(ctx, "/api/events", subscribed, func(e server.Event) bool { return e.Kind != "step_progress" })
-	}()
-	<-subscribed
+	inCall := r.firstProgress()
 	r.do("POST", "/api/runs", map[string]any{"file": "long.yaml"}, &long)
 	<-inCall // the long run's call is in flight until it is cancelled
 

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -9,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/server"
@@ -316,14 +314,7 @@ steps:
 	// Cancel only once the call is at the server (its first progress
 	// report): cancelled between the intent and the send, the call is
 	// never sent and stays an intent, which is right but not this test.
-	ctx, stopEvents := context.WithTimeout(context.Background(), 30*time.Second)
-	defer stopEvents()
-	subscribed, inCall := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(inCall)
-		r.sse(ctx, "/api/events", subscribed, func(e server.Event) bool { return e.Kind != "step_progress" })
-	}()
-	<-subscribed
+	inCall := r.firstProgress()
 	slow := submit("slow.yaml", `name: slow
 servers:
   demo: {builtin: demo}
