@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"strings"
 	"sync"
@@ -167,8 +168,19 @@ func (p *Postgres) prepare(ctx context.Context, o Options) error {
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(pgLock)); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS mcpflow_meta (key text PRIMARY KEY, value text NOT NULL)`); err != nil {
+	var schema string
+	var made bool
+	if err := tx.QueryRow(ctx, `SELECT current_schema(), to_regclass('mcpflow_meta') IS NOT NULL`).Scan(&schema, &made); err != nil {
 		return fmt.Errorf("%w: %v", ErrInaccessible, err)
+	}
+	switch {
+	case !made && o.ReadOnly:
+		// Reading writes nothing, not even the tables.
+		return noJournal("no journal in schema " + schema + " yet: nothing has run here (try 'mcpflow run FILE')")
+	case !made:
+		if _, err := tx.Exec(ctx, `CREATE TABLE mcpflow_meta (key text PRIMARY KEY, value text NOT NULL)`); err != nil {
+			return fmt.Errorf("%w: %v", ErrInaccessible, err)
+		}
 	}
 	meta := map[string]string{}
 	rows, _ := tx.Query(ctx, `SELECT key, value FROM mcpflow_meta`)
@@ -213,6 +225,13 @@ func (p *Postgres) prepare(ctx context.Context, o Options) error {
 	}
 	return tx.Commit(ctx)
 }
+
+// noJournal is an empty database read: fs.ErrNotExist, as for a missing
+// file, with its own words.
+type noJournal string
+
+func (e noJournal) Error() string { return string(e) }
+func (e noJournal) Unwrap() error { return fs.ErrNotExist }
 
 // apply runs fns in one transaction: groupCommit.apply.
 func (p *Postgres) apply(fns []func(pgx.Tx) error) (int, error) {
@@ -820,7 +839,7 @@ func (p *Postgres) Close() error {
 func (p *Postgres) Where() string { return p.where }
 
 // Redact is a journal's location as messages show it: a path as it is, a
-// PostgreSQL URL without its password and parameters.
+// PostgreSQL URL without its password.
 func Redact(location string) string {
 	if IsPostgres(location) {
 		return redactURL(location)
@@ -837,7 +856,11 @@ func redactURL(rawURL string) string {
 	if _, ok := u.User.Password(); ok {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
-	u.RawQuery = ""
+	// Parameters stay (search_path names the journal), but a password.
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
 	return u.String()
 }
 

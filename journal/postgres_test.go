@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"net/url"
 	"strings"
 	"testing"
@@ -82,6 +83,25 @@ func TestPostgresSealedPayloads(t *testing.T) {
 	}
 	if err := ro.Skip(&journal.Invocation{RunID: r.ID, Step: "x", Item: -1, Server: "s", Tool: "t"}); err == nil {
 		t.Error("a read-only journal wrote")
+	}
+}
+
+// TestPostgresReadingAnEmptyDatabase: a read-only open of a schema where
+// nothing has run says so, names the schema, and creates nothing.
+func TestPostgresReadingAnEmptyDatabase(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	_, err := journal.OpenStore(location, &journal.Options{ReadOnly: true})
+	if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "nothing has run here") || !strings.Contains(err.Error(), "search_path=t_") {
+		t.Fatalf("read-only open of an empty schema: %v", err)
+	}
+	conn, err := pgx.Connect(context.Background(), location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var made bool
+	if err := conn.QueryRow(context.Background(), `SELECT to_regclass('mcpflow_meta') IS NOT NULL`).Scan(&made); err != nil || made {
+		t.Errorf("tables made by a read-only open: %v %v", made, err)
 	}
 }
 
