@@ -14,7 +14,7 @@ var (
 	// ErrInaccessible: the file cannot be opened as asked — permission
 	// denied, a read-only file system, a dangling symbolic link — whatever
 	// its contents. It is not damage: the file is left alone.
-	ErrInaccessible = errors.New("journal file cannot be opened")
+	ErrInaccessible = errors.New("journal cannot be opened")
 	// ErrNewerSchema: the journal was written by a newer mcpflow.
 	ErrNewerSchema = errors.New("journal was written by a newer version of mcpflow")
 	// ErrNotFound: no record with that id (or id prefix).
