@@ -51,6 +51,9 @@ var pgMigrations = []string{
 	CREATE INDEX mcpflow_invocations_tool ON mcpflow_invocations (server, tool, id);`,
 }
 
+// pgConnectTimeout bounds connecting when the URL does not.
+const pgConnectTimeout = 10 * time.Second
+
 // pgLock is the advisory lock key under which the schema is migrated.
 const pgLock = 0x6d6370666c6f77 // "mcpflow"
 
@@ -104,8 +107,9 @@ var _ Store = (*Postgres)(nil)
 // OpenPostgres opens the journal in the database at rawURL (a libpq URL or
 // keyword string; pool settings such as pool_max_conns go in it too),
 // creating its tables or migrating them as needed. Options.Key, ReadOnly,
-// Now, AfterCommit and OnCommit mean what they mean for [Open];
-// LockTimeout bounds how long connecting may take.
+// Now, AfterCommit, OnCommit and LockTimeout (how long to wait for
+// another writer, 1s by default) mean what they mean for [Open].
+// Connecting may take pgConnectTimeout, or the URL's connect_timeout.
 func OpenPostgres(ctx context.Context, rawURL string, opts *Options) (*Postgres, error) {
 	var o Options
 	if opts != nil {
@@ -115,7 +119,7 @@ func OpenPostgres(ctx context.Context, rawURL string, opts *Options) (*Postgres,
 		o.Now = time.Now
 	}
 	if o.LockTimeout <= 0 {
-		o.LockTimeout = 10 * time.Second
+		o.LockTimeout = time.Second
 	}
 	where := redactURL(rawURL)
 	cfg, err := pgxpool.ParseConfig(rawURL)
@@ -125,9 +129,9 @@ func OpenPostgres(ctx context.Context, rawURL string, opts *Options) (*Postgres,
 	// The rule: an intent is durable before its call is sent.
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
 	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = o.LockTimeout
+		cfg.ConnConfig.ConnectTimeout = pgConnectTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.LockTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cfg.ConnConfig.ConnectTimeout+o.LockTimeout)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
