@@ -68,6 +68,14 @@ type Options struct {
 	// carried. For metrics and traces; it must not block, and it must not
 	// write to the journal.
 	OnCommit func(Commit)
+	// Worker names this process among the workers sharing a PostgreSQL
+	// journal (default host:pid); Lease is how long its runs stay its own
+	// without a heartbeat (default DefaultLease); Serves says it claims
+	// the runs of others (mcpflow server). The bbolt file ignores them: it
+	// has one writer.
+	Worker string
+	Lease  time.Duration
+	Serves bool
 	// keyOptional lets Compact, which copies pages and decrypts nothing,
 	// write an encrypted journal without its key.
 	keyOptional bool

@@ -21,7 +21,7 @@ import (
 // PostgreSQL journal. Migrations from older versions run at open, in one
 // transaction under an advisory lock (several workers may start at once);
 // a database with a newer version is refused ([ErrNewerSchema]).
-const PostgresSchemaVersion = 1
+const PostgresSchemaVersion = 2
 
 // pgMigrations[i] moves the schema from version i to i+1. The records are
 // the bbolt journal's (the same JSON, checksum and sealing); the columns
@@ -49,6 +49,22 @@ var pgMigrations = []string{
 	CREATE INDEX mcpflow_invocations_run ON mcpflow_invocations (run_id, id);
 	CREATE INDEX mcpflow_invocations_state ON mcpflow_invocations (state, id);
 	CREATE INDEX mcpflow_invocations_tool ON mcpflow_invocations (server, tool, id);`,
+	// Workers and leases (lease.go): which session works on each run, at
+	// which epoch.
+	`CREATE TABLE mcpflow_workers (
+		id text PRIMARY KEY,
+		session uuid NOT NULL UNIQUE,
+		host text NOT NULL,
+		pid integer NOT NULL,
+		serves boolean NOT NULL,
+		backend_pid integer NOT NULL,
+		backend_start timestamptz,
+		started_at timestamptz NOT NULL,
+		heartbeat_at timestamptz NOT NULL,
+		lease_until timestamptz NOT NULL
+	);
+	ALTER TABLE mcpflow_runs ADD COLUMN owner text, ADD COLUMN session uuid, ADD COLUMN epoch bigint NOT NULL DEFAULT 0;
+	CREATE INDEX mcpflow_runs_session ON mcpflow_runs (session) WHERE session IS NOT NULL;`,
 }
 
 // pgConnectTimeout bounds connecting when the URL does not.
@@ -69,37 +85,10 @@ type Postgres struct {
 	readOnly bool
 	gc       groupCommit[pgx.Tx]
 
-	owner *pgx.Conn // holds the writer's advisory lock; nil when read-only
+	leases *leases // this process's worker session; nil when read-only
 
 	closeOnce sync.Once
 	closed    atomic.Bool
-}
-
-// ownerLock takes the journal's writer lock — a session advisory lock
-// keyed by the schema, held on a connection of its own until Close —
-// waiting up to timeout for another writer to let go ([ErrLocked]).
-func ownerLock(ctx context.Context, pool *pgxpool.Pool, timeout time.Duration) (*pgx.Conn, error) {
-	c, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInaccessible, err)
-	}
-	conn := c.Hijack()
-	deadline := time.Now().Add(timeout)
-	for {
-		var ok bool
-		err := conn.QueryRow(bg, `SELECT pg_try_advisory_lock($1, hashtext(current_schema()))`, int32(0x6d637066)).Scan(&ok) // "mcpf", the schema
-		switch {
-		case err != nil:
-			conn.Close(bg)
-			return nil, fmt.Errorf("%w: %v", ErrInaccessible, err)
-		case ok:
-			return conn, nil
-		case time.Now().After(deadline) || ctx.Err() != nil:
-			conn.Close(bg)
-			return nil, ErrLocked
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 var _ Store = (*Postgres)(nil)
@@ -150,10 +139,9 @@ func OpenPostgres(ctx context.Context, rawURL string, opts *Options) (*Postgres,
 		return nil, fmt.Errorf("open journal %s: %w", where, err)
 	}
 	if !o.ReadOnly {
-		// One writer at a time, as with the file's lock: a second
-		// process resuming the runs of the first would send their calls
-		// twice. Readers share the database.
-		if p.owner, err = ownerLock(ctx, pool, o.LockTimeout); err != nil {
+		// Many writers share the database; each run is worked on by the
+		// one that holds its lease (lease.go).
+		if p.leases, err = join(ctx, pool, where, o, &p.ids, o.Now()); err != nil {
 			pool.Close()
 			return nil, fmt.Errorf("open journal %s: %w", where, err)
 		}
@@ -260,11 +248,11 @@ func (p *Postgres) apply(fns []func(pgx.Tx) error) (int, error) {
 }
 
 func (p *Postgres) storeWrite(fn func(store) error) error {
-	return p.gc.do(func(tx pgx.Tx) error { return fn(pgStore{tx: tx, s: p.sealer}) })
+	return p.gc.do(func(tx pgx.Tx) error { return fn(pgStore{tx: tx, s: p.sealer, l: p.leases}) })
 }
 
 func (p *Postgres) storeLater(fn func(store) error) (*Pending, error) {
-	w, err := p.gc.enqueue(func(tx pgx.Tx) error { return fn(pgStore{tx: tx, s: p.sealer}) })
+	w, err := p.gc.enqueue(func(tx pgx.Tx) error { return fn(pgStore{tx: tx, s: p.sealer, l: p.leases}) })
 	if err != nil {
 		return nil, err
 	}
@@ -284,9 +272,11 @@ func (p *Postgres) connErr(err error) error {
 
 // pgStore is the store of one PostgreSQL transaction. Records are read
 // FOR UPDATE: a write's read-modify-write holds its rows until commit.
+// Every write for a run this process holds is fenced by its lease's epoch.
 type pgStore struct {
 	tx pgx.Tx
 	s  *sealer
+	l  *leases // nil: read-only
 }
 
 var bg = context.Background()
@@ -321,8 +311,16 @@ func (st pgStore) putRun(old, r *Run) error {
 		return err
 	}
 	if old == nil {
-		_, err = st.tx.Exec(bg, `INSERT INTO mcpflow_runs (id, status, workflow, started_at, record) VALUES ($1, $2, $3, $4, $5)`,
-			uuidOf(r.ID), r.Status.String(), r.Workflow, r.StartedAt, seal(b))
+		// A new run is its creator's, at epoch 1.
+		_, err = st.tx.Exec(bg, `INSERT INTO mcpflow_runs (id, status, workflow, started_at, record, owner, session, epoch)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 1)`,
+			uuidOf(r.ID), r.Status.String(), r.Workflow, r.StartedAt, seal(b), st.l.worker, uuidOf(st.l.session))
+		if err == nil {
+			st.l.hold(r.ID, 1)
+		}
+		return err
+	}
+	if err := st.l.fence(st.tx, r.ID); err != nil {
 		return err
 	}
 	_, err = st.tx.Exec(bg, `UPDATE mcpflow_runs SET status = $2, record = $3 WHERE id = $1`, uuidOf(r.ID), r.Status.String(), seal(b))
@@ -330,6 +328,9 @@ func (st pgStore) putRun(old, r *Run) error {
 }
 
 func (st pgStore) putInv(old, inv *Invocation) error {
+	if err := st.l.fence(st.tx, inv.RunID); err != nil {
+		return err
+	}
 	b, err := encodeInv(st.s, inv)
 	if err != nil {
 		return err
@@ -832,8 +833,8 @@ func (p *Postgres) Close() error {
 		p.gc.close()
 		p.closed.Store(true)
 		p.pool.Close()
-		if p.owner != nil {
-			p.owner.Close(bg) // lets the next writer in
+		if p.leases != nil {
+			p.leases.leave() // the runs still running go to other workers
 		}
 	})
 	return nil

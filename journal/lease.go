@@ -1,0 +1,409 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Leases: several processes — mcpflow server workers, and commands that
+// run a workflow themselves — share a PostgreSQL journal. Each read-write
+// open is a worker session: a row of mcpflow_workers whose lease its
+// heartbeat extends. A run is worked on by one session at a time: the
+// session in the run's row, with the run's epoch. A run is free when no
+// live session holds it: its session's lease expired (the process is
+// paused, partitioned or gone) or its session's database connection is
+// gone (the process died). Taking a run bumps its epoch, and every write a
+// process makes for a run it holds is checked against that epoch in the
+// write's transaction (fencing): a process that lost a run to another
+// writes nothing more for it. Leases keep work moving; the epoch keeps it
+// safe.
+
+// DefaultLease is how long a session's runs stay its own without a
+// heartbeat; the heartbeat comes every third of it.
+const DefaultLease = 10 * time.Second
+
+var (
+	// ErrLeaseLost: another worker took the run over (this process's
+	// lease expired while it was paused or cut off): nothing more is
+	// written for it here.
+	ErrLeaseLost = errors.New("the run was taken over by another worker: this process no longer holds its lease")
+	// ErrHeld: another live worker holds the run.
+	ErrHeld = errors.New("the run is held by another worker")
+)
+
+// Worker is a process working on a PostgreSQL journal, as
+// [Postgres.Workers] reports it.
+type Worker struct {
+	ID   string `json:"id"`
+	Host string `json:"host"`
+	PID  int    `json:"pid"`
+	// Serves: a server that claims submitted and orphaned runs; false for
+	// a command that runs only its own.
+	Serves      bool      `json:"serves"`
+	StartedAt   time.Time `json:"started_at"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+	LeaseUntil  time.Time `json:"lease_until"`
+	// Live: its lease holds and its connection is open.
+	Live bool `json:"live"`
+	// Runs are the runs it holds.
+	Runs []ID `json:"runs"`
+}
+
+// liveSession is the SQL condition "the session s is live": its worker's
+// lease holds and the database connection it registered is still open
+// (a process that died lets its runs go at once; one that is paused keeps
+// them until its lease expires).
+func liveSession(s string) string {
+	return `EXISTS (SELECT 1 FROM mcpflow_workers lw JOIN pg_stat_activity la ON la.pid = lw.backend_pid
+		AND (la.backend_start IS NULL OR la.backend_start = lw.backend_start)
+		WHERE lw.session = ` + s + ` AND lw.lease_until > clock_timestamp())`
+}
+
+// leases is this process's session and the runs it holds.
+type leases struct {
+	worker  string
+	session ID
+	ttl     time.Duration
+	serves  bool
+	pool    *pgxpool.Pool
+	where   string
+
+	mu     sync.Mutex
+	held   map[ID]int64 // run: the epoch this session took it at, or lostEpoch
+	lost   func(ID)
+	owner  *pgx.Conn // the session's connection: its liveness is the process's
+	stop   chan struct{}
+	beaten sync.WaitGroup // the heartbeat
+}
+
+// lostEpoch marks a run this session lost: its writes stay refused for as
+// long as the process lives (unless it takes the run again).
+const lostEpoch = -1
+
+// join registers the session (see Options.Worker) and starts its
+// heartbeat.
+func join(ctx context.Context, pool *pgxpool.Pool, where string, o Options, ids *idGen, now time.Time) (*leases, error) {
+	l := &leases{worker: o.Worker, session: ids.next(now), ttl: o.Lease, serves: o.Serves, pool: pool, where: where,
+		held: map[ID]int64{}, stop: make(chan struct{})}
+	if l.ttl <= 0 {
+		l.ttl = DefaultLease
+	}
+	host, _ := os.Hostname()
+	if l.worker == "" {
+		l.worker = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInaccessible, err)
+	}
+	l.owner = c.Hijack()
+	var took bool
+	err = l.owner.QueryRow(ctx, `INSERT INTO mcpflow_workers AS w
+			(id, session, host, pid, serves, backend_pid, backend_start, started_at, heartbeat_at, lease_until)
+		SELECT $1, $2, $3, $4, $5, a.pid, a.backend_start, clock_timestamp(), clock_timestamp(), clock_timestamp() + $6::interval
+		FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()
+		ON CONFLICT (id) DO UPDATE SET session = excluded.session, host = excluded.host, pid = excluded.pid,
+			serves = excluded.serves, backend_pid = excluded.backend_pid, backend_start = excluded.backend_start,
+			started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, lease_until = excluded.lease_until
+		WHERE NOT `+liveSession("w.session")+`
+		RETURNING true`, l.worker, uuidOf(l.session), host, os.Getpid(), l.serves, l.ttl.String()).Scan(&took)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var h string
+		var pid int
+		l.owner.QueryRow(ctx, `SELECT host, pid FROM mcpflow_workers WHERE id = $1`, l.worker).Scan(&h, &pid)
+		l.owner.Close(bg)
+		return nil, fmt.Errorf("worker id %q is in use by a live process (pid %d on %s): give each worker its own --worker-id", l.worker, pid, h)
+	}
+	if err != nil {
+		l.owner.Close(bg)
+		return nil, fmt.Errorf("%w: register worker %q: %v", ErrInaccessible, l.worker, err)
+	}
+	// Sessions of commands that ended long ago are forgotten (servers stay
+	// listed while their rows say when they were last seen).
+	l.owner.Exec(ctx, `DELETE FROM mcpflow_workers w WHERE NOT serves AND lease_until < clock_timestamp() - interval '1 hour'
+		AND NOT EXISTS (SELECT 1 FROM mcpflow_runs r WHERE r.session = w.session)`)
+	l.beaten.Add(1)
+	go l.heartbeat()
+	return l, nil
+}
+
+// heartbeat extends the session's lease every third of it, and finds the
+// runs another worker took over (while this process was paused, say): they
+// are lost, and the owner of the lost callback stops working on them.
+func (l *leases) heartbeat() {
+	defer l.beaten.Done()
+	t := time.NewTicker(l.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+		}
+		l.beat()
+	}
+}
+
+func (l *leases) beat() {
+	ctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
+	defer cancel()
+	tag, err := l.owner.Exec(ctx, `UPDATE mcpflow_workers SET heartbeat_at = clock_timestamp(), lease_until = clock_timestamp() + $2::interval
+		WHERE session = $1`, uuidOf(l.session), l.ttl.String())
+	if err != nil && l.owner.IsClosed() {
+		// The connection broke: take a new one as the session's (its
+		// runs may be gone by now; the check below finds out).
+		if c, err := l.pool.Acquire(ctx); err == nil {
+			l.owner = c.Hijack()
+			tag, err = l.owner.Exec(ctx, `UPDATE mcpflow_workers w SET heartbeat_at = clock_timestamp(), lease_until = clock_timestamp() + $2::interval,
+				backend_pid = a.pid, backend_start = a.backend_start FROM pg_stat_activity a
+				WHERE a.pid = pg_backend_pid() AND w.session = $1`, uuidOf(l.session), l.ttl.String())
+		}
+	}
+	if err != nil {
+		return // the next beat tries again; writes stay fenced meanwhile
+	}
+	if tag.RowsAffected() == 0 {
+		// The row was taken by a process that thought this one dead:
+		// every run is lost.
+		l.loseAll()
+		return
+	}
+	l.mu.Lock()
+	ids := make([][16]byte, 0, len(l.held))
+	for id, e := range l.held {
+		if e != lostEpoch {
+			ids = append(ids, uuidOf(id))
+		}
+	}
+	l.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	rows, err := l.owner.Query(ctx, `SELECT id FROM mcpflow_runs WHERE id = ANY($1) AND session = $2`, ids, uuidOf(l.session))
+	if err != nil {
+		return
+	}
+	still := map[ID]bool{}
+	var id [16]byte
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { still[ID(id)] = true; return nil }); err != nil {
+		return
+	}
+	for _, id := range ids {
+		if !still[ID(id)] {
+			l.lose(ID(id))
+		}
+	}
+}
+
+// epoch is the epoch run was taken at, if this session holds it.
+func (l *leases) epoch(run ID) (int64, bool) {
+	if l == nil {
+		return 0, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e, ok := l.held[run]
+	return e, ok
+}
+
+func (l *leases) hold(run ID, epoch int64) {
+	l.mu.Lock()
+	l.held[run] = epoch
+	l.mu.Unlock()
+}
+
+// lose marks run lost and tells the lost callback, once.
+func (l *leases) lose(run ID) {
+	l.mu.Lock()
+	e, had := l.held[run]
+	l.held[run] = lostEpoch
+	lost := l.lost
+	l.mu.Unlock()
+	if had && e != lostEpoch && lost != nil {
+		lost(run)
+	}
+}
+
+func (l *leases) loseAll() {
+	l.mu.Lock()
+	ids := make([]ID, 0, len(l.held))
+	for id, e := range l.held {
+		if e != lostEpoch {
+			ids = append(ids, id)
+		}
+	}
+	l.mu.Unlock()
+	for _, id := range ids {
+		l.lose(id)
+	}
+}
+
+// fence checks, in tx, that this session still holds run at the epoch it
+// took it at; a run this session does not hold is not fenced (an
+// operator's approval or resolution, say, for a run another worker runs).
+func (l *leases) fence(q querier, run ID) error {
+	e, ok := l.epoch(run)
+	if !ok {
+		return nil
+	}
+	if e == lostEpoch {
+		return fmt.Errorf("run %s: %w", run.Short(), ErrLeaseLost)
+	}
+	var mine bool
+	err := q.QueryRow(bg, `SELECT session IS NOT DISTINCT FROM $2 AND epoch = $3 FROM mcpflow_runs WHERE id = $1 FOR SHARE`,
+		uuidOf(run), uuidOf(l.session), e).Scan(&mine)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	if !mine {
+		l.lose(run)
+		return fmt.Errorf("run %s: %w", run.Short(), ErrLeaseLost)
+	}
+	return nil
+}
+
+// leave lets every run go (a run still running is free at once for
+// another worker to take) and removes the session.
+func (l *leases) leave() {
+	close(l.stop)
+	l.beaten.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l.owner.Exec(ctx, `UPDATE mcpflow_runs SET owner = NULL, session = NULL WHERE session = $1`, uuidOf(l.session))
+	l.owner.Exec(ctx, `DELETE FROM mcpflow_workers WHERE session = $1`, uuidOf(l.session))
+	l.owner.Close(bg)
+}
+
+// OnLost sets what is told of each run this process loses to another
+// worker (its lease expired and the run was taken): the run's work here
+// must stop; its writes are refused already ([ErrLeaseLost]).
+func (p *Postgres) OnLost(fn func(ID)) {
+	if p.leases == nil {
+		return
+	}
+	p.leases.mu.Lock()
+	p.leases.lost = fn
+	p.leases.mu.Unlock()
+}
+
+// Worker is the id of this process's session ("" when read-only).
+func (p *Postgres) Worker() string {
+	if p.leases == nil {
+		return ""
+	}
+	return p.leases.worker
+}
+
+// Acquire makes this process the holder of run, which it is about to
+// resume: at once when it is free (a new epoch fences off the worker that
+// had it), [ErrHeld] when a live worker holds it. Holding it already is
+// not an error.
+func (p *Postgres) Acquire(run ID) error {
+	l := p.leases
+	if l == nil {
+		return fmt.Errorf("journal %s was opened read-only", p.where)
+	}
+	var epoch int64
+	err := p.pool.QueryRow(bg, `UPDATE mcpflow_runs r SET owner = $2, session = $3,
+			epoch = CASE WHEN r.session IS NOT DISTINCT FROM $3 THEN r.epoch ELSE r.epoch + 1 END
+		WHERE id = $1 AND (r.session IS NULL OR r.session = $3 OR NOT `+liveSession("r.session")+`)
+		RETURNING epoch`, uuidOf(run), l.worker, uuidOf(l.session)).Scan(&epoch)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var owner string
+		if err := p.pool.QueryRow(bg, `SELECT coalesce(owner, '') FROM mcpflow_runs WHERE id = $1`, uuidOf(run)).Scan(&owner); errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("run %s: %w", run, ErrNotFound)
+		}
+		return fmt.Errorf("run %s is going in worker %s: %w", run.Short(), owner, ErrHeld)
+	}
+	if err != nil {
+		return p.connErr(err)
+	}
+	l.hold(run, epoch)
+	return nil
+}
+
+// Release lets run go: another worker may take it (if it is still
+// running) at once.
+func (p *Postgres) Release(run ID) error {
+	l := p.leases
+	if l == nil {
+		return nil
+	}
+	e, ok := l.epoch(run)
+	if !ok || e == lostEpoch {
+		return nil // a lost run stays fenced
+	}
+	l.mu.Lock()
+	delete(l.held, run)
+	l.mu.Unlock()
+	_, err := p.pool.Exec(bg, `UPDATE mcpflow_runs SET owner = NULL, session = NULL WHERE id = $1 AND session = $2 AND epoch = $3`,
+		uuidOf(run), uuidOf(l.session), e)
+	if err != nil {
+		return p.connErr(err)
+	}
+	return nil
+}
+
+// Claim takes up to n free running runs — submitted for any worker, or
+// left by a worker that died or lost its lease — oldest first, skipping
+// the ones another worker is taking (FOR UPDATE SKIP LOCKED). The caller
+// resumes each exactly as a crash is resumed.
+func (p *Postgres) Claim(n int) ([]ID, error) {
+	l := p.leases
+	if l == nil || n <= 0 {
+		return nil, nil
+	}
+	rows, err := p.pool.Query(bg, `UPDATE mcpflow_runs r SET owner = $2, session = $3, epoch = r.epoch + 1
+		FROM (SELECT id FROM mcpflow_runs c WHERE c.status = 'running'
+			AND (c.session IS NULL OR NOT `+liveSession("c.session")+`)
+			ORDER BY c.id LIMIT $1 FOR UPDATE SKIP LOCKED) free
+		WHERE r.id = free.id RETURNING r.id, r.epoch`, n, l.worker, uuidOf(l.session))
+	if err != nil {
+		return nil, p.connErr(err)
+	}
+	var ids []ID
+	var id [16]byte
+	var epoch int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &epoch}, func() error {
+		l.hold(ID(id), epoch)
+		ids = append(ids, ID(id))
+		return nil
+	}); err != nil {
+		return nil, p.connErr(err)
+	}
+	return ids, nil
+}
+
+// Workers lists the workers registered on the journal, live ones first,
+// with the runs each holds.
+func (p *Postgres) Workers() ([]Worker, error) {
+	rows, err := p.pool.Query(bg, `SELECT w.id, w.host, w.pid, w.serves, w.started_at, w.heartbeat_at, w.lease_until,
+			`+liveSession("w.session")+`,
+			coalesce((SELECT array_agg(r.id ORDER BY r.id) FROM mcpflow_runs r WHERE r.session = w.session), '{}')
+		FROM mcpflow_workers w ORDER BY 8 DESC, w.id`)
+	if err != nil {
+		return nil, p.connErr(err)
+	}
+	var out []Worker
+	var w Worker
+	var runs [][16]byte
+	_, err = pgx.ForEachRow(rows, []any{&w.ID, &w.Host, &w.PID, &w.Serves, &w.StartedAt, &w.HeartbeatAt, &w.LeaseUntil, &w.Live, &runs}, func() error {
+		w.Runs = make([]ID, len(runs))
+		for i, r := range runs {
+			w.Runs[i] = ID(r)
+		}
+		out = append(out, w)
+		return nil
+	})
+	if err != nil {
+		return nil, p.connErr(err)
+	}
+	return out, nil
+}
