@@ -239,17 +239,7 @@ const (
 // error: see the returned status. An error means the journal could not be
 // written, and the run's state is whatever was journaled before.
 func (e *Engine) Run(ctx context.Context, wf *workflow.Workflow, inputs map[string]any, workspace string) (*journal.Run, error) {
-	run := &journal.Run{
-		Workflow:   wf.Name,
-		Definition: wf.Source,
-		Source:     wf.Path,
-		Inputs:     wf.RedactInputs(inputs),
-		Secrets:    wf.SecretInputs(),
-		Workspace:  workspace,
-	}
-	if e.Journal.Sealed() {
-		run.Inputs = inputs // encrypted at rest: kept faithfully, secrets too
-	}
+	run := e.newRun(wf, inputs, workspace)
 	ctx, span := tracer().Start(ctx, "mcpflow.run", trace.WithAttributes(attribute.String(AttrWorkflow, wf.Name)))
 	run.TraceParent = traceParent(span) // a resumed run continues this trace
 	// The run's creation rides with its first write.
@@ -265,6 +255,36 @@ func (e *Engine) Run(ctx context.Context, wf *workflow.Workflow, inputs map[stri
 	out, err := r.execute(ctx)
 	endRun(span, out, err)
 	return out, err
+}
+
+// newRun is the record of a run of wf about to start.
+func (e *Engine) newRun(wf *workflow.Workflow, inputs map[string]any, workspace string) *journal.Run {
+	run := &journal.Run{
+		Workflow:   wf.Name,
+		Definition: wf.Source,
+		Source:     wf.Path,
+		Inputs:     wf.RedactInputs(inputs),
+		Secrets:    wf.SecretInputs(),
+		Workspace:  workspace,
+	}
+	if e.Journal.Sealed() {
+		run.Inputs = inputs // encrypted at rest: kept faithfully, secrets too
+	}
+	return run
+}
+
+// Submit journals a run of wf that has not started: the record Run would
+// create, running, with no invocation yet, for whoever resumes it (a
+// worker sharing the journal) to start it from the journal alone. The run
+// joins the trace of ctx, if any. Its secret inputs reach whoever starts
+// it only through a Sealed journal.
+func (e *Engine) Submit(ctx context.Context, wf *workflow.Workflow, inputs map[string]any, workspace string) (*journal.Run, error) {
+	run := e.newRun(wf, inputs, workspace)
+	run.TraceParent = traceParent(trace.SpanFromContext(ctx))
+	if err := e.Journal.CreateRun(run); err != nil {
+		return nil, err
+	}
+	return run, nil
 }
 
 // runner is the state of one run in progress.

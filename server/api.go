@@ -148,6 +148,10 @@ type SubmitRequest struct {
 	File   string         `json:"file"`
 	Inputs map[string]any `json:"inputs"`
 	Pairs  []string       `json:"input_pairs,omitempty"`
+	// Queue hands the run to whichever worker claims it first, when the
+	// journal is shared by workers (PostgreSQL); otherwise, and without
+	// it, the run goes in this server (and its events come from here).
+	Queue bool `json:"queue,omitempty"`
 }
 
 func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
@@ -163,7 +167,14 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 	if !filepath.IsAbs(file) && s.o.Workspace != "" {
 		file = filepath.Join(s.o.Workspace, file)
 	}
-	id, err := s.submit(s.traceOf(r), service.RunRequest{File: file, InputValues: req.Inputs, Inputs: req.Pairs})
+	run := service.RunRequest{File: file, InputValues: req.Inputs, Inputs: req.Pairs}
+	var id journal.ID
+	var err error
+	if _, shared := s.pool(); shared && req.Queue {
+		id, err = s.enqueue(s.traceOf(r), run)
+	} else {
+		id, err = s.submit(s.traceOf(r), run)
+	}
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -74,8 +74,10 @@ func (s *Server) launch(trace context.Context, fn func(ctx context.Context, even
 	}
 	ch := make(chan started, 1)
 	s.runs.Add(1)
+	s.going.Add(1)
 	go func() {
 		defer s.runs.Done()
+		defer s.going.Add(-1)
 		announced := false
 		err := fn(trace, func(ev engine.Event) {
 			if ev.Kind == engine.RunStarted && !announced {

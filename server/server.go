@@ -46,6 +46,12 @@ type Options struct {
 	By string
 	// Logf, when set, receives a line per notable event.
 	Logf func(format string, args ...any)
+	// MaxRuns is how many runs a worker on a shared journal (PostgreSQL)
+	// keeps going at once, counting its own; it claims free runs up to
+	// it. Default 32.
+	MaxRuns int
+	// Poll is how often a worker looks for free runs. Default 1s.
+	Poll time.Duration
 }
 
 // Server is one long-running owner of a journal. Start it, then Stop it.
@@ -64,6 +70,10 @@ type Server struct {
 	stopRuns context.CancelCauseFunc
 	stopping atomic.Bool
 	runs     sync.WaitGroup // the goroutines of the runs going
+	going    atomic.Int64   // how many runs go
+	quit     chan struct{}  // closed by Stop: the worker stops claiming
+	poked    chan struct{}  // a run was submitted here: claim now
+	working  sync.WaitGroup // the worker's claim loop
 
 	servers   []*http.Server
 	serving   sync.WaitGroup
@@ -83,6 +93,13 @@ func New(o *Options) (*Server, error) {
 	if s.o.By == "" {
 		s.o.By = "api"
 	}
+	if s.o.MaxRuns <= 0 {
+		s.o.MaxRuns = 32
+	}
+	if s.o.Poll <= 0 {
+		s.o.Poll = time.Second
+	}
+	s.quit, s.poked = make(chan struct{}), make(chan struct{}, 1)
 	if s.o.Listen != "" && s.o.Token == "" && !loopback(s.o.Listen) {
 		return nil, fmt.Errorf("--listen %s is not a loopback address: a token is required (--token-file)", s.o.Listen)
 	}
@@ -111,8 +128,9 @@ func loopback(addr string) bool {
 }
 
 // Start listens on the socket and the TCP address, serves, and resumes the
-// runs that were running when the journal's last owner stopped. It returns
-// once listening.
+// runs that were running when the journal's last owner stopped — on a
+// journal shared by workers, it claims free runs (see work) until Stop. It
+// returns once listening.
 func (s *Server) Start() error {
 	if s.o.Socket != "" {
 		l, err := listenSocket(s.o.Socket)
@@ -129,6 +147,11 @@ func (s *Server) Start() error {
 		}
 		s.tcpAddr = l.Addr()
 		s.serve(l, s.Handler(true))
+	}
+	if p, ok := s.pool(); ok {
+		s.working.Add(1)
+		go s.work(p)
+		return nil
 	}
 	return s.resumeInterrupted()
 }
@@ -205,6 +228,8 @@ func (s *Server) resumeInterrupted() error {
 // waits for the runs' goroutines. ctx bounds the whole of it.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopping.Store(true)
+	close(s.quit)
+	s.working.Wait()
 	s.hub.close()
 	for _, srv := range s.servers {
 		srv.Close()

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -41,6 +42,43 @@ func (s *Service) Run(ctx context.Context, req RunRequest) (*Report, error) {
 		return nil, err
 	}
 	return s.runWorkflow(ctx, wf, inputs, s.o.Workspace, req.TrustWorkspace, req.Events)
+}
+
+// ErrNotShared: Submit needs a journal several processes share
+// (PostgreSQL), where a worker can claim the run.
+var ErrNotShared = errors.New("the journal is not shared by workers")
+
+// Submit journals a run of the workflow for any worker sharing the
+// journal to claim and start (mcpflow server on PostgreSQL), and returns
+// its id without running anything here. The run is journaled as running,
+// with its definition and inputs — secret ones encrypted, so the journal
+// must be sealed to carry them — and is resumed by the worker that claims
+// it exactly as after a crash. A worker trusts workspaces by its own user's
+// trust store, so --trust-workspace cannot travel with the run.
+func (s *Service) Submit(ctx context.Context, req RunRequest) (journal.ID, error) {
+	wf, inputs, err := s.load(req)
+	if err != nil {
+		return journal.ID{}, err
+	}
+	if err := s.open(); err != nil {
+		return journal.ID{}, err
+	}
+	if _, ok := s.j.(shared); !ok {
+		return journal.ID{}, ErrNotShared
+	}
+	if req.TrustWorkspace {
+		return journal.ID{}, invalid("--trust-workspace does not travel with a submitted run: the worker that claims it trusts workspaces by its own trust store (mcpflow trust add %s where it runs)", s.o.Workspace)
+	}
+	if len(workflow.SecretValues(wf.SecretInputs(), inputs)) > 0 && !s.j.Sealed() {
+		return journal.ID{}, invalid("the run has secret inputs, which reach a worker only through an encrypted journal: open it with its key (%s)", journal.KeyEnv)
+	}
+	e := &engine.Engine{Journal: s.j}
+	run, err := e.Submit(ctx, wf, inputs, s.o.Workspace)
+	if err != nil {
+		return journal.ID{}, journalFailed(err)
+	}
+	s.release(run.ID)
+	return run.ID, nil
 }
 
 // ParseInputs loads and validates the workflow a run request names and
@@ -120,6 +158,10 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 		return nil, &invalidError{cause: ErrRunning, msg: fmt.Sprintf(
 			"run %s is running: follow it with 'mcpflow runs watch %s', or cancel it with 'mcpflow runs cancel %s'", id.Short(), id.Short(), id.Short())}
 	}
+	if err := s.acquire(id); err != nil {
+		return nil, err
+	}
+	defer s.release(id)
 	run, err := s.j.Run(id)
 	if err != nil {
 		return nil, err
@@ -257,3 +299,21 @@ func (s *Service) approveFailed(run *journal.Run, by string) (*journal.Run, erro
 	}
 	return s.j.Run(run.ID)
 }
+
+// Abandon fails a run a worker claimed but cannot resume at all (err says
+// why: its workspace is not on this machine, its definition no longer
+// loads), so that workers stop claiming it; an operator resumes it once
+// the cause is fixed.
+func (s *Service) Abandon(id journal.ID, why error) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	if err := s.acquire(id); err != nil {
+		return err // another worker has it now
+	}
+	defer s.release(id)
+	return s.j.SetRunStatus(id, journal.RunFailed, &journal.Error{Code: CodeCannotResume, Message: why.Error()})
+}
+
+// CodeCannotResume fails a run that a worker claimed and could not resume.
+const CodeCannotResume = "MCPFLOW_CANNOT_RESUME"

@@ -60,6 +60,7 @@ type Service struct {
 // when j is nil.
 func New(j journal.Store, o *Options) (*Service, error) {
 	s := &Service{j: j, active: map[journal.ID]context.CancelCauseFunc{}}
+	s.share(j)
 	if o != nil {
 		s.o = *o
 	}
@@ -90,7 +91,58 @@ func (s *Service) open() error {
 	}
 	s.j, s.openErr = s.o.OpenJournal()
 	s.opened = s.openErr == nil
+	s.share(s.j)
 	return s.openErr
+}
+
+// shared is a journal several processes work on at once (PostgreSQL): a
+// run is worked on only by the process that holds its lease. A run this
+// process starts is its own; one it resumes it acquires first; either is
+// released when it stops here, and a run lost to another worker (this
+// process was paused past its lease) is stopped here at once.
+type shared interface {
+	Acquire(journal.ID) error
+	Release(journal.ID) error
+	OnLost(func(journal.ID))
+}
+
+func (s *Service) share(j journal.Store) {
+	if sh, ok := j.(shared); ok {
+		sh.OnLost(s.lost)
+	}
+}
+
+// lost stops a run another worker took over: its writes are refused
+// already; this aborts its call in flight and sends nothing more.
+func (s *Service) lost(id journal.ID) {
+	s.mu.Lock()
+	cancel, ok := s.active[id]
+	s.mu.Unlock()
+	if ok {
+		cancel(journal.ErrLeaseLost)
+	}
+}
+
+// acquire takes the lease of a run this process is about to resume, on a
+// shared journal: a run going in another live worker is refused
+// (ErrRunning).
+func (s *Service) acquire(id journal.ID) error {
+	sh, ok := s.j.(shared)
+	if !ok {
+		return nil
+	}
+	err := sh.Acquire(id)
+	if errors.Is(err, journal.ErrHeld) {
+		return &invalidError{cause: ErrRunning, msg: fmt.Sprintf("%v: follow it with 'mcpflow runs watch %s' where that worker serves", err, id.Short())}
+	}
+	return err
+}
+
+// release lets another worker take a run this process stopped working on.
+func (s *Service) release(id journal.ID) {
+	if sh, ok := s.j.(shared); ok {
+		sh.Release(id)
+	}
 }
 
 // Journal returns the service's journal, opened as its options say (for
@@ -206,6 +258,7 @@ func (s *Service) track(ctx context.Context, events func(engine.Event), fn func(
 			s.mu.Lock()
 			delete(s.active, id)
 			s.mu.Unlock()
+			s.release(id)
 		}
 	}()
 	return fn(ctx, func(ev engine.Event) {

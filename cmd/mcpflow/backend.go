@@ -56,15 +56,32 @@ var (
 // the command runs.
 type embedded struct{ *service.Service }
 
-// Submit refuses: a run started here ends with the command.
-func (embedded) Submit(context.Context, service.RunRequest) (journal.ID, error) {
-	return journal.ID{}, usageError("--detach needs mcpflow server: a run started here ends with this command (start 'mcpflow server' in the workspace, then run again)")
+// Submit journals the run for a worker to claim when the journal is
+// shared by workers (PostgreSQL); otherwise it refuses: a run started here
+// ends with the command.
+func (e embedded) Submit(ctx context.Context, req service.RunRequest) (journal.ID, error) {
+	id, err := e.Service.Submit(ctx, req)
+	if errors.Is(err, service.ErrNotShared) {
+		return journal.ID{}, usageError("--detach needs mcpflow server: a run started here ends with this command (start 'mcpflow server' in the workspace, or share a PostgreSQL journal with workers, then run again)")
+	}
+	return id, err
 }
 
-// Watch has nothing to follow: with no server, a run goes only in the
-// process that started it, which holds the journal. A run that ended is
-// reported as it ended; one left running was interrupted.
-func (e embedded) Watch(_ context.Context, ref string, _ func(engine.Event)) (*service.Report, error) {
+// Watch follows a run from the journal when the journal is shared by
+// workers: the run goes in whichever worker holds it. Otherwise there is
+// nothing to follow: with no server, a run goes only in the process that
+// started it, which holds the journal. A run that ended is reported as it
+// ended; one left running was interrupted.
+func (e embedded) Watch(ctx context.Context, ref string, events func(engine.Event)) (*service.Report, error) {
+	if e.Shared() {
+		rep, err := e.Follow(ctx, ref, events)
+		if errors.Is(err, context.Canceled) {
+			if rep, derr := e.RunDetail(ref); derr == nil {
+				return nil, &interruptedError{run: rep.Run.ID}
+			}
+		}
+		return rep, err
+	}
 	rep, err := e.RunDetail(ref)
 	if err != nil {
 		return nil, err

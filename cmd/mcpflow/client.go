@@ -394,6 +394,7 @@ func (c *client) Submit(ctx context.Context, req service.RunRequest) (journal.ID
 	if err != nil {
 		return journal.ID{}, err
 	}
+	body.Queue = true // for any worker, when the journal is shared
 	var st server.Started
 	if err := c.do(ctx, http.MethodPost, "/api/runs", body, &st); err != nil {
 		return journal.ID{}, err

@@ -34,6 +34,10 @@ type globals struct {
 	times              timeFormat
 	// serving caches served's answer.
 	serving *bool
+	// worker is how this process joins a journal shared by workers
+	// (PostgreSQL): mcpflow server sets its --worker-id, --lease, and
+	// that it claims runs.
+	worker journal.Options
 	// started is set once cobra accepted the command line and a command's
 	// own code runs; errors before that are usage errors.
 	started bool
@@ -181,7 +185,8 @@ func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
 			if err != nil {
 				return nil, err
 			}
-			jo := &journal.Options{Key: key, OnCommit: telemetry.OnCommit}
+			jo := &journal.Options{Key: key, OnCommit: telemetry.OnCommit,
+				Worker: g.worker.Worker, Lease: g.worker.Lease, Serves: g.worker.Serves}
 			if testJournalOptions != nil {
 				testJournalOptions(jo)
 			}

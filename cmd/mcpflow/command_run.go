@@ -102,7 +102,11 @@ func runRun(ctx context.Context, o *runOptions) error {
 		}
 		return o.g.printer(o.Out).print(map[string]string{"run": id.String()}, func(w io.Writer) error {
 			fmt.Fprintln(w, id)
-			fmt.Fprintf(o.Err, "run %s started in mcpflow server; follow it with: mcpflow runs watch %s\n", id.Short(), id.Short())
+			if _, ok := b.(embedded); ok {
+				fmt.Fprintf(o.Err, "run %s submitted: the first mcpflow server worker on this journal to claim it runs it; follow it with: mcpflow runs watch %s\n", id.Short(), id.Short())
+			} else {
+				fmt.Fprintf(o.Err, "run %s started in mcpflow server; follow it with: mcpflow runs watch %s\n", id.Short(), id.Short())
+			}
 			return nil
 		})
 	}

@@ -20,6 +20,10 @@ type serverOptions struct {
 	listen    string
 	tokenFile string
 	grace     time.Duration
+	socket    string
+	workerID  string
+	lease     time.Duration
+	maxRuns   int
 }
 
 func newServerCommand(g *globals, runF func(context.Context, *serverOptions) error) *cobra.Command {
@@ -38,11 +42,21 @@ stopped, under the replay rule. SIGTERM or Ctrl-C stops taking work, lets calls
 in flight finish for --grace, then aborts the rest (journaled as a crash would
 leave them) and exits; the next start resumes them.
 
+With a PostgreSQL journal (--journal postgres://… or MCPFLOW_JOURNAL), several
+servers — on one machine or many — are workers that share the runs: each claims
+the runs submitted for any worker ('mcpflow run FILE --detach') and the runs of
+a worker that died or stopped answering (its --lease expired), and resumes them
+as after a crash. A worker paused past its lease has its writes refused once
+another took its runs over. Each worker connects to the MCP servers it needs
+itself, and needs the journal's key (MCPFLOW_JOURNAL_KEY) when payloads are
+encrypted.
+
 A --listen address that is not loopback needs --token-file: a file private to
 you (mode 0600) holding the token clients send as "Authorization: Bearer TOKEN".`,
 		Example: `  mcpflow server
   mcpflow server --listen 127.0.0.1:7070
-  mcpflow server --listen 0.0.0.0:7070 --token-file ~/.config/mcpflow/token`,
+  mcpflow server --listen 0.0.0.0:7070 --token-file ~/.config/mcpflow/token
+  MCPFLOW_JOURNAL=postgres://mcpflow@db/mcpflow mcpflow server --worker-id w1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams = streams(cmd)
@@ -55,6 +69,10 @@ you (mode 0600) holding the token clients send as "Authorization: Bearer TOKEN".
 	cmd.Flags().StringVar(&o.listen, "listen", "", "also serve on this TCP address (host:port)")
 	cmd.Flags().StringVar(&o.tokenFile, "token-file", "", "file holding the token TCP clients must send (required off loopback)")
 	cmd.Flags().DurationVar(&o.grace, "grace", 10*time.Second, "on SIGTERM, how long calls in flight may finish before they are aborted")
+	cmd.Flags().StringVar(&o.socket, "socket", "", "the unix socket to serve on (default: mcpflow.sock beside the journal file, or in the workspace's .mcpflow for a PostgreSQL journal; commands in the workspace find the default one)")
+	cmd.Flags().StringVar(&o.workerID, "worker-id", "", "with a PostgreSQL journal: this worker's name, unique among live workers (default host:pid)")
+	cmd.Flags().DurationVar(&o.lease, "lease", journal.DefaultLease, "with a PostgreSQL journal: how long this worker's runs stay its own without a heartbeat")
+	cmd.Flags().IntVar(&o.maxRuns, "max-runs", 32, "with a PostgreSQL journal: how many runs this worker keeps going at once (it claims free runs up to it)")
 	return cmd
 }
 
@@ -72,13 +90,22 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.lease < time.Second {
+		return usageError("--lease %s: use at least 1s (the heartbeat comes every third of it)", o.lease)
+	}
+	o.g.worker = journal.Options{Worker: o.workerID, Lease: o.lease, Serves: true}
+	socket := o.socket
+	if socket == "" {
+		socket = o.g.socketPath()
+	}
 	svc, done, err := o.g.service(writeJournal)
 	if err != nil {
 		return err
 	}
 	defer done()
 	srv, err := server.New(&server.Options{
-		Service: svc, Workspace: o.g.workspace, Socket: o.g.socketPath(), Listen: o.listen, Token: token, Grace: o.grace, By: osUser(),
+		Service: svc, Workspace: o.g.workspace, Socket: socket, Listen: o.listen, Token: token, Grace: o.grace, By: osUser(),
+		MaxRuns: o.maxRuns,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(o.Err, "%s mcpflow server: %s\n", time.Now().Format(time.TimeOnly), fmt.Sprintf(format, args...))
 		},
@@ -89,7 +116,10 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	if err := srv.Start(); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Out, "mcpflow server: journal %s\n  socket: %s\n", journal.Redact(o.g.journalPath), o.g.socketPath())
+	fmt.Fprintf(o.Out, "mcpflow server: journal %s\n  socket: %s\n", journal.Redact(o.g.journalPath), socket)
+	if id := srv.Worker(); id != "" {
+		fmt.Fprintf(o.Out, "  worker: %s (lease %s, up to %d runs)\n", id, o.lease, o.maxRuns)
+	}
 	if a := srv.Addr(); a != nil {
 		fmt.Fprintf(o.Out, "  http://%s/\n", a)
 		if token != "" {
