@@ -104,22 +104,22 @@ func join(ctx context.Context, pool *pgxpool.Pool, where string, o Options, ids 
 		return nil, fmt.Errorf("%w: %v", ErrInaccessible, err)
 	}
 	l.owner = c.Hijack()
-	var took bool
-	err = l.owner.QueryRow(ctx, `INSERT INTO mcpflow_workers AS w
-			(id, session, host, pid, serves, backend_pid, backend_start, started_at, heartbeat_at, lease_until)
-		SELECT $1, $2, $3, $4, $5, a.pid, a.backend_start, clock_timestamp(), clock_timestamp(), clock_timestamp() + $6::interval
-		FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()
-		ON CONFLICT (id) DO UPDATE SET session = excluded.session, host = excluded.host, pid = excluded.pid,
-			serves = excluded.serves, backend_pid = excluded.backend_pid, backend_start = excluded.backend_start,
-			started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, lease_until = excluded.lease_until
-		WHERE NOT `+liveSession("w.session")+`
-		RETURNING true`, l.worker, uuidOf(l.session), host, os.Getpid(), l.serves, l.ttl.String()).Scan(&took)
-	if errors.Is(err, pgx.ErrNoRows) {
-		var h string
-		var pid int
-		l.owner.QueryRow(ctx, `SELECT host, pid FROM mcpflow_workers WHERE id = $1`, l.worker).Scan(&h, &pid)
-		l.owner.Close(bg)
-		return nil, fmt.Errorf("worker id %q is in use by a live process (pid %d on %s): give each worker its own --worker-id", l.worker, pid, h)
+	// A worker restarted under its id right after it died may find its old
+	// session still live for a moment: wait for it as for a locked file.
+	deadline := time.Now().Add(o.LockTimeout)
+	for {
+		err = l.register(ctx, host)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+		if time.Now().After(deadline) {
+			var h string
+			var pid int
+			l.owner.QueryRow(ctx, `SELECT host, pid FROM mcpflow_workers WHERE id = $1`, l.worker).Scan(&h, &pid)
+			l.owner.Close(bg)
+			return nil, fmt.Errorf("worker id %q is in use by a live process (pid %d on %s): give each worker its own --worker-id", l.worker, pid, h)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if err != nil {
 		l.owner.Close(bg)
@@ -132,6 +132,21 @@ func join(ctx context.Context, pool *pgxpool.Pool, where string, o Options, ids 
 	l.beaten.Add(1)
 	go l.heartbeat()
 	return l, nil
+}
+
+// register writes the session's row, taking over the worker id's row when
+// its session is not live; pgx.ErrNoRows when it is.
+func (l *leases) register(ctx context.Context, host string) error {
+	var took bool
+	return l.owner.QueryRow(ctx, `INSERT INTO mcpflow_workers AS w
+			(id, session, host, pid, serves, backend_pid, backend_start, started_at, heartbeat_at, lease_until)
+		SELECT $1, $2, $3, $4, $5, a.pid, a.backend_start, clock_timestamp(), clock_timestamp(), clock_timestamp() + $6::interval
+		FROM pg_stat_activity a WHERE a.pid = pg_backend_pid()
+		ON CONFLICT (id) DO UPDATE SET session = excluded.session, host = excluded.host, pid = excluded.pid,
+			serves = excluded.serves, backend_pid = excluded.backend_pid, backend_start = excluded.backend_start,
+			started_at = excluded.started_at, heartbeat_at = excluded.heartbeat_at, lease_until = excluded.lease_until
+		WHERE NOT `+liveSession("w.session")+`
+		RETURNING true`, l.worker, uuidOf(l.session), host, os.Getpid(), l.serves, l.ttl.String()).Scan(&took)
 }
 
 // heartbeat extends the session's lease every third of it, and finds the

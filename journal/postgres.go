@@ -117,6 +117,17 @@ func OpenPostgres(ctx context.Context, rawURL string, opts *Options) (*Postgres,
 	}
 	// The rule: an intent is durable before its call is sent.
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	if !o.ReadOnly {
+		// A worker paused in the middle of a transaction must not keep the
+		// rows it locked past its lease: the server ends such a
+		// transaction (and its connection), so another worker can take
+		// the run over.
+		lease := o.Lease
+		if lease <= 0 {
+			lease = DefaultLease
+		}
+		cfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = fmt.Sprint((lease / 2).Milliseconds())
+	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = pgConnectTimeout
 	}
