@@ -40,6 +40,7 @@ func (s *Server) Handler(tcp bool) http.Handler {
 	mux.HandleFunc("GET /api/journal/export", s.exportJournal)
 	mux.HandleFunc("GET /api/journal/check", s.checkJournal)
 	mux.HandleFunc("GET /api/servers", s.listServers)
+	mux.HandleFunc("GET /api/workers", s.listWorkers)
 	mux.HandleFunc("GET /api/servers/{name}/tools", s.listTools)
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	s.routeUI(mux)

@@ -52,19 +52,32 @@ type rig struct {
 
 func newRig(t *testing.T, o *server.Options) *rig {
 	t.Helper()
+	return newRigOn(t, "", o)
+}
+
+// newRigOn is a rig whose journal is at location: a PostgreSQL URL, or ""
+// for a file in the workspace.
+func newRigOn(t *testing.T, location string, o *server.Options) *rig {
+	t.Helper()
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "mcpflow.yaml"), []byte("servers:\n  demo: {builtin: demo, trust: true}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, workspace: ws, journal: filepath.Join(ws, ".mcpflow", "journal.db")}
-	r.socket = filepath.Join(filepath.Dir(r.journal), "mcpflow.sock")
+	r := &rig{t: t, workspace: ws, journal: location, socket: filepath.Join(ws, ".mcpflow", "mcpflow.sock")}
+	if location == "" {
+		r.journal = filepath.Join(ws, ".mcpflow", "journal.db")
+	}
 	r.start(o)
 	r.client = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", r.socket)
 	}}}
 	t.Cleanup(func() {
 		r.stop()
-		journaltest.CheckFile(t, r.journal)
+		if journal.IsPostgres(r.journal) {
+			journaltest.CheckAndClose(t, journaltest.OpenStore(t, r.journal, &journal.Options{ReadOnly: true}))
+		} else {
+			journaltest.CheckFile(t, r.journal)
+		}
 	})
 	return r
 }
@@ -83,7 +96,9 @@ func (r *rig) start(o *server.Options) {
 	svc, err := service.New(nil, &service.Options{
 		Workspace:   r.workspace,
 		TrustStore:  r.trust,
-		OpenJournal: func() (journal.Store, error) { return journal.OpenStore(r.journal, nil) },
+		OpenJournal: func() (journal.Store, error) {
+			return journal.OpenStore(r.journal, &journal.Options{Worker: "rig", Serves: true, Lease: 2 * time.Second})
+		},
 	})
 	if err != nil {
 		r.t.Fatal(err)

@@ -145,6 +145,11 @@ type runsPage struct {
 	Filters []filter
 	Runs    []runRow
 	Older   string // the next page's URL
+	// Shared: the journal is shared by workers, listed in Workers with
+	// the runs each holds; Self is this server's worker id.
+	Shared  bool
+	Self    string
+	Workers []journal.Worker
 }
 
 type filter struct {
@@ -160,6 +165,7 @@ type runRow struct {
 	Duration         string
 	Steps, Waiting   int
 	Error            *journal.Error
+	Worker           string // the worker holding the run (a shared journal)
 }
 
 // runStatuses are the filters of the runs list, in this order.
@@ -176,6 +182,19 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := runsPage{page: s.page(w, r, "Runs"), Status: status}
+	holder := map[journal.ID]string{}
+	if pl, ok := s.pool(); ok {
+		p.Shared, p.Self = true, pl.Worker()
+		if p.Workers, err = pl.Workers(); err != nil {
+			s.uiError(w, r, err)
+			return
+		}
+		for _, wk := range p.Workers {
+			for _, id := range wk.Runs {
+				holder[id] = wk.ID
+			}
+		}
+	}
 	p.Live = "/api/events"
 	p.Filters = append(p.Filters, filter{Label: "all", URL: "/", On: status == ""})
 	for _, st := range runStatuses {
@@ -189,6 +208,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		row := runRow{ID: rs.Run.ID, Workflow: rs.Run.Workflow, Status: rs.Run.Status.String(), Started: rs.Run.StartedAt,
 			Duration: shortDuration(runEnd(&rs.Run, p.Now).Sub(rs.Run.StartedAt)), Steps: len(rs.Invocations), Error: rs.Run.Error}
 		row.Waiting = len((&service.Report{Invocations: rs.Invocations}).Waiting())
+		row.Worker = holder[rs.Run.ID]
 		p.Runs = append(p.Runs, row)
 	}
 	if len(runs) == runsPerPage {

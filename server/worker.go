@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
@@ -100,4 +101,29 @@ func (s *Server) Worker() string {
 		return p.Worker()
 	}
 	return ""
+}
+
+// WorkerList is GET /api/workers: the workers registered on a shared
+// journal, live ones first, with the runs each holds; Self is this
+// server's worker id.
+type WorkerList struct {
+	Self    string           `json:"self"`
+	Workers []journal.Worker `json:"workers"`
+}
+
+func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.pool()
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_shared", "the journal is not shared by workers: workers share a PostgreSQL journal")
+		return
+	}
+	ws, err := p.Workers()
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if ws == nil {
+		ws = []journal.Worker{}
+	}
+	writeJSON(w, http.StatusOK, WorkerList{Self: p.Worker(), Workers: ws})
 }
