@@ -94,8 +94,8 @@ func (r *rig) start(o *server.Options) {
 		}
 	}
 	svc, err := service.New(nil, &service.Options{
-		Workspace:   r.workspace,
-		TrustStore:  r.trust,
+		Workspace:  r.workspace,
+		TrustStore: r.trust,
 		OpenJournal: func() (journal.Store, error) {
 			return journal.OpenStore(r.journal, &journal.Options{Worker: "rig", Serves: true, Lease: 2 * time.Second})
 		},
