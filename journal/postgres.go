@@ -259,11 +259,11 @@ func (p *Postgres) apply(fns []func(pgx.Tx) error) (int, error) {
 }
 
 func (p *Postgres) storeWrite(fn func(store) error) error {
-	return p.gc.do(func(tx pgx.Tx) error { return fn(pgStore{tx: tx, s: p.sealer, l: p.leases}) })
+	return p.gc.do(func(tx pgx.Tx) error { return fn(p.store(tx)) })
 }
 
 func (p *Postgres) storeLater(fn func(store) error) (*Pending, error) {
-	w, err := p.gc.enqueue(func(tx pgx.Tx) error { return fn(pgStore{tx: tx, s: p.sealer, l: p.leases}) })
+	w, err := p.gc.enqueue(func(tx pgx.Tx) error { return fn(p.store(tx)) })
 	if err != nil {
 		return nil, err
 	}
@@ -283,16 +283,38 @@ func (p *Postgres) connErr(err error) error {
 
 // pgStore is the store of one PostgreSQL transaction. Records are read
 // FOR UPDATE: a write's read-modify-write holds its rows until commit.
-// Every write for a run this process holds is fenced by its lease's epoch.
+// Every write for a run this process holds is fenced by its lease's epoch,
+// checked when the write first reads or writes a record of the run: a
+// worker that lost the run learns it before any rule of the write.
 type pgStore struct {
-	tx pgx.Tx
-	s  *sealer
-	l  *leases // nil: read-only
+	tx     pgx.Tx
+	s      *sealer
+	l      *leases         // nil: read-only
+	fenced map[ID]struct{} // runs whose epoch this write has checked
+}
+
+func (p *Postgres) store(tx pgx.Tx) pgStore {
+	return pgStore{tx: tx, s: p.sealer, l: p.leases, fenced: map[ID]struct{}{}}
+}
+
+// fence checks run's epoch once per write (see leases.fence).
+func (st pgStore) fence(run ID) error {
+	if _, ok := st.fenced[run]; ok {
+		return nil
+	}
+	if err := st.l.fence(st.tx, run); err != nil {
+		return err
+	}
+	st.fenced[run] = struct{}{}
+	return nil
 }
 
 var bg = context.Background()
 
 func (st pgStore) run(id ID) (*Run, error) {
+	if err := st.fence(id); err != nil {
+		return nil, err
+	}
 	var rec []byte
 	err := st.tx.QueryRow(bg, `SELECT record FROM mcpflow_runs WHERE id = $1 FOR UPDATE`, uuidOf(id)).Scan(&rec)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -313,7 +335,14 @@ func (st pgStore) inv(id ID) (*Invocation, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeInv(st.s, rec)
+	inv, err := decodeInv(st.s, rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := st.fence(inv.RunID); err != nil {
+		return nil, err
+	}
+	return inv, nil
 }
 
 func (st pgStore) putRun(old, r *Run) error {
@@ -331,7 +360,7 @@ func (st pgStore) putRun(old, r *Run) error {
 		}
 		return err
 	}
-	if err := st.l.fence(st.tx, r.ID); err != nil {
+	if err := st.fence(r.ID); err != nil {
 		return err
 	}
 	_, err = st.tx.Exec(bg, `UPDATE mcpflow_runs SET status = $2, record = $3 WHERE id = $1`, uuidOf(r.ID), r.Status.String(), seal(b))
@@ -339,7 +368,7 @@ func (st pgStore) putRun(old, r *Run) error {
 }
 
 func (st pgStore) putInv(old, inv *Invocation) error {
-	if err := st.l.fence(st.tx, inv.RunID); err != nil {
+	if err := st.fence(inv.RunID); err != nil {
 		return err
 	}
 	b, err := encodeInv(st.s, inv)

@@ -68,6 +68,8 @@ type Store interface {
 	CountInvocations(f Filter, most int) (n int, more bool, err error)
 	RunInvocations(ID) ([]Invocation, error)
 	Export(w io.Writer, since time.Time, decrypt bool) error
+	Archive(w io.Writer, decrypt bool) error
+	Import(io.Reader) (ImportReport, error)
 
 	Check() ([]Problem, error)
 	Prune(before time.Time, dryRun bool) (PruneReport, error)

@@ -264,6 +264,25 @@ func (s *Service) Export(w io.Writer, since time.Time, decrypt bool) error {
 	return s.j.Export(w, since, decrypt)
 }
 
+// Archive writes the whole journal — every run, then every invocation,
+// records as stored — for Import into another journal (see
+// journal.Store.Archive).
+func (s *Service) Archive(w io.Writer, decrypt bool) error {
+	if err := s.open(); err != nil {
+		return err
+	}
+	return s.j.Archive(w, decrypt)
+}
+
+// Import writes an archive's records into the journal (see
+// journal.Store.Import).
+func (s *Service) Import(r io.Reader) (journal.ImportReport, error) {
+	if err := s.open(); err != nil {
+		return journal.ImportReport{}, err
+	}
+	return s.j.Import(r)
+}
+
 // Check verifies the journal: the file, its indexes and every invariant.
 func (s *Service) Check() ([]journal.Problem, error) {
 	if err := s.open(); err != nil {

@@ -27,6 +27,7 @@ type backend interface {
 	Resolve(service.ResolveRequest) (*journal.Invocation, error)
 	Approve(service.ApproveRequest) (*service.ApproveReport, error)
 	Export(w io.Writer, since time.Time, decrypt bool) error
+	Archive(w io.Writer, decrypt bool) error
 	Check() ([]journal.Problem, error)
 
 	// Run, Resume and Call run and stream progress to the request's

@@ -332,7 +332,19 @@ func (c *client) Approve(req service.ApproveRequest) (*service.ApproveReport, er
 
 // Export copies the server's export of the journal to w.
 func (c *client) Export(w io.Writer, since time.Time, decrypt bool) error {
+	return c.export(w, since, decrypt, false)
+}
+
+// Archive writes the server's whole journal as an archive.
+func (c *client) Archive(w io.Writer, decrypt bool) error {
+	return c.export(w, time.Time{}, decrypt, true)
+}
+
+func (c *client) export(w io.Writer, since time.Time, decrypt, archive bool) error {
 	v := url.Values{}
+	if archive {
+		v.Set("archive", "true")
+	}
 	if !since.IsZero() {
 		v.Set("since", since.Format(time.RFC3339Nano))
 	}

@@ -25,6 +25,7 @@ func newJournalCommand(g *globals) *cobra.Command {
 		newJournalShowCommand(g, nil),
 		newJournalResolveCommand(g, nil),
 		newJournalExportCommand(g, nil),
+		newJournalImportCommand(g, nil),
 		newJournalCheckCommand(g, nil),
 		newJournalPruneCommand(g, nil),
 		newJournalCompactCommand(g, nil),

@@ -16,6 +16,7 @@ type journalExportOptions struct {
 	g       *globals
 	since   string
 	decrypt bool
+	archive bool
 }
 
 func newJournalExportCommand(g *globals, runF func(context.Context, *journalExportOptions) error) *cobra.Command {
@@ -23,7 +24,18 @@ func newJournalExportCommand(g *globals, runF func(context.Context, *journalExpo
 	cmd := &cobra.Command{
 		Use:   "export",
 		Short: "Write every invocation record as JSON Lines to stdout, oldest first",
-		Args:  cobra.NoArgs,
+		Long: `Write every invocation record as JSON Lines to stdout, oldest first: one
+invocation object per line, with its attempts, decisions and resolutions, its
+arguments and result sealed unless --decrypt.
+
+--archive writes the whole journal instead — every run record (with its
+approvals), then every invocation record, each line {"run": …} or
+{"invocation": …} — for 'mcpflow journal import' into another journal: from the
+bbolt file to PostgreSQL, or back.`,
+		Example: `  mcpflow journal export --since 7d > last-week.jsonl
+  mcpflow journal export --archive > journal.archive.jsonl
+  mcpflow --journal postgres://mcpflow@db/mcpflow journal import journal.archive.jsonl`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams = streams(cmd)
 			if runF != nil {
@@ -33,6 +45,7 @@ func newJournalExportCommand(g *globals, runF func(context.Context, *journalExpo
 		},
 	}
 	cmd.Flags().StringVar(&o.since, "since", "", "only invocations created since: a duration (24h) or a date")
+	cmd.Flags().BoolVar(&o.archive, "archive", false, "write every run and every invocation, for 'mcpflow journal import' into another journal")
 	cmd.Flags().BoolVar(&o.decrypt, "decrypt", false, "write arguments and results decrypted (needs the journal's key); secret values are then in the output")
 	return cmd
 }
@@ -42,12 +55,21 @@ func runJournalExport(o *journalExportOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.archive && (o.since != "" || len(o.g.fields) > 0 || o.g.jqExpr != "") {
+		return usageError("--archive writes the whole journal, as stored: it takes no --since, --json or --jq")
+	}
 	svc, done, err := o.g.backend(readJournal)
 	if err != nil {
 		return err
 	}
 	defer done()
 	w := bufio.NewWriter(o.Out)
+	if o.archive {
+		if err := svc.Archive(w, o.decrypt); err != nil {
+			return err
+		}
+		return w.Flush()
+	}
 	var out io.Writer = w
 	p := o.g.printer(w)
 	if len(p.fields) > 0 || p.jq != nil {
