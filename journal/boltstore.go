@@ -12,10 +12,20 @@ import (
 // buckets, with the index entries that follow them.
 type boltStore struct{ tx *bolt.Tx }
 
-func (b boltStore) run(id ID) (*Run, error)           { return getRun(b.tx, id) }
-func (b boltStore) inv(id ID) (*Invocation, error)    { return getInv(b.tx, id) }
-func (b boltStore) putRun(old, r *Run) error          { return putRun(b.tx, old, r) }
-func (b boltStore) putInv(old, inv *Invocation) error { return putInv(b.tx, old, inv) }
+func (b boltStore) run(id ID) (*Run, error)        { return getRun(b.tx, id) }
+func (b boltStore) inv(id ID) (*Invocation, error) { return getInv(b.tx, id) }
+func (b boltStore) putRun(old, r *Run) error       { return putRun(b.tx, old, r) }
+func (b boltStore) putInv(old, inv *Invocation) error {
+	if old == nil {
+		if b.tx.Bucket(bucketRuns).Get(inv.RunID.key()) == nil {
+			return fmt.Errorf("invocation %s: run %s: %w", inv.ID.Short(), inv.RunID, ErrNotFound)
+		}
+		if b.tx.Bucket(bucketInvs).Get(inv.ID.key()) != nil {
+			return fmt.Errorf("invocation %s: %w", inv.ID, ErrExists)
+		}
+	}
+	return putInv(b.tx, old, inv)
+}
 func (b boltStore) hasRun(id ID) (bool, error) {
 	return b.tx.Bucket(bucketRuns).Get(id.key()) != nil, nil
 }

@@ -203,3 +203,27 @@ func TestWorkerIDInUse(t *testing.T) {
 		t.Fatalf("the restarted worker claims its old run: %v, %v", ids, err)
 	}
 }
+
+// TestLeaseFencesANewIntent: the first write of a worker that lost its
+// run may be a new intent: it is refused (ErrLeaseLost), and nothing of
+// it is written.
+func TestLeaseFencesANewIntent(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	a := openWorker(t, location, "a", true)
+	b := openWorker(t, location, "b", true)
+	run := newRun(t, a)
+	sql(t, location, `UPDATE mcpflow_workers SET lease_until = clock_timestamp() - interval '1 second' WHERE id = 'a'`)
+	if ids, err := b.Claim(1); err != nil || len(ids) != 1 {
+		t.Fatalf("claim: %v, %v", ids, err)
+	}
+	_, err := a.Begin(&journal.Invocation{RunID: run, Step: "pay", Item: -1, Server: "srv", Tool: "pay"})
+	if !errors.Is(err, journal.ErrLeaseLost) {
+		t.Fatalf("intent by the worker that lost the run: %v; want ErrLeaseLost", err)
+	}
+	if invs, err := b.RunInvocations(run); err != nil || len(invs) != 0 {
+		t.Fatalf("the refused intent was written: %d invocations, %v", len(invs), err)
+	}
+	if _, err := b.Begin(&journal.Invocation{RunID: journal.NewID(), Step: "pay", Item: -1, Server: "srv", Tool: "pay"}); !errors.Is(err, journal.ErrNotFound) {
+		t.Fatalf("intent of a run that does not exist: %v; want ErrNotFound", err)
+	}
+}

@@ -327,22 +327,28 @@ func (st pgStore) run(id ID) (*Run, error) {
 }
 
 func (st pgStore) inv(id ID) (*Invocation, error) {
+	// The run's lease comes with the record: one round trip.
 	var rec []byte
-	err := st.tx.QueryRow(bg, `SELECT record FROM mcpflow_invocations WHERE id = $1 FOR UPDATE`, uuidOf(id)).Scan(&rec)
+	var run [16]byte
+	var session *[16]byte
+	var epoch int64
+	err := st.tx.QueryRow(bg, `SELECT i.record, r.id, r.session, r.epoch FROM mcpflow_invocations i JOIN mcpflow_runs r ON r.id = i.run_id
+		WHERE i.id = $1 FOR UPDATE OF i FOR SHARE OF r`, uuidOf(id)).Scan(&rec, &run, &session, &epoch)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("invocation %s: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return nil, err
 	}
-	inv, err := decodeInv(st.s, rec)
-	if err != nil {
-		return nil, err
+	if e, held := st.l.epoch(ID(run)); held {
+		if _, done := st.fenced[ID(run)]; !done {
+			mine := e != lostEpoch && session != nil && ID(*session) == st.l.session && epoch == e
+			if err := st.settle(ID(run), mine); err != nil {
+				return nil, err
+			}
+		}
 	}
-	if err := st.fence(inv.RunID); err != nil {
-		return nil, err
-	}
-	return inv, nil
+	return decodeInv(st.s, rec)
 }
 
 func (st pgStore) putRun(old, r *Run) error {
@@ -368,17 +374,14 @@ func (st pgStore) putRun(old, r *Run) error {
 }
 
 func (st pgStore) putInv(old, inv *Invocation) error {
-	if err := st.fence(inv.RunID); err != nil {
-		return err
-	}
 	b, err := encodeInv(st.s, inv)
 	if err != nil {
 		return err
 	}
 	if old == nil {
-		_, err = st.tx.Exec(bg, `INSERT INTO mcpflow_invocations (id, run_id, state, server, tool, tool_error, created_at, record)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-			uuidOf(inv.ID), uuidOf(inv.RunID), inv.State.String(), inv.Server, inv.Tool, inv.ToolError, inv.CreatedAt, seal(b))
+		return st.insertInv(inv, seal(b))
+	}
+	if err := st.fence(inv.RunID); err != nil {
 		return err
 	}
 	_, err = st.tx.Exec(bg, `UPDATE mcpflow_invocations SET state = $2, tool_error = $3, record = $4 WHERE id = $1`,
@@ -386,8 +389,90 @@ func (st pgStore) putInv(old, inv *Invocation) error {
 	return err
 }
 
+// hasRun also fences a run this process holds, in the same round trip.
+// insertInv inserts a new invocation's record in one round trip: the run's
+// existence is its foreign key, and the fence of a run this process holds
+// is a condition of the insert. Only when nothing was inserted does it ask
+// why: the id was taken, or the run is another worker's now.
+func (st pgStore) insertInv(inv *Invocation, rec []byte) error {
+	args := []any{uuidOf(inv.ID), uuidOf(inv.RunID), inv.State.String(), inv.Server, inv.Tool, inv.ToolError, inv.CreatedAt, rec}
+	sql := `INSERT INTO mcpflow_invocations (id, run_id, state, server, tool, tool_error, created_at, record)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`
+	e, held := st.l.epoch(inv.RunID)
+	_, done := st.fenced[inv.RunID]
+	switch {
+	case held && e == lostEpoch:
+		return fmt.Errorf("run %s: %w", inv.RunID.Short(), ErrLeaseLost)
+	case held && !done:
+		sql = `INSERT INTO mcpflow_invocations (id, run_id, state, server, tool, tool_error, created_at, record)
+			SELECT $1, $2, $3, $4, $5, $6, $7, $8
+			WHERE EXISTS (SELECT 1 FROM mcpflow_runs WHERE id = $2 AND session = $9 AND epoch = $10 FOR SHARE)
+			ON CONFLICT (id) DO NOTHING`
+		args = append(args, uuidOf(st.l.session), e)
+	}
+	tag, err := st.tx.Exec(bg, sql, args...)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23503" { // foreign_key_violation
+		return fmt.Errorf("invocation %s: run %s: %w", inv.ID.Short(), inv.RunID, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 1 {
+		if held {
+			st.fenced[inv.RunID] = struct{}{}
+		}
+		return nil
+	}
+	if has, err := st.hasInv(inv.ID); err != nil || has {
+		if err == nil {
+			err = fmt.Errorf("invocation %s: %w", inv.ID, ErrExists)
+		}
+		return err
+	}
+	if !held || done {
+		return fmt.Errorf("invocation %s: run %s: %w", inv.ID.Short(), inv.RunID, ErrNotFound)
+	}
+	// The run is gone, or another worker's (hasRun then says so).
+	has, err := st.hasRun(inv.RunID)
+	switch {
+	case err != nil:
+		return err
+	case !has:
+		return fmt.Errorf("invocation %s: run %s: %w", inv.ID.Short(), inv.RunID, ErrNotFound)
+	}
+	return fmt.Errorf("invocation %s: not inserted, though its run is this worker's", inv.ID.Short())
+}
+
 func (st pgStore) hasRun(id ID) (bool, error) {
-	return exists(st.tx, `SELECT EXISTS (SELECT 1 FROM mcpflow_runs WHERE id = $1)`, id)
+	e, held := st.l.epoch(id)
+	if _, done := st.fenced[id]; !held || done || e == lostEpoch {
+		if held && e == lostEpoch {
+			return false, fmt.Errorf("run %s: %w", id.Short(), ErrLeaseLost)
+		}
+		return exists(st.tx, `SELECT EXISTS (SELECT 1 FROM mcpflow_runs WHERE id = $1)`, id)
+	}
+	var mine bool
+	err := st.tx.QueryRow(bg, `SELECT session IS NOT DISTINCT FROM $2 AND epoch = $3 FROM mcpflow_runs WHERE id = $1 FOR SHARE`,
+		uuidOf(id), uuidOf(st.l.session), e).Scan(&mine)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, st.settle(id, mine)
+}
+
+// settle records the fence check of a run held at this write: a run
+// another worker took is lost.
+func (st pgStore) settle(run ID, mine bool) error {
+	if !mine {
+		st.l.lose(run)
+		return fmt.Errorf("run %s: %w", run.Short(), ErrLeaseLost)
+	}
+	st.fenced[run] = struct{}{}
+	return nil
 }
 
 func (st pgStore) hasInv(id ID) (bool, error) {

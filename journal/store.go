@@ -15,7 +15,8 @@ type store interface {
 	run(ID) (*Run, error)
 	inv(ID) (*Invocation, error)
 	// putRun and putInv write a record, moving its index entries from
-	// old (nil for a new record).
+	// old (nil for a new record; putInv then fails with ErrExists when
+	// the id is taken, ErrNotFound when its run is not there).
 	putRun(old, r *Run) error
 	putInv(old, inv *Invocation) error
 	hasRun(ID) (bool, error)

@@ -232,20 +232,6 @@ func (w *writer) newInv(inv *Invocation, now time.Time, s State) {
 
 // insertInv writes a new invocation of an existing run.
 func insertInv(s store, inv *Invocation) error {
-	run, err := s.hasRun(inv.RunID)
-	if err != nil {
-		return err
-	}
-	if !run {
-		return fmt.Errorf("invocation %s: run %s: %w", inv.ID.Short(), inv.RunID, ErrNotFound)
-	}
-	exists, err := s.hasInv(inv.ID)
-	if err != nil {
-		return err
-	}
-	if exists {
-		return fmt.Errorf("invocation %s: %w", inv.ID, ErrExists)
-	}
 	if strings.IndexByte(inv.Server, 0) >= 0 || strings.IndexByte(inv.Tool, 0) >= 0 {
 		return fmt.Errorf("invocation %s: server or tool name contains a NUL byte", inv.ID.Short())
 	}
