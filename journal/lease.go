@@ -78,6 +78,7 @@ type leases struct {
 	mu     sync.Mutex
 	held   map[ID]int64 // run: the epoch this session took it at, or lostEpoch
 	lost   func(ID)
+	cancel func(ID, string)
 	owner  *pgx.Conn // the session's connection: its liveness is the process's
 	stop   chan struct{}
 	beaten sync.WaitGroup // the heartbeat
@@ -201,18 +202,34 @@ func (l *leases) beat() {
 	if len(ids) == 0 {
 		return
 	}
-	rows, err := l.owner.Query(ctx, `SELECT id FROM mcpflow_runs WHERE id = ANY($1) AND session = $2`, ids, uuidOf(l.session))
+	rows, err := l.owner.Query(ctx, `SELECT id, cancel_reason FROM mcpflow_runs WHERE id = ANY($1) AND session = $2`, ids, uuidOf(l.session))
 	if err != nil {
 		return
 	}
 	still := map[ID]bool{}
+	cancels := map[ID]string{}
 	var id [16]byte
-	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { still[ID(id)] = true; return nil }); err != nil {
+	var reason *string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &reason}, func() error {
+		still[ID(id)] = true
+		if reason != nil {
+			cancels[ID(id)] = *reason
+		}
+		return nil
+	}); err != nil {
 		return
 	}
 	for _, id := range ids {
 		if !still[ID(id)] {
 			l.lose(ID(id))
+		}
+	}
+	l.mu.Lock()
+	asked := l.cancel
+	l.mu.Unlock()
+	for id, why := range cancels {
+		if asked != nil {
+			asked(id, why)
 		}
 	}
 }
@@ -306,6 +323,30 @@ func (p *Postgres) OnLost(fn func(ID)) {
 	p.leases.mu.Lock()
 	p.leases.lost = fn
 	p.leases.mu.Unlock()
+}
+
+// OnCancel sets what is told of a run this process holds that someone
+// asked to cancel ([Postgres.RequestCancel]), within a third of a lease.
+func (p *Postgres) OnCancel(fn func(run ID, reason string)) {
+	if p.leases == nil {
+		return
+	}
+	p.leases.mu.Lock()
+	p.leases.cancel = fn
+	p.leases.mu.Unlock()
+}
+
+// RequestCancel asks the process that holds a running run, whichever it
+// is, to cancel it: its heartbeat finds the request and cancels the run
+// there (no new call is sent; a call in flight is aborted under the replay
+// rule). A run that nobody holds is cancelled by the worker that claims
+// it. It returns false when the run is not running.
+func (p *Postgres) RequestCancel(run ID, reason string) (bool, error) {
+	tag, err := p.pool.Exec(bg, `UPDATE mcpflow_runs SET cancel_reason = $2 WHERE id = $1 AND status = 'running'`, uuidOf(run), reason)
+	if err != nil {
+		return false, p.connErr(err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // Worker is the id of this process's session ("" when read-only).
@@ -421,4 +462,21 @@ func (p *Postgres) Workers() ([]Worker, error) {
 		return nil, p.connErr(err)
 	}
 	return out, nil
+}
+
+// CancelRequested says whether someone asked to cancel run
+// ([Postgres.RequestCancel]), and why.
+func (p *Postgres) CancelRequested(run ID) (string, bool, error) {
+	var reason *string
+	err := p.pool.QueryRow(bg, `SELECT cancel_reason FROM mcpflow_runs WHERE id = $1`, uuidOf(run)).Scan(&reason)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", false, fmt.Errorf("run %s: %w", run, ErrNotFound)
+	}
+	if err != nil {
+		return "", false, p.connErr(err)
+	}
+	if reason == nil {
+		return "", false, nil
+	}
+	return *reason, true, nil
 }

@@ -63,7 +63,8 @@ var pgMigrations = []string{
 		heartbeat_at timestamptz NOT NULL,
 		lease_until timestamptz NOT NULL
 	);
-	ALTER TABLE mcpflow_runs ADD COLUMN owner text, ADD COLUMN session uuid, ADD COLUMN epoch bigint NOT NULL DEFAULT 0;
+	ALTER TABLE mcpflow_runs ADD COLUMN owner text, ADD COLUMN session uuid, ADD COLUMN epoch bigint NOT NULL DEFAULT 0,
+		ADD COLUMN cancel_reason text;
 	CREATE INDEX mcpflow_runs_session ON mcpflow_runs (session) WHERE session IS NOT NULL;`,
 }
 
@@ -369,7 +370,9 @@ func (st pgStore) putRun(old, r *Run) error {
 	if err := st.fence(r.ID); err != nil {
 		return err
 	}
-	_, err = st.tx.Exec(bg, `UPDATE mcpflow_runs SET status = $2, record = $3 WHERE id = $1`, uuidOf(r.ID), r.Status.String(), seal(b))
+	// A cancel request lasts while the run is running.
+	_, err = st.tx.Exec(bg, `UPDATE mcpflow_runs SET status = $2, record = $3,
+		cancel_reason = CASE WHEN $2 = 'running' THEN cancel_reason END WHERE id = $1`, uuidOf(r.ID), r.Status.String(), seal(b))
 	return err
 }
 

@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/mcpflow/mcpflow/engine"
@@ -50,6 +52,9 @@ func (s *Service) Follow(ctx context.Context, ref string, events func(engine.Eve
 			}
 			if inv.State != journal.StateIntent {
 				ev.Kind = engine.StepFinished
+				if inv.State == journal.StateCompleted {
+					ev.Text = contentText(inv.Result)
+				}
 				if n := len(inv.Attempts); n > 0 && inv.Attempts[n-1].EndedAt != nil {
 					ev.Elapsed = inv.Attempts[n-1].EndedAt.Sub(inv.Attempts[n-1].SentAt)
 				}
@@ -82,4 +87,30 @@ func (s *Service) Shared() bool {
 	}
 	_, ok := s.j.(shared)
 	return ok
+}
+
+// contentText is a result's text content on one line, as the engine
+// reports a completed call (capped at 200 characters).
+func contentText(res *journal.Result) string {
+	if res == nil {
+		return ""
+	}
+	var content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(res.Content, &content) != nil {
+		return ""
+	}
+	var texts []string
+	for _, c := range content {
+		if c.Type == "text" {
+			texts = append(texts, c.Text)
+		}
+	}
+	t := strings.ReplaceAll(strings.Join(texts, " "), "\n", " ")
+	if r := []rune(t); len(r) > 200 {
+		t = string(r[:200]) + "…"
+	}
+	return t
 }

@@ -162,6 +162,19 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 		return nil, err
 	}
 	defer s.release(id)
+	if sh, ok := s.j.(shared); ok {
+		// Cancelled while nobody held it: resumed only to settle what
+		// was in flight, then it ends cancelled, sending nothing.
+		why, asked, err := sh.CancelRequested(id)
+		if err != nil {
+			return nil, err
+		}
+		if asked {
+			c, cancel := context.WithCancelCause(ctx)
+			cancel(errors.New(why))
+			ctx = c
+		}
+	}
 	run, err := s.j.Run(id)
 	if err != nil {
 		return nil, err

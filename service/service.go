@@ -104,24 +104,35 @@ type shared interface {
 	Acquire(journal.ID) error
 	Release(journal.ID) error
 	OnLost(func(journal.ID))
+	// A cancel asked in one process reaches the one that holds the run.
+	RequestCancel(run journal.ID, reason string) (bool, error)
+	CancelRequested(journal.ID) (string, bool, error)
+	OnCancel(func(run journal.ID, reason string))
+	Workers() ([]journal.Worker, error)
 }
 
 func (s *Service) share(j journal.Store) {
 	if sh, ok := j.(shared); ok {
 		sh.OnLost(s.lost)
+		sh.OnCancel(func(id journal.ID, reason string) { s.cancelHere(id, errors.New(reason)) })
 	}
 }
 
-// lost stops a run another worker took over: its writes are refused
-// already; this aborts its call in flight and sends nothing more.
-func (s *Service) lost(id journal.ID) {
+// cancelHere cancels a run going in this process with cause; false when
+// it is not going here.
+func (s *Service) cancelHere(id journal.ID, cause error) bool {
 	s.mu.Lock()
 	cancel, ok := s.active[id]
 	s.mu.Unlock()
 	if ok {
-		cancel(journal.ErrLeaseLost)
+		cancel(cause)
 	}
+	return ok
 }
+
+// lost stops a run another worker took over: its writes are refused
+// already; this aborts its call in flight and sends nothing more.
+func (s *Service) lost(id journal.ID) { s.cancelHere(id, journal.ErrLeaseLost) }
 
 // acquire takes the lease of a run this process is about to resume, on a
 // shared journal: a run going in another live worker is refused
@@ -276,23 +287,50 @@ func (s *Service) track(ctx context.Context, events func(engine.Event), fn func(
 
 // Cancel cancels a run going in this service: no new call is sent, a call
 // in flight is aborted and journaled under the replay rule, and the run
-// ends cancelled. It returns ErrNotRunning when the run is not going here.
+// ends cancelled. On a journal shared by workers, a running run going
+// elsewhere is cancelled by the worker that holds it (within a third of
+// its lease), or by the one that claims it. It returns ErrNotRunning when
+// the run is not going here (nor running anywhere, when shared).
 func (s *Service) Cancel(ref string, reason string) error {
 	id, err := s.findRun(ref)
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	cancel, ok := s.active[id]
-	s.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("%w: run %s", ErrNotRunning, id.Short())
-	}
 	if reason == "" {
 		reason = "cancelled"
 	}
-	cancel(errors.New(reason))
-	return nil
+	if s.cancelHere(id, errors.New(reason)) {
+		return nil
+	}
+	if sh, ok := s.j.(shared); ok {
+		asked, err := sh.RequestCancel(id, reason)
+		if err != nil || asked {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: run %s", ErrNotRunning, id.Short())
+}
+
+// WorkersServing reports whether a live worker (mcpflow server) shares
+// the journal and claims runs: a run submitted for any worker will go.
+func (s *Service) WorkersServing() bool {
+	if err := s.open(); err != nil {
+		return false
+	}
+	sh, ok := s.j.(shared)
+	if !ok {
+		return false
+	}
+	ws, err := sh.Workers()
+	if err != nil {
+		return false
+	}
+	for _, w := range ws {
+		if w.Live && w.Serves {
+			return true
+		}
+	}
+	return false
 }
 
 // going reports whether run id is going in this service.

@@ -54,8 +54,11 @@ var (
 )
 
 // embedded is the service in this process, which owns the journal while
-// the command runs.
-type embedded struct{ *service.Service }
+// the command runs — or shares it with workers, when shared (PostgreSQL).
+type embedded struct {
+	*service.Service
+	shared bool
+}
 
 // Submit journals the run for a worker to claim when the journal is
 // shared by workers (PostgreSQL); otherwise it refuses: a run started here
@@ -66,6 +69,35 @@ func (e embedded) Submit(ctx context.Context, req service.RunRequest) (journal.I
 		return journal.ID{}, usageError("--detach needs mcpflow server: a run started here ends with this command (start 'mcpflow server' in the workspace, or share a PostgreSQL journal with workers, then run again)")
 	}
 	return id, err
+}
+
+// Run runs a workflow here — or, on a journal shared by live workers
+// (PostgreSQL), submits it to them and follows it from the journal, as
+// with a local server.
+func (e embedded) Run(ctx context.Context, req service.RunRequest) (*service.Report, error) {
+	if !e.toWorkers(req) {
+		return e.Service.Run(ctx, req)
+	}
+	id, err := e.Service.Submit(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return e.Watch(ctx, id.String(), req.Events)
+}
+
+// toWorkers says whether a run goes to the workers sharing the journal:
+// when one is live, and the run needs no trust that cannot travel
+// (--trust-workspace is the user's, here).
+// A workflow that does not load runs here, to fail as it always does,
+// before anything opens the journal.
+func (e embedded) toWorkers(req service.RunRequest) bool {
+	if !e.shared || req.TrustWorkspace {
+		return false
+	}
+	if _, err := e.ParseInputs(req); err != nil {
+		return false
+	}
+	return e.WorkersServing()
 }
 
 // Watch follows a run from the journal when the journal is shared by

@@ -220,7 +220,7 @@ func (g *globals) backend(mode journalMode) (backend, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return embedded{svc}, done, nil
+	return embedded{Service: svc, shared: journal.IsPostgres(g.journalPath)}, done, nil
 }
 
 // served reports whether `mcpflow server` owns the journal: something

@@ -110,8 +110,9 @@ func runRun(ctx context.Context, o *runOptions) error {
 			return nil
 		})
 	}
-	if e, ok := b.(embedded); ok {
-		// Through a server its own environment serves its servers.
+	if e, ok := b.(embedded); ok && !e.toWorkers(req) {
+		// Through a server (or workers) its own environment serves its
+		// servers.
 		set, use := runServers(e.Service, o.file)
 		if err := askInputs(o.ioStreams, set, use); err != nil {
 			return err

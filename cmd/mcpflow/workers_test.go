@@ -433,3 +433,88 @@ func mustID(t *testing.T, s string) journal.ID {
 	}
 	return id
 }
+
+// TestRunGoesToWorkers: with a live worker on the journal, `mcpflow run`
+// submits the run and follows it from the journal to its end, as with a
+// local server; `runs cancel` from anywhere cancels a run the worker
+// holds; and a submitted run cancelled before any worker claimed it ends
+// cancelled in the worker that claims it, without calling anything.
+func TestRunGoesToWorkers(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	c := newCLI(t)
+	c.env = quickExit("MCPFLOW_JOURNAL="+location, journal.KeyEnv+"="+workersKey)
+
+	// Submitted while no worker is up, then cancelled: nothing may run.
+	early := c.workflow("early.yaml", "name: early\nservers:\n  demo: {builtin: demo}\nsteps:\n  - {id: pay, server: demo, tool: ledger_append, with: {entry: early}}\n")
+	r := c.run("run", early, "--detach")
+	if r.code != 0 {
+		t.Fatalf("run --detach without workers: exit %d\n%s", r.code, r.stderr)
+	}
+	earlyID := strings.TrimSpace(r.stdout)
+	if r := c.run("runs", "cancel", earlyID, "--reason", "changed my mind"); r.code != 0 {
+		t.Fatalf("cancel a submitted run: exit %d\n%s", r.code, r.stderr)
+	}
+
+	w := startWorker(c, "w1", "--lease", "2s")
+	j := openShared(t, location)
+	defer j.Close()
+	waitRun := func(id string, want journal.RunStatus) *journal.Run {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			run, err := j.Run(mustID(t, id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if run.Status == want {
+				return run
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run %s is %s, want %s", id, run.Status, want)
+			}
+		}
+	}
+	run := waitRun(earlyID, journal.RunCancelled)
+	if !strings.Contains(run.Error.Message, "changed my mind") || c.ledgerCount("ledger_append") != 0 {
+		t.Fatalf("the early run: %+v, %d ledger rows; want cancelled for the reason given, nothing run", run.Error, c.ledgerCount("ledger_append"))
+	}
+
+	// run follows the run the worker runs.
+	r = c.run("run", repoFile("examples", "workflows", "hello.yaml"), "--input", "name=Ada")
+	if r.code != 0 || !strings.Contains(r.stdout, "HELLO, ADA!") || !strings.Contains(r.stdout, "succeeded") {
+		t.Fatalf("run with a worker: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// runs cancel reaches the worker holding the run.
+	slow := c.workflow("slow.yaml", "name: slow\nservers:\n  demo: {builtin: demo}\nsteps:\n  - {id: count, server: demo, tool: count_slowly, with: {n: 200, delay_ms: 100}}\n")
+	r = c.run("run", slow, "--detach")
+	if r.code != 0 {
+		t.Fatalf("run --detach: exit %d\n%s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		invs, err := j.RunInvocations(mustID(t, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(invs) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker never sent the slow call")
+		}
+	}
+	if r := c.run("runs", "cancel", id, "--reason", "too slow"); r.code != 0 {
+		t.Fatalf("runs cancel: exit %d\n%s", r.code, r.stderr)
+	}
+	run = waitRun(id, journal.RunCancelled)
+	if !strings.Contains(run.Error.Message, "too slow") && !strings.Contains(run.Error.Message, "interrupted") {
+		t.Errorf("the cancelled run's error: %+v", run.Error)
+	}
+	w.stop(t)
+	logs := w.live().wait().stderr
+	for _, want := range []string{"claimed run " + earlyID[:18], "claimed run " + id[:18]} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("worker log lacks %q:\n%s", want, logs)
+		}
+	}
+}
