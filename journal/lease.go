@@ -100,11 +100,11 @@ func join(ctx context.Context, pool *pgxpool.Pool, where string, o Options, ids 
 	if l.worker == "" {
 		l.worker = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
-	c, err := pool.Acquire(ctx)
+	owner, err := l.connect(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInaccessible, err)
 	}
-	l.owner = c.Hijack()
+	l.owner = owner
 	// A worker restarted under its id right after it died may find its old
 	// session still live for a moment: wait for it as for a locked file.
 	deadline := time.Now().Add(o.LockTimeout)
@@ -167,23 +167,28 @@ func (l *leases) heartbeat() {
 	}
 }
 
+// beat renews the lease and reads the held runs' rows. Its statements are
+// bounded by the session's statement_timeout, set on the database side: a
+// client-side deadline would close the session's connection, and a closed
+// connection says the process died — its runs would go to another worker
+// while it is alive. A connection that broke all the same is replaced, and
+// the session's row made to name the new one.
 func (l *leases) beat() {
-	ctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
-	defer cancel()
-	tag, err := l.owner.Exec(ctx, `UPDATE mcpflow_workers SET heartbeat_at = clock_timestamp(), lease_until = clock_timestamp() + $2::interval
-		WHERE session = $1`, uuidOf(l.session), l.ttl.String())
-	if err != nil && l.owner.IsClosed() {
-		// The connection broke: take a new one as the session's (its
-		// runs may be gone by now; the check below finds out).
-		if c, err := l.pool.Acquire(ctx); err == nil {
-			l.owner = c.Hijack()
-			tag, err = l.owner.Exec(ctx, `UPDATE mcpflow_workers w SET heartbeat_at = clock_timestamp(), lease_until = clock_timestamp() + $2::interval,
-				backend_pid = a.pid, backend_start = a.backend_start FROM pg_stat_activity a
-				WHERE a.pid = pg_backend_pid() AND w.session = $1`, uuidOf(l.session), l.ttl.String())
+	renew := `UPDATE mcpflow_workers SET heartbeat_at = clock_timestamp(), lease_until = clock_timestamp() + $2::interval
+		WHERE session = $1`
+	if l.owner.IsClosed() {
+		c, err := l.connect(context.Background())
+		if err != nil {
+			return // the next beat tries again; writes stay fenced meanwhile
 		}
+		l.owner = c
+		renew = `UPDATE mcpflow_workers w SET heartbeat_at = clock_timestamp(), lease_until = clock_timestamp() + $2::interval,
+			backend_pid = a.pid, backend_start = a.backend_start FROM pg_stat_activity a
+			WHERE a.pid = pg_backend_pid() AND w.session = $1`
 	}
+	tag, err := l.owner.Exec(bg, renew, uuidOf(l.session), l.ttl.String())
 	if err != nil {
-		return // the next beat tries again; writes stay fenced meanwhile
+		return
 	}
 	if tag.RowsAffected() == 0 {
 		// The row was taken by a process that thought this one dead:
@@ -192,9 +197,11 @@ func (l *leases) beat() {
 		return
 	}
 	l.mu.Lock()
+	took := make(map[ID]int64, len(l.held)) // the runs held now, at their epochs
 	ids := make([][16]byte, 0, len(l.held))
 	for id, e := range l.held {
 		if e != lostEpoch {
+			took[id] = e
 			ids = append(ids, uuidOf(id))
 		}
 	}
@@ -202,16 +209,17 @@ func (l *leases) beat() {
 	if len(ids) == 0 {
 		return
 	}
-	rows, err := l.owner.Query(ctx, `SELECT id, cancel_reason FROM mcpflow_runs WHERE id = ANY($1) AND session = $2`, ids, uuidOf(l.session))
+	rows, err := l.owner.Query(bg, `SELECT id, epoch, cancel_reason FROM mcpflow_runs WHERE id = ANY($1) AND session = $2`, ids, uuidOf(l.session))
 	if err != nil {
 		return
 	}
-	still := map[ID]bool{}
+	still := map[ID]int64{}
 	cancels := map[ID]string{}
 	var id [16]byte
+	var epoch int64
 	var reason *string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &reason}, func() error {
-		still[ID(id)] = true
+	if _, err := pgx.ForEachRow(rows, []any{&id, &epoch, &reason}, func() error {
+		still[ID(id)] = epoch
 		if reason != nil {
 			cancels[ID(id)] = *reason
 		}
@@ -219,9 +227,9 @@ func (l *leases) beat() {
 	}); err != nil {
 		return
 	}
-	for _, id := range ids {
-		if !still[ID(id)] {
-			l.lose(ID(id))
+	for id, e := range took {
+		if now, ok := still[id]; !ok || now != e {
+			l.loseAt(id, e)
 		}
 	}
 	l.mu.Lock()
@@ -232,6 +240,21 @@ func (l *leases) beat() {
 			asked(id, why)
 		}
 	}
+}
+
+// connect takes a connection of the pool as the session's own, its
+// statements bounded on the database side (see beat).
+func (l *leases) connect(ctx context.Context) (*pgx.Conn, error) {
+	c, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn := c.Hijack()
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SET statement_timeout = %d", (l.ttl / 3).Milliseconds())); err != nil {
+		conn.Close(bg)
+		return nil, err
+	}
+	return conn, nil
 }
 
 // epoch is the epoch run was taken at, if this session holds it.
@@ -251,14 +274,24 @@ func (l *leases) hold(run ID, epoch int64) {
 	l.mu.Unlock()
 }
 
-// lose marks run lost and tells the lost callback, once.
-func (l *leases) lose(run ID) {
+// lose marks a held run lost and tells the lost callback, once. The
+// callback runs inside the write that found the loss (or the heartbeat):
+// it must not block, nor write to the journal.
+func (l *leases) lose(run ID) { l.loseAt(run, 0) }
+
+// loseAt is lose, when run is still held at epoch (0: any epoch): a run
+// released, or taken again, since the caller looked is not lost.
+func (l *leases) loseAt(run ID, epoch int64) {
 	l.mu.Lock()
 	e, had := l.held[run]
+	if !had || e == lostEpoch || (epoch != 0 && e != epoch) {
+		l.mu.Unlock()
+		return
+	}
 	l.held[run] = lostEpoch
 	lost := l.lost
 	l.mu.Unlock()
-	if had && e != lostEpoch && lost != nil {
+	if lost != nil {
 		lost(run)
 	}
 }

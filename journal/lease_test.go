@@ -1,12 +1,15 @@
 package journal_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
@@ -225,5 +228,42 @@ func TestLeaseFencesANewIntent(t *testing.T) {
 	}
 	if _, err := b.Begin(&journal.Invocation{RunID: journal.NewID(), Step: "pay", Item: -1, Server: "srv", Tool: "pay"}); !errors.Is(err, journal.ErrNotFound) {
 		t.Fatalf("intent of a run that does not exist: %v; want ErrNotFound", err)
+	}
+}
+
+// TestLeaseSurvivesASlowDatabase: a heartbeat that takes longer than a
+// third of the lease (its worker row locked here for 2.5 s) leaves the
+// worker live: its connection stays open and its lease holds, so no other
+// worker takes its run.
+func TestLeaseSurvivesASlowDatabase(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	a := journaltest.OpenStore(t, location, &journal.Options{Worker: "a", Lease: 3 * time.Second}).(*journal.Postgres)
+	var lost lostRuns
+	a.OnLost(lost.add)
+	b := openWorker(t, location, "b", true)
+	run := newRun(t, a)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM mcpflow_workers WHERE id = 'a' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if ids, err := b.Claim(1); err != nil || len(ids) != 0 {
+			tx.Rollback(ctx)
+			t.Fatalf("while a's heartbeat waits: claimed %v, %v; want nothing", ids, err)
+		}
+	}
+	tx.Rollback(ctx)
+	time.Sleep(1500 * time.Millisecond) // a beat after the stall
+	if ids, err := b.Claim(1); err != nil || len(ids) != 0 || lost.has(run) {
+		t.Fatalf("after the stall: claimed %v, %v, lost %v; want nothing", ids, err, lost.has(run))
 	}
 }

@@ -76,9 +76,10 @@ func (s *Server) enqueue(trace context.Context, req service.RunRequest) (journal
 
 // takeOver resumes a run this worker claimed. A run that cannot be
 // resumed here at all (its workspace is not on this machine, its
-// definition no longer loads against the servers configured) is failed
+// definition no longer loads against the servers configured) is blocked
 // with the reason, so that it is not claimed over and over; an operator
-// resumes it once the cause is fixed.
+// resumes it once the cause is fixed. On any other error (the database)
+// the run is let go, for the next claim.
 func (s *Server) takeOver(id journal.ID) {
 	s.logf("claimed run %s: resuming it", id.Short())
 	// A worker trusts workspaces by its own trust store only: trust a
@@ -88,10 +89,15 @@ func (s *Server) takeOver(id journal.ID) {
 		return
 	}
 	s.logf("resume claimed run %s: %v", id.Short(), err)
-	if errors.Is(err, service.ErrInvalid) && !errors.Is(err, service.ErrRunning) {
+	switch {
+	case errors.Is(err, service.ErrRunning):
+		// Going here already: that resume holds it.
+	case errors.Is(err, service.ErrCannotResume):
 		if err := s.svc.Abandon(id, err); err != nil {
-			s.logf("fail run %s: %v", id.Short(), err)
+			s.logf("block run %s: %v", id.Short(), err)
 		}
+	default:
+		s.svc.Release(id)
 	}
 }
 

@@ -154,10 +154,16 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 	if err != nil {
 		return nil, err
 	}
-	if s.going(id) {
+	// Reserved from here: a second resume of the run in this process —
+	// a worker's takeover and an operator's, say — is refused, though the
+	// run is not journaled as going yet.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if !s.reserve(id, cancel) {
 		return nil, &invalidError{cause: ErrRunning, msg: fmt.Sprintf(
 			"run %s is running: follow it with 'mcpflow runs watch %s', or cancel it with 'mcpflow runs cancel %s'", id.Short(), id.Short(), id.Short())}
 	}
+	defer s.unreserve(id)
 	if err := s.acquire(id); err != nil {
 		return nil, err
 	}
@@ -181,7 +187,7 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 	}
 	wf, ws, err := s.journaledWorkflow(run)
 	if err != nil {
-		return nil, err
+		return nil, cannotResume{err}
 	}
 	if !req.TrustWorkspace && !req.Untrusted && run.Status != journal.RunSucceeded {
 		if err := s.trustStillGiven(run, ws); err != nil {
@@ -194,7 +200,7 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 	}
 	inputs, err := engine.ResumeInputs(run, wf, secrets)
 	if err != nil {
-		return nil, err
+		return nil, cannotResume{err}
 	}
 	if req.RetryFailed && run.Status != journal.RunSucceeded {
 		if run, err = s.approveFailed(run, req.By); err != nil {
@@ -313,10 +319,21 @@ func (s *Service) approveFailed(run *journal.Run, by string) (*journal.Run, erro
 	return s.j.Run(run.ID)
 }
 
-// Abandon fails a run a worker claimed but cannot resume at all (err says
-// why: its workspace is not on this machine, its definition no longer
-// loads), so that workers stop claiming it; an operator resumes it once
-// the cause is fixed.
+// ErrCannotResume: the run cannot be resumed here, as things are (its
+// workspace is not on this machine, its definition no longer loads against
+// the servers configured, a secret input is missing). An operator fixes
+// the cause and resumes it.
+var ErrCannotResume = errors.New("the run cannot be resumed here")
+
+type cannotResume struct{ err error }
+
+func (e cannotResume) Error() string   { return e.err.Error() }
+func (e cannotResume) Unwrap() []error { return []error{ErrCannotResume, e.err} }
+
+// Abandon blocks a run a worker claimed but cannot resume (an
+// ErrCannotResume, why), so that workers stop claiming it: blocked, not
+// failed, because a call of it may be in flight, whose outcome only a
+// resume decides; an operator resumes it once the cause is fixed.
 func (s *Service) Abandon(id journal.ID, why error) error {
 	if err := s.open(); err != nil {
 		return err
@@ -325,8 +342,15 @@ func (s *Service) Abandon(id journal.ID, why error) error {
 		return err // another worker has it now
 	}
 	defer s.release(id)
-	return s.j.SetRunStatus(id, journal.RunFailed, &journal.Error{Code: CodeCannotResume, Message: why.Error()})
+	return s.j.SetRunStatus(id, journal.RunBlocked, &journal.Error{Code: CodeCannotResume,
+		Message: fmt.Sprintf("%v; fix it, then: mcpflow resume %s", why, id.Short())})
 }
 
-// CodeCannotResume fails a run that a worker claimed and could not resume.
+// Release lets another worker take a run this process holds but does not
+// run (a claim it could not act on). Nothing to do on a journal that is
+// not shared.
+func (s *Service) Release(id journal.ID) { s.release(id) }
+
+// CodeCannotResume blocks a run that a worker claimed and could not
+// resume.
 const CodeCannotResume = "MCPFLOW_CANNOT_RESUME"

@@ -276,7 +276,7 @@ func (s *Service) track(ctx context.Context, events func(engine.Event), fn func(
 		if ev.Kind == engine.RunStarted && id.IsZero() {
 			id = ev.Run
 			s.mu.Lock()
-			s.active[id] = cancel
+			s.active[id] = cancel // over a resume's reservation: the same run, a context under it
 			s.mu.Unlock()
 		}
 		if events != nil {
@@ -333,12 +333,22 @@ func (s *Service) WorkersServing() bool {
 	return false
 }
 
-// going reports whether run id is going in this service.
-func (s *Service) going(id journal.ID) bool {
+// reserve marks run id as going in this service, with cancel to cancel
+// it, unless it is going already (false).
+func (s *Service) reserve(id journal.ID, cancel context.CancelCauseFunc) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.active[id]
-	return ok
+	if _, ok := s.active[id]; ok {
+		return false
+	}
+	s.active[id] = cancel
+	return true
+}
+
+func (s *Service) unreserve(id journal.ID) {
+	s.mu.Lock()
+	delete(s.active, id)
+	s.mu.Unlock()
 }
 
 func (s *Service) findRun(ref string) (journal.ID, error) {
