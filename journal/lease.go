@@ -250,7 +250,7 @@ func (l *leases) connect(ctx context.Context) (*pgx.Conn, error) {
 		return nil, err
 	}
 	conn := c.Hijack()
-	if _, err := conn.Exec(ctx, fmt.Sprintf("SET statement_timeout = %d", (l.ttl / 3).Milliseconds())); err != nil {
+	if _, err := conn.Exec(ctx, fmt.Sprintf("SET statement_timeout = %d", (l.ttl/3).Milliseconds())); err != nil {
 		conn.Close(bg)
 		return nil, err
 	}
