@@ -7,18 +7,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	bolt "go.etcd.io/bbolt"
 )
 
 // An archive is a whole journal as JSON Lines, for moving it to another
-// backend (bbolt ↔ PostgreSQL) or keeping it: every run record, then every
-// invocation record, oldest first, each line an object with one member —
-// {"run": RUN} or {"invocation": INVOCATION} — holding the record exactly
-// as stored: its attempts, decisions, resolutions and approvals, its
-// payloads sealed (or, with decrypt, in clear). Import reads it back.
+// backend (bbolt <-> PostgreSQL) or keeping it: each run record, then the
+// run's invocation records, runs oldest first, each line an object with one
+// member — {"run": RUN} or {"invocation": INVOCATION} — holding the record
+// exactly as stored: its attempts, decisions, resolutions and approvals,
+// its payloads sealed (or, with decrypt, in clear). Each run is read with
+// its invocations at one moment, and Import writes it with them in one
+// commit: a run is never seen without the invocations it had, which
+// would let a worker run its completed steps again.
 
 // maxArchiveLine bounds one line of an archive (a record's payloads are
 // capped well below it).
@@ -53,28 +55,21 @@ func runLine(s *sealer, what string, v []byte, decrypt bool) ([]byte, error) {
 	return archiveLine("run", v), nil
 }
 
-// lineWrapper writes each complete line written to it as an invocation
-// line of an archive.
-type lineWrapper struct {
-	w   io.Writer
-	buf []byte
-}
-
-func (l *lineWrapper) Write(b []byte) (int, error) {
-	l.buf = append(l.buf, b...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			return len(b), nil
-		}
-		if _, err := l.w.Write(archiveLine("invocation", l.buf[:i])); err != nil {
-			return 0, err
-		}
-		l.buf = l.buf[i+1:]
+// invLine is one invocation record (as stored) as a line of an archive.
+func invLine(s *sealer, what string, v []byte, decrypt bool) ([]byte, error) {
+	b, err := unseal(what, v)
+	if err != nil {
+		return nil, err
 	}
+	line, err := exportLine(s, what, b, decrypt)
+	if err != nil {
+		return nil, err
+	}
+	return archiveLine("invocation", line), nil
 }
 
-// Archive writes the whole journal as an archive (see Import).
+// Archive writes the whole journal as an archive (see Import), a chunk of
+// runs, with their invocations, per read transaction.
 func (j *Journal) Archive(w io.Writer, decrypt bool) error {
 	if decrypt && j.sealer == nil {
 		return fmt.Errorf("archive: %w: decrypting needs the journal's key", ErrKeyRequired)
@@ -84,8 +79,10 @@ func (j *Journal) Archive(w io.Writer, decrypt bool) error {
 		var lines [][]byte
 		err := j.view(func(tx *bolt.Tx) error {
 			c := tx.Bucket(bucketRuns).Cursor()
+			invs := tx.Bucket(bucketInvs)
 			k, v := c.Seek(next)
-			for ; k != nil && len(lines) < exportChunk; k, v = c.Next() {
+			for n := 0; k != nil && n < exportChunk; k, v = c.Next() {
+				n++
 				what := fmt.Sprintf("run %x", k)
 				b, err := unseal(what, v)
 				if err != nil {
@@ -96,6 +93,19 @@ func (j *Journal) Archive(w io.Writer, decrypt bool) error {
 					return err
 				}
 				lines = append(lines, line)
+				ic := tx.Bucket(bucketByRun).Cursor()
+				for ik, _ := ic.Seek(k); ik != nil && bytes.HasPrefix(ik, k); ik, _ = ic.Next() {
+					what := fmt.Sprintf("invocation %x", ik[16:])
+					v := invs.Get(ik[16:])
+					if v == nil {
+						return fmt.Errorf("%s: %w: indexed but missing", what, ErrDamaged)
+					}
+					line, err := invLine(j.sealer, what, v, decrypt)
+					if err != nil {
+						return err
+					}
+					lines = append(lines, line)
+				}
 			}
 			next = nil
 			if k != nil {
@@ -112,142 +122,171 @@ func (j *Journal) Archive(w io.Writer, decrypt bool) error {
 			}
 		}
 	}
-	return j.Export(&lineWrapper{w: w}, time.Time{}, decrypt)
+	return nil
 }
 
 // ImportReport says what Import wrote.
 type ImportReport struct {
 	Runs        int `json:"runs"`
 	Invocations int `json:"invocations"`
-	// Present counts the records the journal had already (same id): they
-	// are left as they are, so that an import can be run again.
+	// Present counts the records of the runs the journal had already
+	// (same id): they are left as they are, invocations included, so that
+	// an import can be run again.
 	Present int `json:"present"`
 
 	runs []ID // the runs written
 }
 
-// importBatch is how many records share a commit.
+// importBatch is how many records share a commit, at least (a run and its
+// invocations are never split).
 const importBatch = 256
 
-// Import writes the records of an archive (see [Journal.Archive]) into the
+// archived is one run of an archive, with its invocations.
+type archived struct {
+	run  *Run
+	invs []*Invocation
+	line int // the run's line
+}
+
+// Import writes the runs of an archive (see [Journal.Archive]) into the
 // journal as they are — states, attempts, decisions, resolutions and
-// approvals — in commits of importBatch records. A record whose id the
-// journal has already is left alone (counted Present); an invocation
-// whose run is in neither is refused. Sealed payloads must be sealed with
-// this journal's key (the arguments' digests are keyed by it too): an
-// archive made with another key is refused before anything of it is
-// written that it concerns. The first bad line stops the import, with its
-// number; what was committed before stays (a second import completes it).
+// approvals — each run with its invocations in one commit, several runs per
+// commit. A run whose id the journal has already is left alone with its
+// invocations (counted Present). Sealed payloads must be sealed with this
+// journal's key (the arguments' digests are keyed by it too): an archive
+// made with another key is refused. The first bad line stops the import,
+// with its number; the runs committed before stay whole (a second import
+// completes it).
 func (w *writer) Import(r io.Reader) (ImportReport, error) {
 	var rep ImportReport
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxArchiveLine)
 	type pending struct {
-		p       *Pending
-		run     *Run
-		wrote   *bool
-		lineNum int
+		p     *Pending
+		a     *archived
+		wrote *bool
 	}
 	var batch []pending
+	size := 0
 	flush := func() error {
+		var first error
 		for _, b := range batch {
-			if err := b.p.Wait(); err != nil {
-				return fmt.Errorf("line %d: %w", b.lineNum, err)
-			}
+			err := b.p.Wait()
 			switch {
+			case err != nil:
+				if first == nil {
+					first = fmt.Errorf("line %d: %w", b.a.line, err)
+				}
 			case !*b.wrote:
-				rep.Present++
-			case b.run != nil:
-				rep.Runs++
-				rep.runs = append(rep.runs, b.run.ID)
+				rep.Present += 1 + len(b.a.invs)
 			default:
-				rep.Invocations++
+				rep.Runs++
+				rep.Invocations += len(b.a.invs)
+				rep.runs = append(rep.runs, b.a.run.ID)
 			}
 		}
-		batch = batch[:0]
+		batch, size = batch[:0], 0
+		return first
+	}
+	var cur *archived
+	queue := func() error {
+		if cur == nil {
+			return nil
+		}
+		a, wrote := cur, new(bool)
+		cur = nil
+		p, err := w.writeLater(func(st store) error {
+			*wrote = false
+			if has, err := st.hasRun(a.run.ID); err != nil || has {
+				return err
+			}
+			if err := st.putRun(nil, a.run); err != nil {
+				return err
+			}
+			for _, inv := range a.invs {
+				if err := st.putInv(nil, inv); err != nil {
+					return err
+				}
+			}
+			*wrote = true
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		batch = append(batch, pending{p: p, a: a, wrote: wrote})
+		if size += 1 + len(a.invs); size >= importBatch {
+			return flush()
+		}
 		return nil
+	}
+	fail := func(err error) (ImportReport, error) {
+		if ferr := flush(); ferr != nil {
+			err = ferr
+		}
+		return rep, err
 	}
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
 			continue
 		}
-		fn, run, wrote, err := w.importLine(line)
+		run, inv, err := w.importLine(line)
 		if err != nil {
-			flush()
-			return rep, fmt.Errorf("line %d: %w", n, err)
+			return fail(fmt.Errorf("line %d: %w", n, err))
 		}
-		p, err := w.writeLater(fn)
-		if err != nil {
-			return rep, err
-		}
-		batch = append(batch, pending{p: p, run: run, wrote: wrote, lineNum: n})
-		if len(batch) == importBatch {
-			if err := flush(); err != nil {
-				return rep, err
+		if run != nil {
+			if err := queue(); err != nil {
+				return fail(err)
 			}
+			cur = &archived{run: run, line: n}
+			continue
 		}
+		if cur == nil || inv.RunID != cur.run.ID {
+			return fail(fmt.Errorf("line %d: invocation %s does not follow its run %s: an archive lists each run, then its invocations (make one with 'mcpflow journal export --archive')", n, inv.ID, inv.RunID))
+		}
+		cur.invs = append(cur.invs, inv)
 	}
 	if err := sc.Err(); err != nil {
-		flush()
-		return rep, fmt.Errorf("read archive: %w", err)
+		return fail(fmt.Errorf("read archive: %w", err))
+	}
+	if err := queue(); err != nil {
+		return fail(err)
 	}
 	return rep, flush()
 }
 
-// importLine decodes one line of an archive into the write that stores
-// its record: the run (nil for an invocation), and whether the write
-// stored it (false: the journal had it).
-func (w *writer) importLine(line []byte) (func(store) error, *Run, *bool, error) {
+// importLine decodes one line of an archive: a run or an invocation,
+// checked, its sealed payload openable with this journal's key.
+func (w *writer) importLine(line []byte) (*Run, *Invocation, error) {
 	var rec struct {
 		Run        json.RawMessage `json:"run"`
 		Invocation json.RawMessage `json:"invocation"`
 	}
 	if err := json.Unmarshal(line, &rec); err != nil {
-		return nil, nil, nil, fmt.Errorf("not JSON: %v", err)
+		return nil, nil, fmt.Errorf("not JSON: %v", err)
 	}
-	wrote := new(bool)
 	switch {
 	case rec.Run != nil && rec.Invocation == nil:
 		var r Run
 		if err := json.Unmarshal(rec.Run, &r); err != nil || r.ID.IsZero() || r.Status == runInvalid {
-			return nil, nil, nil, errors.New("a run without a valid id or status")
+			return nil, nil, errors.New("a run without a valid id or status")
 		}
 		if err := w.checkSealed(r.Sealed, func(s *sealer) error { c := r; return openRun(s, &c) }); err != nil {
-			return nil, nil, nil, fmt.Errorf("run %s: %w", r.ID, err)
+			return nil, nil, fmt.Errorf("run %s: %w", r.ID, err)
 		}
-		return func(st store) error {
-			*wrote = false
-			if has, err := st.hasRun(r.ID); err != nil || has {
-				return err
-			}
-			*wrote = true
-			return st.putRun(nil, &r)
-		}, &r, wrote, nil
+		return &r, nil, nil
 	case rec.Invocation != nil && rec.Run == nil:
 		inv, err := DecodeInvocation(rec.Invocation)
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, err
 		}
 		if err := w.checkSealed(inv.Sealed, func(s *sealer) error { c := *inv; return openInv(s, &c) }); err != nil {
-			return nil, nil, nil, fmt.Errorf("invocation %s: %w", inv.ID, err)
+			return nil, nil, fmt.Errorf("invocation %s: %w", inv.ID, err)
 		}
-		return func(st store) error {
-			*wrote = false
-			if has, err := st.hasInv(inv.ID); err != nil || has {
-				return err
-			}
-			if has, err := st.hasRun(inv.RunID); err != nil || !has {
-				if err == nil {
-					err = fmt.Errorf("invocation %s: its run %s is in neither the journal nor the archive before it: %w", inv.ID, inv.RunID, ErrNotFound)
-				}
-				return err
-			}
-			*wrote = true
-			return st.putInv(nil, inv)
-		}, nil, wrote, nil
+		return nil, inv, nil
 	}
-	return nil, nil, nil, errors.New(`not a line of an archive: want {"run": …} or {"invocation": …} (make one with 'mcpflow journal export --archive')`)
+	return nil, nil, errors.New(`not a line of an archive: want {"run": …} or {"invocation": …} (make one with 'mcpflow journal export --archive')`)
 }
 
 // checkSealed refuses a sealed payload this journal's key cannot open.
@@ -264,48 +303,69 @@ func (w *writer) checkSealed(sealed string, open func(*sealer) error) error {
 	return nil
 }
 
-// Archive writes the whole journal as an archive (see [Journal.Archive]).
+// Archive writes the whole journal as an archive (see [Journal.Archive]),
+// a chunk of runs, with their invocations, per read-only snapshot.
 func (p *Postgres) Archive(w io.Writer, decrypt bool) error {
 	if decrypt && p.sealer == nil {
 		return fmt.Errorf("archive: %w: decrypting needs the journal's key", ErrKeyRequired)
 	}
 	var after [16]byte
 	for {
-		rows, err := p.pool.Query(bg, `SELECT id, record FROM mcpflow_runs WHERE id > $1 ORDER BY id LIMIT $2`, after, exportChunk)
-		if err != nil {
-			return p.connErr(err)
-		}
-		var id [16]byte
-		var rec []byte
 		var lines [][]byte
-		_, err = pgx.ForEachRow(rows, []any{&id, &rec}, func() error {
-			after = id
-			what := fmt.Sprintf("run %x", id)
-			v, err := unseal(what, rec)
+		runs := 0
+		err := p.read(func(tx pgx.Tx) error {
+			rows, err := tx.Query(bg, `SELECT r.id, r.record, i.id, i.record FROM
+					(SELECT id, record FROM mcpflow_runs WHERE id > $1 ORDER BY id LIMIT $2) r
+				LEFT JOIN mcpflow_invocations i ON i.run_id = r.id ORDER BY r.id, i.id`, after, exportChunk)
 			if err != nil {
 				return err
 			}
-			line, err := runLine(p.sealer, what, v, decrypt)
-			lines = append(lines, line)
+			var id [16]byte
+			var rec []byte
+			var invID *[16]byte
+			var invRec []byte
+			_, err = pgx.ForEachRow(rows, []any{&id, &rec, &invID, &invRec}, func() error {
+				if runs == 0 || id != after {
+					after = id
+					runs++
+					what := fmt.Sprintf("run %x", id)
+					v, err := unseal(what, rec)
+					if err != nil {
+						return err
+					}
+					line, err := runLine(p.sealer, what, v, decrypt)
+					if err != nil {
+						return err
+					}
+					lines = append(lines, line)
+				}
+				if invID == nil {
+					return nil
+				}
+				line, err := invLine(p.sealer, fmt.Sprintf("invocation %x", *invID), invRec, decrypt)
+				lines = append(lines, line)
+				return err
+			})
 			return err
 		})
 		if err != nil {
-			return err
+			return p.connErr(err)
 		}
 		for _, line := range lines {
 			if _, err := w.Write(line); err != nil {
 				return err
 			}
 		}
-		if len(lines) < exportChunk {
-			return p.Export(&lineWrapper{w: w}, time.Time{}, decrypt)
+		if runs < exportChunk {
+			return nil
 		}
 	}
 }
 
-// Import writes an archive's records (see [writer.Import]). The runs it
-// writes are nobody's: a run that was running when its journal was
-// archived is free for a worker to claim and resume, as after a crash.
+// Import writes an archive's runs (see [writer.Import]). The runs it
+// writes are nobody's once written whole: a run that was running when its
+// journal was archived is free for a worker to claim and resume, as after
+// a crash.
 func (p *Postgres) Import(r io.Reader) (ImportReport, error) {
 	rep, err := p.writer.Import(r)
 	if l := p.leases; l != nil && len(rep.runs) > 0 {

@@ -112,7 +112,8 @@ func TestArchiveRoundTrips(t *testing.T) {
 // run is missing, and payloads sealed with another key are refused with
 // the line's number.
 func TestImportRefuses(t *testing.T) {
-	src := journaltest.Open(t, &journal.Options{Key: journal.NewKey()})
+	key := journal.NewKey()
+	src := journaltest.Open(t, &journal.Options{Key: key})
 	fillForArchive(t, src)
 	whole := archive(t, src, false)
 	lines := bytes.SplitAfter(whole, []byte("\n"))
@@ -137,6 +138,27 @@ func TestImportRefuses(t *testing.T) {
 		}
 		if runs, _ := j.Runs(journal.RunFilter{}); len(runs) != 0 {
 			t.Errorf("refused imports wrote %d runs", len(runs))
+		}
+	})
+	// An import that stops at a bad line keeps the runs before it whole,
+	// and writes nothing of the run the line is in.
+	journaltest.Each(t, &journal.Options{Key: key}, func(t *testing.T, j journal.Store) {
+		in := bytes.Join(lines[:7], nil) // the first run, its 5 invocations, the second run
+		in = append(in, `{"invocation": {"id": 1}}`+"\n"...)
+		rep, err := j.Import(bytes.NewReader(in))
+		if err == nil || !strings.Contains(err.Error(), "line 8:") || rep.Runs != 1 || rep.Invocations != 5 {
+			t.Fatalf("import stopped at line 8: %+v, %v", rep, err)
+		}
+		runs, err := j.Runs(journal.RunFilter{})
+		if err != nil || len(runs) != 1 {
+			t.Fatalf("runs after a stopped import: %d, %v; want the first only", len(runs), err)
+		}
+		if invs, err := j.RunInvocations(runs[0].ID); err != nil || len(invs) != 5 {
+			t.Fatalf("the first run has %d invocations, %v; want 5", len(invs), err)
+		}
+		rep, err = j.Import(bytes.NewReader(whole))
+		if err != nil || rep.Runs != 1 || rep.Present != 6 {
+			t.Fatalf("import again: %+v, %v; want the second run, the first present", rep, err)
 		}
 	})
 }

@@ -27,4 +27,10 @@ var (
 	ErrTransition = errors.New("illegal state transition")
 	// ErrClosed: the journal was closed.
 	ErrClosed = errors.New("journal is closed")
+	// ErrLeaseLost: another worker took the run over (this process's
+	// lease expired while it was paused or cut off): nothing more is
+	// written for it here.
+	ErrLeaseLost = errors.New("the run was taken over by another worker")
+	// ErrHeld: another live worker holds the run.
+	ErrHeld = errors.New("the run is held by another worker")
 )

@@ -29,15 +29,6 @@ import (
 // heartbeat; the heartbeat comes every third of it.
 const DefaultLease = 10 * time.Second
 
-var (
-	// ErrLeaseLost: another worker took the run over (this process's
-	// lease expired while it was paused or cut off): nothing more is
-	// written for it here.
-	ErrLeaseLost = errors.New("the run was taken over by another worker: this process no longer holds its lease")
-	// ErrHeld: another live worker holds the run.
-	ErrHeld = errors.New("the run is held by another worker")
-)
-
 // Worker is a process working on a PostgreSQL journal, as
 // [Postgres.Workers] reports it.
 type Worker struct {

@@ -392,7 +392,6 @@ func (st pgStore) putInv(old, inv *Invocation) error {
 	return err
 }
 
-// hasRun also fences a run this process holds, in the same round trip.
 // insertInv inserts a new invocation's record in one round trip: the run's
 // existence is its foreign key, and the fence of a run this process holds
 // is a condition of the insert. Only when nothing was inserted does it ask
@@ -447,6 +446,7 @@ func (st pgStore) insertInv(inv *Invocation, rec []byte) error {
 	return fmt.Errorf("invocation %s: not inserted, though its run is this worker's", inv.ID.Short())
 }
 
+// hasRun also fences a run this process holds, in the same round trip.
 func (st pgStore) hasRun(id ID) (bool, error) {
 	e, held := st.l.epoch(id)
 	if _, done := st.fenced[id]; !held || done || e == lostEpoch {
