@@ -137,6 +137,19 @@ func (g *groupCommit[T]) commit(batch []*pendingWrite[T]) {
 	}
 }
 
+// flush commits the writes queued so far (enqueued, never waited for).
+func (g *groupCommit[T]) flush() {
+	g.mu.Lock()
+	last := (*pendingWrite[T])(nil)
+	if n := len(g.pending); n > 0 {
+		last = g.pending[n-1]
+	}
+	g.mu.Unlock()
+	if last != nil {
+		g.wait(last)
+	}
+}
+
 // close refuses new writes. Writes still queued (enqueued, never waited
 // for) are committed first: a deferred write is never dropped by Close.
 func (g *groupCommit[T]) close() {

@@ -420,6 +420,9 @@ func (p *Postgres) Release(run ID) error {
 	if !ok || e == lostEpoch {
 		return nil // a lost run stays fenced
 	}
+	// A write of the run still queued commits fenced, before the run
+	// goes.
+	p.gc.flush()
 	l.mu.Lock()
 	delete(l.held, run)
 	l.mu.Unlock()
