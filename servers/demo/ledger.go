@@ -34,8 +34,8 @@ type ledger struct {
 // hold. When append creates the file it also fsyncs the directory.
 //
 // The file is re-read on every append so that seq stays the line number even
-// when another process appended earlier (a replaced server process). Appends
-// from several live processes at once are not serialized.
+// when another process appended earlier (a replaced server process), under
+// an flock that serializes the appends of several live processes.
 func (l *ledger) append(tool string, args json.RawMessage, key string) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -48,7 +48,13 @@ func (l *ledger) append(tool string, args json.RawMessage, key string) (int, err
 	if err != nil {
 		return 0, fmt.Errorf("demo: ledger: %w", err)
 	}
+	unlock, err := lockLedger(f)
+	if err != nil {
+		f.Close()
+		return 0, fmt.Errorf("demo: ledger: %w", err)
+	}
 	seq, created, err := writeEntry(f, ledgerEntry{Tool: tool, Args: args, IdempotencyKey: key})
+	unlock()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

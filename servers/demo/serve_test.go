@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -430,5 +432,42 @@ func TestAddFlagsBadEnv(t *testing.T) {
 	}
 	if _, err := newDemo(c2); err != nil {
 		t.Errorf("newDemo after --delay override: %v", err)
+	}
+}
+
+// TestLedgerAppendsFromManyProcesses: demo servers of several processes
+// append to one ledger (each ledger value opens the file itself, as
+// another process does): every row lands whole on a line of its own, and
+// seq is its line number.
+func TestLedgerAppendsFromManyProcesses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l := &ledger{path: path}
+			for i := range 50 {
+				if _, err := l.append("t", json.RawMessage(`{}`), fmt.Sprintf("k%d-%d", w, i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 200 {
+		t.Fatalf("%d lines, want 200", len(lines))
+	}
+	for i, line := range lines {
+		var e ledgerEntry
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Seq != i+1 {
+			t.Fatalf("line %d: %q (%v), want seq %d", i+1, line, err, i+1)
+		}
 	}
 }
