@@ -80,11 +80,13 @@ func putInv(tx *bolt.Tx, old, inv *Invocation) error {
 		if err := tx.Bucket(bucketByTool).Put(toolKey(inv.Server, inv.Tool, inv.ID), nil); err != nil {
 			return err
 		}
-	} else if err := states.Delete(stateKey(old.State, old.ID)); err != nil {
+	} else if err := states.Delete(stateKey(old.State, old.ID)); err != nil { // a no-op when absent
 		return err
 	}
-	if err := states.Put(stateKey(inv.State, inv.ID), nil); err != nil {
-		return err
+	if inv.State.indexed() {
+		if err := states.Put(stateKey(inv.State, inv.ID), nil); err != nil {
+			return err
+		}
 	}
 	return tx.Bucket(bucketInvs).Put(inv.ID.key(), seal(b))
 }

@@ -116,21 +116,32 @@ func checkRecords(tx *bolt.Tx, add func(rec, format string, args ...any)) {
 		return bytes.Equal(k, runStatusKey(r.Status, r.ID))
 	}, nil)
 
-	nInvs := 0
+	indexed := make([]int, len(invIndexes)) // entries each index should have
+	legacy := 0                             // state entries of completed invocations
 	_ = tx.Bucket(bucketInvs).ForEach(func(k, v []byte) error {
-		nInvs++
 		inv, err := decodeInv(sealerOf(tx), v)
 		if err != nil {
 			add(fmt.Sprintf("invocation %x", k), "%v", err)
+			for i, idx := range invIndexes {
+				if !idx.partial {
+					indexed[i]++ // its entries are there; its state is unknown
+				}
+			}
 			return nil
 		}
 		name := "invocation " + inv.ID.String()
 		if !bytes.Equal(k, inv.ID.key()) {
 			add(name, "stored under key %x", k)
 		}
-		for _, idx := range invIndexes {
-			if tx.Bucket(idx.bucket).Get(idx.key(inv)) == nil {
+		for i, idx := range invIndexes {
+			if key := idx.key(inv); key == nil {
+				if tx.Bucket(idx.bucket).Get(stateKey(inv.State, inv.ID)) != nil {
+					legacy++ // written before completed left the index
+				}
+			} else if tx.Bucket(idx.bucket).Get(key) == nil {
 				add(name, "missing from the %s index", idx.name)
+			} else {
+				indexed[i]++
 			}
 		}
 		checkInvocation(inv, name, add)
@@ -141,9 +152,13 @@ func checkRecords(tx *bolt.Tx, add func(rec, format string, args ...any)) {
 		}
 		return nil
 	})
-	for _, idx := range invIndexes {
-		checkIndexCount(tx, idx.bucket, nInvs, bucketInvs, add, nil, func(k []byte, inv *Invocation) bool {
-			return bytes.Equal(k, idx.key(inv))
+	for i, idx := range invIndexes {
+		want := indexed[i]
+		if idx.partial {
+			want += legacy
+		}
+		checkIndexCount(tx, idx.bucket, want, bucketInvs, add, nil, func(k []byte, inv *Invocation) bool {
+			return bytes.Equal(k, idx.key(inv)) || (idx.partial && bytes.Equal(k, stateKey(inv.State, inv.ID)))
 		})
 	}
 	for id, r := range runs {
@@ -156,11 +171,19 @@ func checkRecords(tx *bolt.Tx, add func(rec, format string, args ...any)) {
 var invIndexes = []struct {
 	name   string
 	bucket []byte
-	key    func(*Invocation) []byte
+	key    func(*Invocation) []byte // nil: not in the index
+	// partial: the state index, which lists only some states (see
+	// State.indexed), and may hold a legacy entry for the others.
+	partial bool
 }{
-	{"run", bucketByRun, func(inv *Invocation) []byte { return cat(inv.RunID.key(), inv.ID.key()) }},
-	{"state", bucketByState, func(inv *Invocation) []byte { return stateKey(inv.State, inv.ID) }},
-	{"server/tool", bucketByTool, func(inv *Invocation) []byte { return toolKey(inv.Server, inv.Tool, inv.ID) }},
+	{"run", bucketByRun, func(inv *Invocation) []byte { return cat(inv.RunID.key(), inv.ID.key()) }, false},
+	{"state", bucketByState, func(inv *Invocation) []byte {
+		if !inv.State.indexed() {
+			return nil
+		}
+		return stateKey(inv.State, inv.ID)
+	}, true},
+	{"server/tool", bucketByTool, func(inv *Invocation) []byte { return toolKey(inv.Server, inv.Tool, inv.ID) }, false},
 }
 
 // checkIndexCount compares an index's size with its records'. Every record

@@ -12,6 +12,8 @@ func TestCheckFindsBrokenIndexes(t *testing.T) {
 	j := journaltest.Open(t, nil)
 	in := begin(t, j, newRun(t, j), "srv", "t")
 	finish(t, j, in, done)
+	bad := begin(t, j, newRun(t, j), "srv", "t") // written before any damage: damage stops writes
+	finish(t, j, bad, failed)
 	expect := func(what string, want ...string) {
 		t.Helper()
 		probs, err := j.Check()
@@ -46,10 +48,18 @@ func TestCheckFindsBrokenIndexes(t *testing.T) {
 	expect("entry with the wrong state", "idx_state: stray entry 03"+strings.ReplaceAll(in.ID.String(), "-", ""))
 	j.PutStrayStateKey(failed, in.ID, true)
 
-	if err := j.PutStrayStateKey(done, in.ID, true); err != nil {
+	// Completed invocations are not in the state index; a journal written
+	// before that has their entries, which are accepted.
+	if err := j.PutStrayStateKey(done, in.ID, false); err != nil {
 		t.Fatal(err)
 	}
-	expect("record missing from its index", "invocation "+in.ID.String()+": missing from the state index")
-	j.PutStrayStateKey(done, in.ID, false)
+	expect("a completed invocation's legacy entry")
+	j.PutStrayStateKey(done, in.ID, true)
+
+	if err := j.PutStrayStateKey(failed, bad.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	expect("record missing from its index", "invocation "+bad.ID.String()+": missing from the state index")
+	j.PutStrayStateKey(failed, bad.ID, false)
 	expect("repaired")
 }

@@ -156,7 +156,7 @@ func walkInvs(tx *bolt.Tx, f Filter, records bool, fn func(*Invocation) bool) er
 	case !f.Run.IsZero():
 		b, prefix = tx.Bucket(bucketByRun), f.Run.key()
 		rest.Run = ID{}
-	case f.State != stateInvalid:
+	case f.State.indexed() && f.State != stateInvalid:
 		b, prefix = tx.Bucket(bucketByState), []byte{byte(f.State)}
 		rest.State = stateInvalid
 	case f.Server != "" && f.Tool != "":

@@ -168,6 +168,8 @@ func TestInvocationsFiltersAndCursor(t *testing.T) {
 		}{
 			{"run", journal.Filter{Run: runs[1]}, func(v journal.Invocation) bool { return v.RunID == runs[1] }, 20},
 			{"state", journal.Filter{State: unknown}, func(v journal.Invocation) bool { return v.State == unknown }, 15},
+			{"state not indexed", journal.Filter{State: done}, func(v journal.Invocation) bool { return v.State == done }, -1},
+			{"state not indexed, since", journal.Filter{State: done, Since: mid}, func(v journal.Invocation) bool { return v.State == done && !v.CreatedAt.Before(mid) }, -1},
 			{"server", journal.Filter{Server: "git"}, func(v journal.Invocation) bool { return v.Server == "git" }, 30},
 			{"tool", journal.Filter{Tool: "write"}, func(v journal.Invocation) bool { return v.Tool == "write" }, 30},
 			{"since", journal.Filter{Since: mid}, func(v journal.Invocation) bool { return !v.CreatedAt.Before(mid) }, 31},
