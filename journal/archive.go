@@ -116,10 +116,8 @@ func (j *Journal) Archive(w io.Writer, decrypt bool) error {
 		if err != nil {
 			return err
 		}
-		for _, line := range lines {
-			if _, err := w.Write(line); err != nil {
-				return err
-			}
+		if err := writeLines(w, lines); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -351,10 +349,8 @@ func (p *Postgres) Archive(w io.Writer, decrypt bool) error {
 		if err != nil {
 			return p.connErr(err)
 		}
-		for _, line := range lines {
-			if _, err := w.Write(line); err != nil {
-				return err
-			}
+		if err := writeLines(w, lines); err != nil {
+			return err
 		}
 		if runs < exportChunk {
 			return nil

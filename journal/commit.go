@@ -155,12 +155,6 @@ func (g *groupCommit[T]) flush() {
 func (g *groupCommit[T]) close() {
 	g.mu.Lock()
 	g.closed = true
-	last := (*pendingWrite[T])(nil)
-	if n := len(g.pending); n > 0 {
-		last = g.pending[n-1]
-	}
 	g.mu.Unlock()
-	if last != nil {
-		g.wait(last)
-	}
+	g.flush()
 }

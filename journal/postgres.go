@@ -775,10 +775,8 @@ func (p *Postgres) Export(w io.Writer, since time.Time, decrypt bool) error {
 		if err != nil {
 			return err
 		}
-		for _, line := range lines {
-			if _, err := w.Write(line); err != nil {
-				return err
-			}
+		if err := writeLines(w, lines); err != nil {
+			return err
 		}
 		if len(lines) < exportChunk {
 			return nil

@@ -345,10 +345,19 @@ func (j *Journal) Export(w io.Writer, since time.Time, decrypt bool) error {
 		if err != nil {
 			return err
 		}
-		for _, line := range buf {
-			if _, err := w.Write(line); err != nil {
-				return err
-			}
+		if err := writeLines(w, buf); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeLines writes the lines an export read in one transaction, once it
+// is over: a slow reader never holds a transaction open.
+func writeLines(w io.Writer, lines [][]byte) error {
+	for _, line := range lines {
+		if _, err := w.Write(line); err != nil {
+			return err
 		}
 	}
 	return nil
