@@ -267,3 +267,39 @@ func TestLeaseSurvivesASlowDatabase(t *testing.T) {
 		t.Fatalf("after the stall: claimed %v, %v, lost %v; want nothing", ids, err, lost.has(run))
 	}
 }
+
+// TestCancelRequests: a cancel asked in one process reaches the process
+// holding the run through its heartbeat, with the reason; it lasts while
+// the run is running and is gone once the run ends; a run that is not
+// running cannot be asked.
+func TestCancelRequests(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	a := journaltest.OpenStore(t, location, &journal.Options{Worker: "a", Lease: 300 * time.Millisecond}).(*journal.Postgres)
+	asked := make(chan string, 10)
+	a.OnCancel(func(id journal.ID, reason string) { asked <- id.String() + " " + reason })
+	b := openWorker(t, location, "b", true)
+	run := newRun(t, a)
+	if ok, err := b.RequestCancel(run, "not today"); !ok || err != nil {
+		t.Fatalf("request: %v, %v", ok, err)
+	}
+	select {
+	case got := <-asked:
+		if got != run.String()+" not today" {
+			t.Fatalf("told %q", got)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the holder was never told")
+	}
+	if why, ok, err := b.CancelRequested(run); !ok || why != "not today" || err != nil {
+		t.Fatalf("CancelRequested: %q %v %v", why, ok, err)
+	}
+	if err := a.SetRunStatus(run, journal.RunCancelled, &journal.Error{Code: "X", Message: "not today"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := b.CancelRequested(run); ok || err != nil {
+		t.Fatalf("after the run ended: still asked (%v, %v)", ok, err)
+	}
+	if ok, err := b.RequestCancel(run, "again"); ok || err != nil {
+		t.Fatalf("request for a cancelled run: %v, %v; want false", ok, err)
+	}
+}
