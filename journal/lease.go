@@ -301,30 +301,6 @@ func (l *leases) loseAll() {
 	}
 }
 
-// fence checks, in tx, that this session still holds run at the epoch it
-// took it at; a run this session does not hold is not fenced (an
-// operator's approval or resolution, say, for a run another worker runs).
-func (l *leases) fence(q querier, run ID) error {
-	e, ok := l.epoch(run)
-	if !ok {
-		return nil
-	}
-	if e == lostEpoch {
-		return fmt.Errorf("run %s: %w", run.Short(), ErrLeaseLost)
-	}
-	var mine bool
-	err := q.QueryRow(bg, `SELECT session IS NOT DISTINCT FROM $2 AND epoch = $3 FROM mcpflow_runs WHERE id = $1 FOR SHARE`,
-		uuidOf(run), uuidOf(l.session), e).Scan(&mine)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return err
-	}
-	if !mine {
-		l.lose(run)
-		return fmt.Errorf("run %s: %w", run.Short(), ErrLeaseLost)
-	}
-	return nil
-}
-
 // leave lets every run go (a run still running is free at once for
 // another worker to take) and removes the session.
 func (l *leases) leave() {

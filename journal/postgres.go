@@ -300,14 +300,12 @@ func (p *Postgres) store(tx pgx.Tx) pgStore {
 
 // fence checks run's epoch once per write (see leases.fence).
 func (st pgStore) fence(run ID) error {
-	if _, ok := st.fenced[run]; ok {
-		return nil
+	_, held := st.l.epoch(run)
+	if _, done := st.fenced[run]; !held || done {
+		return nil // a run this process does not hold is not fenced (an operator's resolution, say)
 	}
-	if err := st.l.fence(st.tx, run); err != nil {
-		return err
-	}
-	st.fenced[run] = struct{}{}
-	return nil
+	_, err := st.hasRun(run)
+	return err
 }
 
 var bg = context.Background()
@@ -449,10 +447,11 @@ func (st pgStore) insertInv(inv *Invocation, rec []byte) error {
 // hasRun also fences a run this process holds, in the same round trip.
 func (st pgStore) hasRun(id ID) (bool, error) {
 	e, held := st.l.epoch(id)
-	if _, done := st.fenced[id]; !held || done || e == lostEpoch {
-		if held && e == lostEpoch {
-			return false, fmt.Errorf("run %s: %w", id.Short(), ErrLeaseLost)
-		}
+	_, done := st.fenced[id]
+	switch {
+	case held && e == lostEpoch:
+		return false, fmt.Errorf("run %s: %w", id.Short(), ErrLeaseLost)
+	case !held || done:
 		return exists(st.tx, `SELECT EXISTS (SELECT 1 FROM mcpflow_runs WHERE id = $1)`, id)
 	}
 	var mine bool
