@@ -74,53 +74,32 @@ func (j *Journal) Archive(w io.Writer, decrypt bool) error {
 	if decrypt && j.sealer == nil {
 		return fmt.Errorf("archive: %w: decrypting needs the journal's key", ErrKeyRequired)
 	}
-	next := []byte{}
-	for next != nil {
-		var lines [][]byte
-		err := j.view(func(tx *bolt.Tx) error {
-			c := tx.Bucket(bucketRuns).Cursor()
-			invs := tx.Bucket(bucketInvs)
-			k, v := c.Seek(next)
-			for n := 0; k != nil && n < exportChunk; k, v = c.Next() {
-				n++
-				what := fmt.Sprintf("run %x", k)
-				b, err := unseal(what, v)
-				if err != nil {
-					return err
-				}
-				line, err := runLine(j.sealer, what, b, decrypt)
-				if err != nil {
-					return err
-				}
-				lines = append(lines, line)
-				ic := tx.Bucket(bucketByRun).Cursor()
-				for ik, _ := ic.Seek(k); ik != nil && bytes.HasPrefix(ik, k); ik, _ = ic.Next() {
-					what := fmt.Sprintf("invocation %x", ik[16:])
-					v := invs.Get(ik[16:])
-					if v == nil {
-						return fmt.Errorf("%s: %w: indexed but missing", what, ErrDamaged)
-					}
-					line, err := invLine(j.sealer, what, v, decrypt)
-					if err != nil {
-						return err
-					}
-					lines = append(lines, line)
-				}
-			}
-			next = nil
-			if k != nil {
-				next = bytes.Clone(k)
-			}
-			return nil
-		})
+	return j.scan(w, bucketRuns, []byte{}, func(tx *bolt.Tx, k, v []byte, lines [][]byte) ([][]byte, error) {
+		what := fmt.Sprintf("run %x", k)
+		b, err := unseal(what, v)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := writeLines(w, lines); err != nil {
-			return err
+		line, err := runLine(j.sealer, what, b, decrypt)
+		if err != nil {
+			return nil, err
 		}
-	}
-	return nil
+		lines = append(lines, line)
+		invs, c := tx.Bucket(bucketInvs), tx.Bucket(bucketByRun).Cursor()
+		for ik, _ := c.Seek(k); ik != nil && bytes.HasPrefix(ik, k); ik, _ = c.Next() {
+			what := fmt.Sprintf("invocation %x", ik[16:])
+			v := invs.Get(ik[16:])
+			if v == nil {
+				return nil, fmt.Errorf("%s: %w: indexed but missing", what, ErrDamaged)
+			}
+			line, err := invLine(j.sealer, what, v, decrypt)
+			if err != nil {
+				return nil, err
+			}
+			lines = append(lines, line)
+		}
+		return lines, nil
+	})
 }
 
 // ImportReport says what Import wrote.

@@ -303,38 +303,50 @@ func (j *Journal) Export(w io.Writer, since time.Time, decrypt bool) error {
 	if decrypt && j.sealer == nil {
 		return fmt.Errorf("export: %w: decrypting needs the journal's key", ErrKeyRequired)
 	}
-	next := []byte{}
+	from := []byte{}
 	if !since.IsZero() {
-		next = millisKey(since.UnixMilli())
+		from = millisKey(since.UnixMilli())
 	}
-	buf := make([][]byte, 0, exportChunk)
-	for next != nil {
-		buf = buf[:0]
+	return j.scan(w, bucketInvs, from, func(_ *bolt.Tx, k, v []byte, lines [][]byte) ([][]byte, error) {
+		what := fmt.Sprintf("invocation %x", k)
+		v, err := unseal(what, v)
+		if err != nil {
+			return nil, err
+		}
+		if !since.IsZero() {
+			var t struct {
+				CreatedAt time.Time `json:"created_at"`
+			}
+			if err := json.Unmarshal(v, &t); err != nil {
+				return nil, fmt.Errorf("invocation %x: %w: %v", k, ErrDamaged, err)
+			}
+			if t.CreatedAt.Before(since) {
+				return lines, nil
+			}
+		}
+		line, err := exportLine(j.sealer, what, v, decrypt)
+		return append(lines, line), err
+	})
+}
+
+// scan hands each record of bucket, from key from on in key order, to
+// each, which appends the lines it makes of it; a chunk of exportChunk
+// records is read per transaction, and its lines are written to w once the
+// transaction is over. Records added meanwhile are included when their
+// keys come after the chunk read last.
+func (j *Journal) scan(w io.Writer, bucket, from []byte, each func(tx *bolt.Tx, k, v []byte, lines [][]byte) ([][]byte, error)) error {
+	lines := make([][]byte, 0, exportChunk)
+	for next := from; next != nil; {
+		lines = lines[:0]
 		err := j.view(func(tx *bolt.Tx) error {
-			c := tx.Bucket(bucketInvs).Cursor()
+			c := tx.Bucket(bucket).Cursor()
 			k, v := c.Seek(next)
-			for ; k != nil && len(buf) < exportChunk; k, v = c.Next() {
-				what := fmt.Sprintf("invocation %x", k)
-				v, err := unseal(what, v)
-				if err != nil {
+			for n := 0; k != nil && n < exportChunk; k, v = c.Next() {
+				n++
+				var err error
+				if lines, err = each(tx, k, v, lines); err != nil {
 					return err
 				}
-				if !since.IsZero() {
-					var t struct {
-						CreatedAt time.Time `json:"created_at"`
-					}
-					if err := json.Unmarshal(v, &t); err != nil {
-						return fmt.Errorf("invocation %x: %w: %v", k, ErrDamaged, err)
-					}
-					if t.CreatedAt.Before(since) {
-						continue
-					}
-				}
-				line, err := exportLine(j.sealer, what, v, decrypt)
-				if err != nil {
-					return err
-				}
-				buf = append(buf, line)
 			}
 			next = nil
 			if k != nil {
@@ -345,7 +357,7 @@ func (j *Journal) Export(w io.Writer, since time.Time, decrypt bool) error {
 		if err != nil {
 			return err
 		}
-		if err := writeLines(w, buf); err != nil {
+		if err := writeLines(w, lines); err != nil {
 			return err
 		}
 	}
