@@ -79,16 +79,6 @@ func (s *Service) Follow(ctx context.Context, ref string, events func(engine.Eve
 	}
 }
 
-// Shared reports whether the service's journal is shared by workers
-// (PostgreSQL), where a run may go in another process.
-func (s *Service) Shared() bool {
-	if err := s.open(); err != nil {
-		return false
-	}
-	_, ok := s.j.(shared)
-	return ok
-}
-
 // contentText is a result's text content on one line, as the engine
 // reports a completed call (capped at 200 characters).
 func contentText(res *journal.Result) string {

@@ -106,7 +106,7 @@ func (e embedded) toWorkers(req service.RunRequest) bool {
 // started it, which holds the journal. A run that ended is reported as it
 // ended; one left running was interrupted.
 func (e embedded) Watch(ctx context.Context, ref string, events func(engine.Event)) (*service.Report, error) {
-	if e.Shared() {
+	if e.shared {
 		rep, err := e.Follow(ctx, ref, events)
 		if errors.Is(err, context.Canceled) {
 			if rep, derr := e.RunDetail(ref); derr == nil {
