@@ -4,39 +4,136 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	bolt "go.etcd.io/bbolt"
 )
 
-// boltStore is the store of one bbolt transaction: records in their
-// buckets, with the index entries that follow them.
-type boltStore struct{ tx *bolt.Tx }
+// logStore is the store of one group commit: reads see the bbolt file
+// (as of a read transaction begun after the overlay dropped what it
+// applied), the records durable in the log but maybe not applied yet (the
+// overlay), and this group's own puts; puts are collected for the log.
+type logStore struct {
+	tx     *bolt.Tx
+	sealer *sealer
+	ov     *overlay
+	puts   []*walRecord
+	mine   map[ID]*walRecord // the latest put of each record in this group
+}
 
-func (b boltStore) run(id ID) (*Run, error)        { return getRun(b.tx, id) }
-func (b boltStore) inv(id ID) (*Invocation, error) { return getInv(b.tx, id) }
-func (b boltStore) putRun(old, r *Run) error       { return putRun(b.tx, old, r) }
-func (b boltStore) putInv(old, inv *Invocation) error {
+func (s *logStore) latest(id ID) *walRecord {
+	if r := s.mine[id]; r != nil {
+		return r
+	}
+	return s.ov.get(id)
+}
+
+func (s *logStore) run(id ID) (*Run, error) {
+	if r := s.latest(id); r != nil && r.kind == recRun {
+		return decodeRun(s.sealer, r.val)
+	}
+	return getRun(s.tx, id)
+}
+
+func (s *logStore) inv(id ID) (*Invocation, error) {
+	if r := s.latest(id); r != nil && r.kind == recInv {
+		return decodeInv(s.sealer, r.val)
+	}
+	return getInv(s.tx, id)
+}
+
+func (s *logStore) hasRun(id ID) (bool, error) {
+	if r := s.latest(id); r != nil && r.kind == recRun {
+		return true, nil
+	}
+	return s.tx.Bucket(bucketRuns).Get(id.key()) != nil, nil
+}
+
+func (s *logStore) hasInv(id ID) (bool, error) {
+	if r := s.latest(id); r != nil && r.kind == recInv {
+		return true, nil
+	}
+	return s.tx.Bucket(bucketInvs).Get(id.key()) != nil, nil
+}
+
+func (s *logStore) put(r *walRecord) {
+	s.puts = append(s.puts, r)
+	if s.mine == nil {
+		s.mine = map[ID]*walRecord{}
+	}
+	s.mine[r.id] = r
+}
+
+func (s *logStore) putRun(old, r *Run) error {
+	rec, err := runRecord(s.sealer, old, r)
+	if err == nil {
+		s.put(rec)
+	}
+	return err
+}
+
+func (s *logStore) putInv(old, inv *Invocation) error {
 	if old == nil {
-		if b.tx.Bucket(bucketRuns).Get(inv.RunID.key()) == nil {
+		if ok, _ := s.hasRun(inv.RunID); !ok {
 			return fmt.Errorf("invocation %s: run %s: %w", inv.ID.Short(), inv.RunID, ErrNotFound)
 		}
-		if b.tx.Bucket(bucketInvs).Get(inv.ID.key()) != nil {
+		if ok, _ := s.hasInv(inv.ID); ok {
 			return fmt.Errorf("invocation %s: %w", inv.ID, ErrExists)
 		}
 	}
-	return putInv(b.tx, old, inv)
-}
-func (b boltStore) hasRun(id ID) (bool, error) {
-	return b.tx.Bucket(bucketRuns).Get(id.key()) != nil, nil
-}
-func (b boltStore) hasInv(id ID) (bool, error) {
-	return b.tx.Bucket(bucketInvs).Get(id.key()) != nil, nil
-}
-func (b boltStore) firstWhere(run ID, match func(State) bool) (*Invocation, error) {
-	return firstWhere(b.tx, run, match)
+	rec, err := invRecord(s.sealer, old, inv)
+	if err == nil {
+		s.put(rec)
+	}
+	return err
 }
 
-// firstWhere returns the first invocation of run whose state matches, or nil.
+// firstWhere looks at the run's invocations in the file and those created
+// since, in creation (id) order.
+func (s *logStore) firstWhere(run ID, match func(State) bool) (*Invocation, error) {
+	var ids []ID
+	c := s.tx.Bucket(bucketByRun).Cursor()
+	for k, _ := c.Seek(run.key()); k != nil && bytes.HasPrefix(k, run.key()); k, _ = c.Next() {
+		ids = append(ids, ID(k[16:]))
+	}
+	ids = append(ids, s.ov.newInvs(run)...)
+	for _, r := range s.mine {
+		if r.kind == recInv && r.run == run {
+			ids = append(ids, r.id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b ID) int { return bytes.Compare(a[:], b[:]) })
+	for _, id := range slices.Compact(ids) {
+		inv, err := s.inv(id)
+		if err != nil || match(inv.State) {
+			return inv, err
+		}
+	}
+	return nil, nil
+}
+
+// putRun writes r and moves its index entries from old (nil when new),
+// straight into the file.
+func putRun(tx *bolt.Tx, old, r *Run) error {
+	rec, err := runRecord(sealerOf(tx), old, r)
+	if err != nil {
+		return err
+	}
+	return rec.apply(tx)
+}
+
+// putInv writes inv and moves its index entries from old (nil when new),
+// straight into the file.
+func putInv(tx *bolt.Tx, old, inv *Invocation) error {
+	rec, err := invRecord(sealerOf(tx), old, inv)
+	if err != nil {
+		return err
+	}
+	return rec.apply(tx)
+}
+
+// firstWhere returns the first invocation of run in the file whose state
+// matches, or nil.
 func firstWhere(tx *bolt.Tx, run ID, match func(State) bool) (*Invocation, error) {
 	c := tx.Bucket(bucketByRun).Cursor()
 	for k, _ := c.Seek(run.key()); k != nil && bytes.HasPrefix(k, run.key()); k, _ = c.Next() {
@@ -46,49 +143,6 @@ func firstWhere(tx *bolt.Tx, run ID, match func(State) bool) (*Invocation, error
 		}
 	}
 	return nil, nil
-}
-
-// putRun writes r and moves its index entries from old (nil when new).
-func putRun(tx *bolt.Tx, old, r *Run) error {
-	b, err := encodeRun(sealerOf(tx), r)
-	if err != nil {
-		return err
-	}
-	idx := tx.Bucket(bucketRunStatus)
-	if old != nil {
-		if err := idx.Delete(runStatusKey(old.Status, old.ID)); err != nil {
-			return err
-		}
-	}
-	if err := idx.Put(runStatusKey(r.Status, r.ID), nil); err != nil {
-		return err
-	}
-	return tx.Bucket(bucketRuns).Put(r.ID.key(), seal(b))
-}
-
-// putInv writes inv and moves its index entries from old (nil when new).
-func putInv(tx *bolt.Tx, old, inv *Invocation) error {
-	b, err := encodeInv(sealerOf(tx), inv)
-	if err != nil {
-		return err
-	}
-	states := tx.Bucket(bucketByState)
-	if old == nil {
-		if err := tx.Bucket(bucketByRun).Put(cat(inv.RunID.key(), inv.ID.key()), nil); err != nil {
-			return err
-		}
-		if err := tx.Bucket(bucketByTool).Put(toolKey(inv.Server, inv.Tool, inv.ID), nil); err != nil {
-			return err
-		}
-	} else if err := states.Delete(stateKey(old.State, old.ID)); err != nil { // a no-op when absent
-		return err
-	}
-	if inv.State.indexed() {
-		if err := states.Put(stateKey(inv.State, inv.ID), nil); err != nil {
-			return err
-		}
-	}
-	return tx.Bucket(bucketInvs).Put(inv.ID.key(), seal(b))
 }
 
 func getRun(tx *bolt.Tx, id ID) (*Run, error) {

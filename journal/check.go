@@ -48,6 +48,9 @@ func (j *Journal) Check() (probs []Problem, err error) {
 			j.latch(fmt.Errorf("%w: %s", ErrDamaged, probs[0]))
 		}
 	}()
+	if err := j.caughtUp(); err != nil {
+		return nil, err
+	}
 	tx, err := j.db.Begin(!j.readOnly) // a write transaction keeps writers out
 	if err != nil {
 		if errors.Is(err, berrors.ErrDatabaseNotOpen) {

@@ -137,6 +137,22 @@ func (g *groupCommit[T]) commit(batch []*pendingWrite[T]) {
 	}
 }
 
+// exclusive runs fn while no commit is in progress or can start, after
+// committing what is queued.
+func (g *groupCommit[T]) exclusive(fn func() error) error {
+	g.token <- struct{}{}
+	defer func() { <-g.token }()
+	g.mu.Lock()
+	batch, closed := g.pending, g.closed
+	g.pending = nil
+	g.mu.Unlock()
+	g.commit(batch)
+	if closed {
+		return ErrClosed
+	}
+	return fn()
+}
+
 // flush commits the writes queued so far (enqueued, never waited for).
 func (g *groupCommit[T]) flush() {
 	g.mu.Lock()

@@ -19,7 +19,7 @@ func (j *Journal) RawInvocation(id ID) []byte { return j.raw(bucketInvs, id) }
 func (j *Journal) RawRun(id ID) []byte        { return j.raw(bucketRuns, id) }
 
 func (j *Journal) raw(bucket []byte, id ID) (out []byte) {
-	_ = j.db.View(func(tx *bolt.Tx) error {
+	_ = j.view(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucket).Get(id.key()); v != nil {
 			out = append([]byte{}, v...)
 		}
@@ -31,7 +31,7 @@ func (j *Journal) raw(bucket []byte, id ID) (out []byte) {
 // PutStrayStateKey writes (or, with remove, deletes) a state index entry
 // for id that no record backs.
 func (j *Journal) PutStrayStateKey(s State, id ID, remove bool) error {
-	return j.db.Update(func(tx *bolt.Tx) error {
+	return j.direct(func(tx *bolt.Tx) error {
 		if remove {
 			return tx.Bucket(bucketByState).Delete(stateKey(s, id))
 		}
@@ -98,7 +98,7 @@ func BuildFixture(path string, runs, perRun int) (ID, error) {
 // PutRunUnchecked rewrites an existing run as r, with none of the write
 // methods' checks: a way for tests to store what Check must find.
 func (j *Journal) PutRunUnchecked(r *Run) error {
-	return j.db.Update(func(tx *bolt.Tx) error {
+	return j.direct(func(tx *bolt.Tx) error {
 		old, err := getRun(tx, r.ID)
 		if err != nil {
 			return err

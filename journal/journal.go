@@ -23,7 +23,11 @@ import (
 
 // SchemaVersion is the version of the record layout this code writes.
 // Migrations from older versions run in [migrate].
-const SchemaVersion = 2
+const SchemaVersion = 3
+
+// readableSchema is the oldest schema a read-only open reads as it is
+// (schema 3 only added the write-ahead log beside the file).
+const readableSchema = 2
 
 const magic = "mcpflow-journal"
 
@@ -79,6 +83,18 @@ type Options struct {
 	// keyOptional lets Compact, which copies pages and decrypts nothing,
 	// write an encrypted journal without its key.
 	keyOptional bool
+	// recovered: a read-only open already applied the log once.
+	recovered bool
+}
+
+// recoverLog applies the log of the journal at path: a read-write open and
+// close (which needs no key: the log holds records as the file stores them).
+func recoverLog(path string, o Options) error {
+	j, err := Open(path, &Options{LockTimeout: o.LockTimeout, Now: o.Now, keyOptional: true})
+	if err != nil {
+		return err
+	}
+	return j.Close()
 }
 
 // Journal is an open journal file. It is safe for concurrent use.
@@ -91,7 +107,14 @@ type Journal struct {
 	keyOptional bool
 	// damage is the first damage seen; once set, writes are refused.
 	damage atomic.Pointer[error]
-	gc     groupCommit[*bolt.Tx]
+	gc     groupCommit[store]
+	// The write-ahead log (wal.go), its applier and the records durable
+	// in it that may not be in the file yet; nil when read-only.
+	log      *wal
+	ap       *applier
+	ov       overlay
+	durable  atomic.Uint64 // the last entry appended to the log
+	logPages atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -159,17 +182,43 @@ func Open(path string, opts *Options) (*Journal, error) {
 	switch {
 	case err != nil:
 		return nil, err
-	case version < SchemaVersion && o.ReadOnly:
+	case version < readableSchema && o.ReadOnly:
 		db.Close()
 		return nil, fmt.Errorf("open journal %s: schema %d must be migrated to %d first: open it read-write once", path, version, SchemaVersion)
+	case o.ReadOnly:
+		// What a writer that stopped without closing left in the log
+		// is applied first, as the next writer would (a read-write
+		// open, then this one again).
+		n, err := unapplied(db, path)
+		if err == nil && n > 0 {
+			db.Close()
+			if o.recovered {
+				return nil, fmt.Errorf("open journal %s: %w: its log still holds %d writes after they were applied", path, ErrDamaged, n)
+			}
+			if err = recoverLog(path, o); err == nil {
+				o.recovered = true
+				return Open(path, &o)
+			}
+			return nil, fmt.Errorf("open journal %s: %d writes are in its log %s and not yet in the file (the last process that wrote stopped without closing it); applying them needs the journal read-write: %w", path, n, walPath(path), err)
+		}
+		if err != nil {
+			db.Close()
+			return nil, fmt.Errorf("open journal %s: its log %s: %w", path, walPath(path), err)
+		}
 	}
 	j := &Journal{db: db, path: path, readOnly: o.ReadOnly, keyOptional: o.keyOptional}
 	j.writer = writer{now: o.Now, sealer: newSealer(o.Key), write: j.storeWrite, writeLater: j.storeLater}
-	j.gc.init(func(fns []func(*bolt.Tx) error) (int, error) { return applyBolt(db, path, fns) })
+	j.gc.init(j.commitLog)
 	j.gc.afterCommit = o.AfterCommit
 	j.gc.onCommit = o.OnCommit
 	if j.sealer != nil {
 		sealers.Store(db, j.sealer)
+	}
+	if !o.ReadOnly {
+		if err := j.openLog(); err != nil {
+			j.Close()
+			return nil, err
+		}
 	}
 	if err := j.checkKey(); err != nil {
 		j.Close()
@@ -355,6 +404,11 @@ func migrate(tx *bolt.Tx, from uint64) error {
 		}
 		from = 2
 	}
+	if from == 2 {
+		// Schema 3 has a write-ahead log beside the file (wal.go); the
+		// version keeps older mcpflow, which would not apply it, out.
+		from = 3
+	}
 	if from == SchemaVersion {
 		return tx.Bucket(bucketMeta).Put(keyVersion, binary.BigEndian.AppendUint64(nil, SchemaVersion))
 	}
@@ -364,6 +418,15 @@ func migrate(tx *bolt.Tx, from uint64) error {
 // view runs fn in a read transaction. A damaged page that makes bbolt
 // panic or fault gives ErrDamaged instead.
 func (j *Journal) view(fn func(*bolt.Tx) error) (err error) {
+	if err := j.caughtUp(); err != nil {
+		return err
+	}
+	return j.viewNow(fn)
+}
+
+// viewNow is view without waiting for the log to be applied: for reads
+// that looked in the overlay first.
+func (j *Journal) viewNow(fn func(*bolt.Tx) error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
@@ -378,7 +441,8 @@ func (j *Journal) view(fn func(*bolt.Tx) error) (err error) {
 	return err
 }
 
-// update commits fn with the other writes of its group (see groupCommit).
+// update commits fn straight into the file, once what the log holds is
+// applied, while no other write can commit (migrations, the key, Prune).
 // Once damage has been seen in this journal — by a read, a write or Check
 // — every write is refused, so that nothing is built on a record that
 // cannot be read: salvage what is readable into a new journal instead.
@@ -386,9 +450,30 @@ func (j *Journal) update(fn func(*bolt.Tx) error) error {
 	if err := j.refused(); err != nil {
 		return err
 	}
-	err := j.gc.do(fn)
+	err := j.direct(fn)
 	j.latch(err)
 	return err
+}
+
+// direct commits fn straight into the file, once the log is applied and
+// with no group commit in progress.
+func (j *Journal) direct(fn func(*bolt.Tx) error) error {
+	return j.gc.exclusive(func() error {
+		if err := j.caughtUp(); err != nil {
+			return err
+		}
+		j.ov.drop(j.durable.Load())
+		_, err := applyBolt(j.db, j.path, []func(*bolt.Tx) error{fn})
+		return err
+	})
+}
+
+// caughtUp waits until every write that returned is in the file.
+func (j *Journal) caughtUp() error {
+	if j.ap == nil {
+		return nil
+	}
+	return j.ap.wait(j.durable.Load())
 }
 
 // applyBolt runs fns in one bbolt transaction: groupCommit.apply. It returns the index of the write
@@ -421,14 +506,20 @@ func applyBolt(db *bolt.DB, path string, fns []func(*bolt.Tx) error) (failed int
 	return cur, err
 }
 
-// storeWrite runs fn on the bbolt store in a group commit (see update).
+// storeWrite runs fn in a group commit: durable in the log when it
+// returns nil.
 func (j *Journal) storeWrite(fn func(store) error) error {
-	return j.update(func(tx *bolt.Tx) error { return fn(boltStore{tx}) })
+	if err := j.refused(); err != nil {
+		return err
+	}
+	err := j.gc.do(fn)
+	j.latch(err)
+	return err
 }
 
-// storeLater queues fn on the bbolt store for the next commit (see later).
+// storeLater queues fn for the next commit (see later).
 func (j *Journal) storeLater(fn func(store) error) (*Pending, error) {
-	return j.later(func(tx *bolt.Tx) error { return fn(boltStore{tx}) })
+	return j.later(fn)
 }
 
 // Pending is a journal write queued to ride with the next commit instead
@@ -458,7 +549,7 @@ func (p *Pending) Done() bool {
 }
 
 // later queues fn for the next commit.
-func (j *Journal) later(fn func(*bolt.Tx) error) (*Pending, error) {
+func (j *Journal) later(fn func(store) error) (*Pending, error) {
 	if err := j.refused(); err != nil {
 		return nil, err
 	}
@@ -475,11 +566,13 @@ func (j *Journal) later(fn func(*bolt.Tx) error) (*Pending, error) {
 
 // Stats counts the journal's writes since it was opened.
 type Stats struct {
-	// Commits is the number of bbolt commits (each two fdatasyncs: the
-	// data pages, then the meta page); Writes the number of journal facts
-	// they carried (a commit shared by concurrent writers carries many);
-	// Pages the pages those commits wrote (meta pages included).
-	Commits, Writes, Pages int64
+	// Commits is the number of durable commits (on a bbolt journal, log
+	// appends: one write and one fdatasync each); Writes the number of
+	// journal facts they carried (a commit shared by concurrent writers
+	// carries many); Pages the pages written, to the log and to the file
+	// (meta pages included); Applies the background bbolt commits that
+	// moved the log into the file (each two fdatasyncs).
+	Commits, Writes, Pages, Applies int64
 }
 
 // Commit is one group commit, as Options.OnCommit is told of it.
@@ -493,8 +586,13 @@ type Commit struct {
 
 // Stats returns the journal's write counts.
 func (j *Journal) Stats() Stats {
-	st := j.db.Stats()
-	return Stats{Commits: j.gc.commits.Load(), Writes: j.gc.writes.Load(), Pages: st.TxStats.GetWrite()}
+	db := j.db.Stats()
+	st := Stats{Commits: j.gc.commits.Load(), Writes: j.gc.writes.Load(),
+		Pages: db.TxStats.GetWrite() + j.logPages.Load()}
+	if j.ap != nil {
+		_, st.Applies = j.ap.stats()
+	}
+	return st
 }
 
 // refused is the error of every write once damage was found.
@@ -520,8 +618,14 @@ func (j *Journal) Path() string { return j.path }
 func (j *Journal) Close() error {
 	j.closeOnce.Do(func() {
 		j.gc.close()
+		var apErr, logErr error
+		if j.ap != nil {
+			apErr = j.ap.close()
+			logErr = j.log.close()
+		}
+		j.ov.clear()
 		sealers.Delete(j.db)
-		j.closeErr = j.db.Close()
+		j.closeErr = errors.Join(apErr, j.db.Close(), logErr)
 	})
 	return j.closeErr
 }

@@ -12,8 +12,11 @@ import (
 
 // Run returns the run with the given id.
 func (j *Journal) Run(id ID) (*Run, error) {
+	if rec := j.ov.get(id); rec != nil && rec.kind == recRun {
+		return decodeRun(j.sealer, rec.val)
+	}
 	var r *Run
-	err := j.view(func(tx *bolt.Tx) (err error) {
+	err := j.viewNow(func(tx *bolt.Tx) (err error) {
 		r, err = getRun(tx, id)
 		return err
 	})
@@ -22,8 +25,11 @@ func (j *Journal) Run(id ID) (*Run, error) {
 
 // Invocation returns the invocation with the given id.
 func (j *Journal) Invocation(id ID) (*Invocation, error) {
+	if rec := j.ov.get(id); rec != nil && rec.kind == recInv {
+		return decodeInv(j.sealer, rec.val)
+	}
 	var inv *Invocation
-	err := j.view(func(tx *bolt.Tx) (err error) {
+	err := j.viewNow(func(tx *bolt.Tx) (err error) {
 		inv, err = getInv(tx, id)
 		return err
 	})

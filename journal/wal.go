@@ -1,0 +1,652 @@
+package journal
+
+import (
+	"encoding/binary"
+	"runtime/debug"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// The write-ahead log: the file beside the journal whose name ends in
+// "-wal". A write is durable once its records are appended to the log and
+// the log is synced — one contiguous write and one flush, where a bbolt
+// commit writes ten or so scattered pages and flushes twice. An applier
+// goroutine then commits the records into the bbolt file (synced, as any
+// bbolt commit) in batches, with the sequence number of the last entry it
+// applied. Open applies whatever the log holds beyond that number before
+// anything reads the journal, so a crash between the two loses nothing.
+//
+// The log is reused from its start once everything in it is applied and
+// it has reached walCapacity. An entry is a header (magic, length,
+// sequence number, CRC-32C of the rest) and its records; reading stops at
+// the first entry that is incomplete, fails its checksum or does not
+// follow the previous one's sequence number (what is left of older
+// entries after a reuse).
+
+const (
+	walMagic    = 0x6c77666d // "mfwl"
+	walHeader   = 24
+	walCapacity = 1 << 20  // reuse the log from its start beyond this
+	walGrow     = 64 << 10 // the log grows by this much, written as zeros, so that appends overwrite
+)
+
+var keyWALApplied = []byte("wal_applied")
+
+// Record kinds in the log.
+const (
+	recRun byte = 'r'
+	recInv byte = 'i'
+)
+
+// walRecord is one record put: its bytes as bbolt stores them, and what
+// its index entries need (the state or status it leaves and enters, and
+// for a new invocation its run, server and tool).
+type walRecord struct {
+	kind         byte
+	isNew        bool
+	old, new     byte // RunStatus or State
+	id, run      ID
+	server, tool string
+	val          []byte
+}
+
+// runRecord is the log record of putting r over old (nil when new).
+func runRecord(s *sealer, old, r *Run) (*walRecord, error) {
+	b, err := encodeRun(s, r)
+	if err != nil {
+		return nil, err
+	}
+	rec := &walRecord{kind: recRun, isNew: old == nil, new: byte(r.Status), id: r.ID, run: r.ID, val: seal(b)}
+	if old != nil {
+		rec.old = byte(old.Status)
+	}
+	return rec, nil
+}
+
+// invRecord is the log record of putting inv over old (nil when new).
+func invRecord(s *sealer, old, inv *Invocation) (*walRecord, error) {
+	b, err := encodeInv(s, inv)
+	if err != nil {
+		return nil, err
+	}
+	rec := &walRecord{kind: recInv, isNew: old == nil, new: byte(inv.State), id: inv.ID, run: inv.RunID,
+		server: inv.Server, tool: inv.Tool, val: seal(b)}
+	if old != nil {
+		rec.old = byte(old.State)
+	}
+	return rec, nil
+}
+
+// apply writes the record and moves its index entries.
+func (r *walRecord) apply(tx *bolt.Tx) error {
+	switch r.kind {
+	case recRun:
+		idx := tx.Bucket(bucketRunStatus)
+		if !r.isNew {
+			if err := idx.Delete(runStatusKey(RunStatus(r.old), r.id)); err != nil {
+				return err
+			}
+		}
+		if err := idx.Put(runStatusKey(RunStatus(r.new), r.id), nil); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketRuns).Put(r.id.key(), r.val)
+	case recInv:
+		states := tx.Bucket(bucketByState)
+		if r.isNew {
+			if err := tx.Bucket(bucketByRun).Put(cat(r.run.key(), r.id.key()), nil); err != nil {
+				return err
+			}
+			if err := tx.Bucket(bucketByTool).Put(toolKey(r.server, r.tool, r.id), nil); err != nil {
+				return err
+			}
+		} else if err := states.Delete(stateKey(State(r.old), r.id)); err != nil { // a no-op when absent
+			return err
+		}
+		if State(r.new).indexed() {
+			if err := states.Put(stateKey(State(r.new), r.id), nil); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketInvs).Put(r.id.key(), r.val)
+	}
+	return fmt.Errorf("%w: log record of unknown kind %d", ErrDamaged, r.kind)
+}
+
+func (r *walRecord) appendTo(b []byte) []byte {
+	flags := byte(0)
+	if r.isNew {
+		flags = 1
+	}
+	b = append(b, r.kind, flags, r.old, r.new)
+	b = append(b, r.id[:]...)
+	b = append(b, r.run[:]...)
+	for _, s := range []string{r.server, r.tool} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.val)))
+	return append(b, r.val...)
+}
+
+// decodeRecords reads the records of one log entry.
+func decodeRecords(p []byte) ([]*walRecord, error) {
+	bad := fmt.Errorf("%w: log entry cut short", ErrDamaged)
+	field := func() ([]byte, bool) {
+		n, k := binary.Uvarint(p)
+		if k <= 0 || uint64(len(p)-k) < n {
+			return nil, false
+		}
+		f := p[k : k+int(n)]
+		p = p[k+int(n):]
+		return f, true
+	}
+	var recs []*walRecord
+	for len(p) > 0 {
+		if len(p) < 36 {
+			return nil, bad
+		}
+		r := &walRecord{kind: p[0], isNew: p[1] == 1, old: p[2], new: p[3]}
+		copy(r.id[:], p[4:20])
+		copy(r.run[:], p[20:36])
+		p = p[36:]
+		server, ok1 := field()
+		tool, ok2 := field()
+		val, ok3 := field()
+		if !ok1 || !ok2 || !ok3 {
+			return nil, bad
+		}
+		r.server, r.tool, r.val = string(server), string(tool), val
+		if r.kind != recRun && r.kind != recInv {
+			return nil, fmt.Errorf("%w: log record of unknown kind %d", ErrDamaged, r.kind)
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
+}
+
+// walEntry is one durable entry of the log: the records of one commit.
+type walEntry struct {
+	seq  uint64
+	recs []*walRecord
+}
+
+// wal is the log file of a journal open read-write. Only the committer
+// (the holder of the group commit's token) appends.
+type wal struct {
+	f    *os.File
+	path string
+	off  int64  // where the next entry goes
+	size int64  // the file's size
+	seq  uint64 // the sequence number of the last entry written
+	buf  []byte
+	// err is sticky: after a failed write the log's end is unknown, so
+	// nothing more is appended until the journal is opened again.
+	err error
+}
+
+func walPath(journal string) string { return journal + "-wal" }
+
+// openWAL opens (or creates, private to its owner) the log of the journal
+// at path for appending.
+func openWAL(path string) (*wal, error) {
+	p := walPath(path)
+	if st, err := os.Lstat(p); err == nil && !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("open journal log %s: %w: not a regular file", p, ErrInaccessible)
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open journal log %s: %w: %v", p, ErrInaccessible, err)
+	}
+	st, err := f.Stat()
+	if err == nil && !st.Mode().IsRegular() {
+		err = errors.New("not a regular file")
+	}
+	if err == nil && st.Size() == 0 {
+		// A new log: its directory entry must be durable before anything
+		// relies on what is appended to it.
+		err = syncDir(filepath.Dir(p))
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open journal log %s: %w: %v", p, ErrInaccessible, err)
+	}
+	return &wal{f: f, path: p, size: st.Size()}, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// entry encodes the next entry (sequence w.seq+1) of recs into w.buf.
+func (w *wal) entry(recs []*walRecord) []byte {
+	b := append(w.buf[:0], make([]byte, walHeader)...)
+	for _, r := range recs {
+		b = r.appendTo(b)
+	}
+	binary.LittleEndian.PutUint32(b[0:], walMagic)
+	binary.LittleEndian.PutUint32(b[4:], uint32(len(b)-walHeader))
+	binary.LittleEndian.PutUint64(b[8:], w.seq+1)
+	crc := crc32.Update(crc32.Checksum(b[4:16], crcTable), crcTable, b[walHeader:])
+	binary.LittleEndian.PutUint32(b[16:], crc)
+	w.buf = b
+	return b
+}
+
+// fits reports whether an entry of n bytes goes at the end of the log;
+// when it does not, the log must be reused from its start, once what it
+// holds is applied.
+func (w *wal) fits(n int) bool { return w.off == 0 || w.off+int64(n) <= walCapacity }
+
+// write appends entry (made by w.entry) and syncs it: when it returns nil
+// the entry is durable. It returns the number of pages written.
+func (w *wal) write(entry []byte) (pages int64, err error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("journal log %s: %w", w.path, err)
+			w.err = err
+		}
+	}()
+	end := w.off + int64(len(entry))
+	if end > w.size {
+		// Grow with zeros written (not a sparse hole): later appends
+		// overwrite allocated blocks, and their sync is one flush.
+		size := (end + walGrow - 1) / walGrow * walGrow
+		if _, err := w.f.WriteAt(make([]byte, size-w.size), w.size); err != nil {
+			return 0, err
+		}
+		pages += (size - w.size) / 4096
+		w.size = size
+	}
+	if _, err := w.f.WriteAt(entry, w.off); err != nil {
+		return 0, err
+	}
+	if err := fdatasync(w.f); err != nil {
+		return 0, err
+	}
+	w.off = end
+	w.seq++
+	return pages + int64(len(entry)+4095)/4096, nil
+}
+
+// rewind makes the next entry go at the log's start (everything in it
+// must be applied).
+func (w *wal) rewind() { w.off = 0 }
+
+func (w *wal) close() error { return w.f.Close() }
+
+// readWAL returns the entries of the log after applied, and the sequence
+// number of the last entry in it (0 when none). Entries after applied must
+// follow it without a gap: a log whose next entry is missing is damaged.
+func readWAL(r io.ReaderAt, size int64, applied uint64) (entries []walEntry, last uint64, err error) {
+	data := make([]byte, size)
+	if _, err := r.ReadAt(data, 0); err != nil && err != io.EOF {
+		return nil, 0, err
+	}
+	for off := 0; off+walHeader <= len(data); {
+		h := data[off : off+walHeader]
+		n := int(binary.LittleEndian.Uint32(h[4:]))
+		seq := binary.LittleEndian.Uint64(h[8:])
+		if binary.LittleEndian.Uint32(h) != walMagic || n > len(data)-off-walHeader || (off > 0 && seq != last+1) {
+			break
+		}
+		p := data[off+walHeader : off+walHeader+n]
+		if crc32.Update(crc32.Checksum(h[4:16], crcTable), crcTable, p) != binary.LittleEndian.Uint32(h[16:]) {
+			break
+		}
+		last = seq
+		off += walHeader + n
+		if seq <= applied {
+			continue
+		}
+		if len(entries) == 0 && seq != applied+1 {
+			return nil, 0, fmt.Errorf("%w: the log's entries %d to %d are missing", ErrDamaged, applied+1, seq-1)
+		}
+		recs, err := decodeRecords(p)
+		if err != nil {
+			return nil, 0, err
+		}
+		entries = append(entries, walEntry{seq, recs})
+	}
+	return entries, last, nil
+}
+
+// applyEntries commits entries into the bbolt file, with the sequence
+// number of the last one.
+func applyEntries(tx *bolt.Tx, entries []walEntry) error {
+	for _, e := range entries {
+		for _, r := range e.recs {
+			if err := r.apply(tx); err != nil {
+				return err
+			}
+		}
+	}
+	return tx.Bucket(bucketMeta).Put(keyWALApplied, binary.BigEndian.AppendUint64(nil, entries[len(entries)-1].seq))
+}
+
+// walApplied is the sequence number of the last log entry in the file.
+func walApplied(tx *bolt.Tx) uint64 {
+	if v := tx.Bucket(bucketMeta).Get(keyWALApplied); len(v) == 8 {
+		return binary.BigEndian.Uint64(v)
+	}
+	return 0
+}
+
+// applyDelay is how long the applier lets log entries gather before it
+// commits them into the file, unless someone waits for them (a query, a
+// reuse of the log, Close). Its commits then rarely compete with the log's
+// flushes for the disk, and each carries many entries.
+const applyDelay = 10 * time.Millisecond
+
+// applier commits, in the background, the entries the log made durable
+// into the bbolt file. Its goroutine is started by Open and ended by
+// Close, after it applied everything queued.
+type applier struct {
+	db      *bolt.DB
+	path    string
+	more    chan struct{} // capacity 1: entries were queued
+	urgent  chan struct{} // capacity 1: someone waits, or Close
+	mu      sync.Mutex
+	cond    sync.Cond // applied or err changed
+	queue   []walEntry
+	applied uint64 // the last entry committed to the file
+	err     error  // sticky: a failed commit stops the applier
+	stop    bool
+	done    chan struct{}
+	commits int64
+}
+
+func startApplier(db *bolt.DB, path string, applied uint64) *applier {
+	a := &applier{db: db, path: path, applied: applied, done: make(chan struct{}),
+		more: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
+	a.cond.L = &a.mu
+	go a.loop()
+	return a
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+func (a *applier) add(e walEntry) {
+	a.mu.Lock()
+	a.queue = append(a.queue, e)
+	a.mu.Unlock()
+	signal(a.more)
+}
+
+func (a *applier) loop() {
+	defer close(a.done)
+	delay := time.NewTimer(applyDelay)
+	for {
+		a.mu.Lock()
+		n, stop := len(a.queue), a.stop
+		a.mu.Unlock()
+		switch {
+		case n == 0 && stop:
+			return
+		case n == 0:
+			select {
+			case <-a.more:
+			case <-a.urgent:
+			}
+			continue
+		case !stop:
+			delay.Reset(applyDelay)
+			select {
+			case <-delay.C:
+			case <-a.urgent:
+				delay.Stop()
+			}
+		}
+		a.mu.Lock()
+		batch := a.queue
+		a.queue = nil
+		a.mu.Unlock()
+		_, err := applyBolt(a.db, a.path, []func(*bolt.Tx) error{func(tx *bolt.Tx) error { return applyEntries(tx, batch) }})
+		a.mu.Lock()
+		if err != nil {
+			a.err = fmt.Errorf("journal %s: apply the log: %w", a.path, err)
+		} else {
+			a.applied = batch[len(batch)-1].seq
+			a.commits++
+		}
+		a.mu.Unlock()
+		a.cond.Broadcast()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// wait returns once every entry up to seq is in the file, or the
+// applier's error.
+func (a *applier) wait(seq uint64) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.applied < seq && a.err == nil {
+		signal(a.urgent)
+		a.cond.Wait()
+	}
+	return a.err
+}
+
+// failed is the applier's error, if it stopped on one.
+func (a *applier) failed() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// close applies what is queued and ends the goroutine.
+func (a *applier) close() error {
+	a.mu.Lock()
+	a.stop = true
+	a.mu.Unlock()
+	signal(a.urgent)
+	<-a.done
+	return a.failed()
+}
+
+func (a *applier) stats() (applied uint64, commits int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.applied, a.commits
+}
+
+// overlay holds the records that are durable in the log but may not be in
+// the file yet: the latest of each, with the entry that carried it. The
+// committer adds them after each append and drops those applied; reads of
+// one record look here first.
+type overlay struct {
+	mu   sync.Mutex
+	recs map[ID]overlayRec
+}
+
+type overlayRec struct {
+	seq uint64
+	rec *walRecord
+}
+
+func (o *overlay) get(id ID) *walRecord {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.recs[id].rec
+}
+
+func (o *overlay) add(e walEntry) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.recs == nil {
+		o.recs = map[ID]overlayRec{}
+	}
+	for _, r := range e.recs {
+		o.recs[r.id] = overlayRec{e.seq, r}
+	}
+}
+
+// clear forgets every record (the journal is closed).
+func (o *overlay) clear() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.recs = nil
+}
+
+// drop forgets the records whose latest version is applied (in the file
+// as of entry applied).
+func (o *overlay) drop(applied uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for id, r := range o.recs {
+		if r.seq <= applied {
+			delete(o.recs, id)
+		}
+	}
+}
+
+// newInvs returns the ids of the invocations of run created in entries
+// not yet dropped.
+func (o *overlay) newInvs(run ID) []ID {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var ids []ID
+	for _, r := range o.recs {
+		if r.rec.kind == recInv && r.rec.run == run {
+			ids = append(ids, r.rec.id)
+		}
+	}
+	return ids
+}
+
+// openLog opens the journal's log, applies what it holds beyond what the
+// file has (what a crash left there), and starts the applier.
+func (j *Journal) openLog() error {
+	log, err := openWAL(j.path)
+	if err != nil {
+		return err
+	}
+	var applied uint64
+	if err := j.viewNow(func(tx *bolt.Tx) error { applied = walApplied(tx); return nil }); err != nil {
+		log.close()
+		return err
+	}
+	entries, last, err := readWAL(log.f, log.size, applied)
+	if err == nil && len(entries) > 0 {
+		_, err = applyBolt(j.db, j.path, []func(*bolt.Tx) error{func(tx *bolt.Tx) error { return applyEntries(tx, entries) }})
+	}
+	if err != nil {
+		log.close()
+		return fmt.Errorf("open journal %s: apply its log %s: %w", j.path, log.path, err)
+	}
+	log.seq = max(applied, last)
+	j.log, j.ap = log, startApplier(j.db, j.path, log.seq)
+	j.durable.Store(log.seq)
+	return nil
+}
+
+// unapplied counts the log entries of the journal open read-only in db
+// that are not in its file yet.
+func unapplied(db *bolt.DB, path string) (int, error) {
+	f, err := os.Open(walPath(path))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	var applied uint64
+	if err := db.View(func(tx *bolt.Tx) error { applied = walApplied(tx); return nil }); err != nil {
+		return 0, err
+	}
+	entries, _, err := readWAL(f, st.Size(), applied)
+	return len(entries), err
+}
+
+// commitLog runs fns on a logStore and appends what they put to the log,
+// synced: groupCommit.apply for the bbolt journal. The records then go to
+// the overlay (for reads) and to the applier (for the file).
+func (j *Journal) commitLog(fns []func(store) error) (failed int, err error) {
+	if j.log == nil {
+		return -1, fmt.Errorf("journal %s was opened read-only: %w", j.path, berrors.ErrDatabaseReadOnly)
+	}
+	if err := j.ap.failed(); err != nil {
+		return -1, err
+	}
+	applied, _ := j.ap.stats()
+	j.ov.drop(applied) // before the read transaction begins: it has them
+	puts, failed, err := j.runStore(fns)
+	if err != nil || len(puts) == 0 {
+		return failed, err
+	}
+	entry := j.log.entry(puts)
+	if !j.log.fits(len(entry)) {
+		if err := j.ap.wait(j.log.seq); err != nil {
+			return -1, err
+		}
+		j.log.rewind()
+	}
+	pages, err := j.log.write(entry)
+	if err != nil {
+		return -1, err
+	}
+	e := walEntry{j.log.seq, puts}
+	j.ov.add(e)
+	j.ap.add(e) // before it counts as durable: whoever waits for it finds it queued
+	j.durable.Store(e.seq)
+	j.logPages.Add(pages)
+	return -1, nil
+}
+
+// runStore runs fns on one logStore and returns what they put, or the
+// index of the one that failed and its error. The read transaction ends
+// before anything waits on the applier (which may need to remap the file).
+func (j *Journal) runStore(fns []func(store) error) (puts []*walRecord, failed int, err error) {
+	cur := -1
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			failed, err = cur, fmt.Errorf("journal %s: %w: %v", j.path, ErrDamaged, r)
+		}
+	}()
+	tx, err := j.db.Begin(false)
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return nil, -1, ErrClosed
+	}
+	if err != nil {
+		return nil, -1, err
+	}
+	defer tx.Rollback()
+	s := &logStore{tx: tx, sealer: j.sealer, ov: &j.ov}
+	for i, fn := range fns {
+		cur = i
+		if err := fn(s); err != nil {
+			return nil, i, err
+		}
+	}
+	return s.puts, -1, nil
+}
