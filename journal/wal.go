@@ -2,13 +2,13 @@ package journal
 
 import (
 	"encoding/binary"
-	"runtime/debug"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
