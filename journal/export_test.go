@@ -6,6 +6,7 @@ package journal
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -105,4 +106,54 @@ func (j *Journal) PutRunUnchecked(r *Run) error {
 		}
 		return putRun(tx, old, r)
 	})
+}
+
+// HoldApplier keeps the log's entries out of the file until someone waits
+// for them (a query, Close) or Crash.
+func (j *Journal) HoldApplier() {
+	j.ap.mu.Lock()
+	j.ap.delay = time.Hour
+	j.ap.mu.Unlock()
+}
+
+// Crash leaves the files as a process killed now would: what the log holds
+// and the applier has not committed stays out of the file. It returns how
+// many log entries that is.
+func (j *Journal) Crash() int {
+	j.ap.mu.Lock()
+	n := len(j.ap.queue)
+	j.ap.queue, j.ap.stop = nil, true
+	j.ap.mu.Unlock()
+	signal(j.ap.urgent)
+	<-j.ap.done
+	j.closeOnce.Do(func() {
+		j.log.close()
+		sealers.Delete(j.db)
+		j.db.Close()
+		j.ov.clear()
+		j.closeErr = ErrClosed
+	})
+	return n
+}
+
+// WALSeq is the sequence number of the log's last entry.
+func (j *Journal) WALSeq() uint64 { return j.log.seq }
+
+// LogEntries returns the offset of each entry of the journal's log, in
+// order, as a reader of the log finds them.
+func LogEntries(path string) ([]int64, error) {
+	data, err := os.ReadFile(walPath(path))
+	if err != nil {
+		return nil, err
+	}
+	var offs []int64
+	var last uint64
+	for off := 0; ; {
+		seq, p, ok := walEntryAt(data, off)
+		if !ok || (off > 0 && seq != last+1) {
+			return offs, nil
+		}
+		offs = append(offs, int64(off))
+		last, off = seq, off+walHeader+len(p)
+	}
 }

@@ -300,19 +300,22 @@ func readWAL(r io.ReaderAt, size int64, applied uint64) (entries []walEntry, las
 	if _, err := r.ReadAt(data, 0); err != nil && err != io.EOF {
 		return nil, 0, err
 	}
-	for off := 0; off+walHeader <= len(data); {
-		h := data[off : off+walHeader]
-		n := int(binary.LittleEndian.Uint32(h[4:]))
-		seq := binary.LittleEndian.Uint64(h[8:])
-		if binary.LittleEndian.Uint32(h) != walMagic || n > len(data)-off-walHeader || (off > 0 && seq != last+1) {
-			break
+	for off := 0; ; {
+		seq, p, ok := walEntryAt(data, off)
+		if ok && off > 0 && seq != last+1 {
+			break // what is left of older entries after a reuse
 		}
-		p := data[off+walHeader : off+walHeader+n]
-		if crc32.Update(crc32.Checksum(h[4:16], crcTable), crcTable, p) != binary.LittleEndian.Uint32(h[16:]) {
+		if !ok {
+			// The end: an entry cut short by a crash. Unless the next
+			// entry is intact: then this one was written whole, and is
+			// damaged.
+			if next, _, ok := walEntryAt(data, off+walHeader+len(p)); len(p) > 0 && ok && next == seq+1 && seq > applied {
+				return nil, 0, fmt.Errorf("%w: the log's entry %d fails its checksum", ErrDamaged, seq)
+			}
 			break
 		}
 		last = seq
-		off += walHeader + n
+		off += walHeader + len(p)
 		if seq <= applied {
 			continue
 		}
@@ -326,6 +329,22 @@ func readWAL(r io.ReaderAt, size int64, applied uint64) (entries []walEntry, las
 		entries = append(entries, walEntry{seq, recs})
 	}
 	return entries, last, nil
+}
+
+// walEntryAt reads the entry at off: its sequence number and records, and
+// whether it is whole (magic, length and checksum). When only the checksum
+// fails, p is still the entry's claimed body.
+func walEntryAt(data []byte, off int) (seq uint64, p []byte, ok bool) {
+	if off < 0 || off+walHeader > len(data) {
+		return 0, nil, false
+	}
+	h := data[off : off+walHeader]
+	n := int(binary.LittleEndian.Uint32(h[4:]))
+	if binary.LittleEndian.Uint32(h) != walMagic || n > len(data)-off-walHeader {
+		return 0, nil, false
+	}
+	seq, p = binary.LittleEndian.Uint64(h[8:]), data[off+walHeader:off+walHeader+n]
+	return seq, p, crc32.Update(crc32.Checksum(h[4:16], crcTable), crcTable, p) == binary.LittleEndian.Uint32(h[16:])
 }
 
 // applyEntries commits entries into the bbolt file, with the sequence
@@ -369,12 +388,13 @@ type applier struct {
 	applied uint64 // the last entry committed to the file
 	err     error  // sticky: a failed commit stops the applier
 	stop    bool
+	delay   time.Duration // applyDelay (tests hold the applier)
 	done    chan struct{}
 	commits int64
 }
 
 func startApplier(db *bolt.DB, path string, applied uint64) *applier {
-	a := &applier{db: db, path: path, applied: applied, done: make(chan struct{}),
+	a := &applier{db: db, path: path, applied: applied, delay: applyDelay, done: make(chan struct{}),
 		more: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
 	a.cond.L = &a.mu
 	go a.loop()
@@ -400,7 +420,7 @@ func (a *applier) loop() {
 	delay := time.NewTimer(applyDelay)
 	for {
 		a.mu.Lock()
-		n, stop := len(a.queue), a.stop
+		n, stop, wait := len(a.queue), a.stop, a.delay
 		a.mu.Unlock()
 		switch {
 		case n == 0 && stop:
@@ -412,7 +432,7 @@ func (a *applier) loop() {
 			}
 			continue
 		case !stop:
-			delay.Reset(applyDelay)
+			delay.Reset(wait)
 			select {
 			case <-delay.C:
 			case <-a.urgent:

@@ -1,0 +1,228 @@
+package journal_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/journaltest"
+)
+
+// crashed writes a run with a completed and an in-flight call, keeping the
+// log's entries out of the file, and leaves the journal as a kill would.
+// It returns the run and the two invocations.
+func crashed(t *testing.T, path string, o *journal.Options) (run, done, inflight journal.ID) {
+	t.Helper()
+	j, err := journal.Open(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.HoldApplier()
+	run = newRun(t, j)
+	in := begin(t, j, run, "fs", "read")
+	finish(t, j, in, journal.StateCompleted)
+	fly := begin(t, j, run, "fs", "write")
+	if n := j.Crash(); n == 0 {
+		t.Fatal("the applier applied everything before the crash: nothing to recover")
+	}
+	return run, in.ID, fly.ID
+}
+
+// wantRecovered checks that the journal at path holds what crashed wrote.
+func wantRecovered(t *testing.T, j *journal.Journal, run, done, inflight journal.ID) {
+	t.Helper()
+	invs, err := j.RunInvocations(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(invs) != 2 || invs[0].ID != done || invs[0].State != journal.StateCompleted || invs[0].Result == nil ||
+		invs[1].ID != inflight || invs[1].State != journal.StateIntent {
+		t.Fatalf("after the crash the run holds %+v, want %s completed and %s in flight", invs, done, inflight)
+	}
+	if got, err := j.Invocations(journal.Filter{State: journal.StateIntent}); err != nil || len(got) != 1 || got[0].ID != inflight {
+		t.Errorf("in-flight calls (the state index): %v %v", got, err)
+	}
+}
+
+// A write is durable once it is in the log: a crash before the applier
+// committed it to the file loses nothing, whichever open comes next.
+func TestLogRecoversWhatTheFileLacks(t *testing.T) {
+	for _, readOnly := range []bool{false, true} {
+		t.Run(map[bool]string{false: "read-write", true: "read-only"}[readOnly], func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "journal.db")
+			run, done, fly := crashed(t, path, nil)
+			j := journaltest.OpenPath(t, path, &journal.Options{ReadOnly: readOnly})
+			wantRecovered(t, j, run, done, fly)
+			journaltest.CheckAndClose(t, j)
+			// Applied once: the next open finds nothing to apply and
+			// writes nothing.
+			before := readFile(t, path)
+			j = journaltest.OpenPath(t, path, &journal.Options{ReadOnly: true})
+			wantRecovered(t, j, run, done, fly)
+			journaltest.CheckAndClose(t, j)
+			if !bytes.Equal(before, readFile(t, path)) {
+				t.Error("a second open wrote to the file")
+			}
+		})
+	}
+}
+
+// The log holds records as the file stores them: an encrypted journal's
+// log is applied by an open without the key, and read with it.
+func TestLogOfAnEncryptedJournal(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	key := journal.NewKey()
+	run, done, fly := crashed(t, path, &journal.Options{Key: key})
+	if b, err := os.ReadFile(path + "-wal"); err != nil || bytes.Contains(b, []byte(`"a":1`)) {
+		t.Fatalf("the log holds the arguments in clear (%v)", err)
+	}
+	j := journaltest.OpenPath(t, path, &journal.Options{ReadOnly: true}) // no key
+	inv, err := j.Invocation(done)
+	if err != nil || inv.Sealed == "" || inv.Arguments != nil {
+		t.Fatalf("without the key: %+v %v", inv, err)
+	}
+	journaltest.CheckAndClose(t, j)
+	j = journaltest.OpenPath(t, path, &journal.Options{Key: key})
+	wantRecovered(t, j, run, done, fly)
+	if inv, _ := j.Invocation(done); string(inv.Arguments) != `{"a":1}` {
+		t.Errorf("arguments with the key: %s", inv.Arguments)
+	}
+	journaltest.CheckAndClose(t, j)
+}
+
+// A crash in the middle of an append leaves a partial last entry: it was
+// never acknowledged, and the entries before it are applied.
+func TestLogWithATornLastEntry(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	run, done, _ := crashed(t, path, nil)
+	offs, err := journal.LogEntries(path)
+	if err != nil || len(offs) < 2 {
+		t.Fatalf("log entries %v %v", offs, err)
+	}
+	log := readFile(t, path+"-wal")
+	last := offs[len(offs)-1]
+	clear(log[last+30:]) // the last entry (the in-flight call's intent) cut short
+	if err := os.WriteFile(path+"-wal", log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j := journaltest.OpenPath(t, path, nil)
+	invs, err := j.RunInvocations(run)
+	if err != nil || len(invs) != 1 || invs[0].ID != done || invs[0].State != journal.StateCompleted {
+		t.Fatalf("run holds %+v (%v), want only the completed call", invs, err)
+	}
+	// Appends go on after what was applied.
+	begin(t, j, run, "fs", "again")
+	journaltest.CheckAndClose(t, j)
+}
+
+// An entry that was written whole and later damaged (its successor is
+// intact), or a log that lacks entries the file has not applied, is
+// refused, and neither file is touched.
+func TestLogDamageIsRefused(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		damage func(log []byte, offs []int64) []byte
+	}{
+		{"a byte flipped in an entry", func(log []byte, offs []int64) []byte {
+			log[offs[0]+40] ^= 0xff
+			return log
+		}},
+		{"the first entry missing", func(log []byte, offs []int64) []byte {
+			return append([]byte(nil), log[offs[1]:]...)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "journal.db")
+			crashed(t, path, nil)
+			offs, err := journal.LogEntries(path)
+			if err != nil || len(offs) < 3 {
+				t.Fatalf("log entries %v %v", offs, err)
+			}
+			log := c.damage(readFile(t, path+"-wal"), offs)
+			if err := os.WriteFile(path+"-wal", log, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			file := readFile(t, path)
+			for _, ro := range []bool{true, false} {
+				_, err := journal.Open(path, &journal.Options{ReadOnly: ro})
+				if !errors.Is(err, journal.ErrDamaged) || !strings.Contains(err.Error(), "log") {
+					t.Errorf("read-only %v: open: %v, want damage in the log", ro, err)
+				}
+			}
+			if !bytes.Equal(file, readFile(t, path)) || !bytes.Equal(log, readFile(t, path+"-wal")) {
+				t.Error("a refused open modified the journal or its log")
+			}
+		})
+	}
+}
+
+// The log is reused from its start once it is full and applied; a crash
+// after a reuse recovers from the new entries and ignores what is left of
+// the old ones.
+func TestLogReusedFromItsStart(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	j, err := journal.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := newRun(t, j)
+	big := json.RawMessage(`{"blob":"` + strings.Repeat("x", 16<<10) + `"}`)
+	var ids []journal.ID
+	for range 150 { // 2.4 MiB of arguments: more than the log holds (1 MiB)
+		in, err := j.Begin(&journal.Invocation{RunID: run, Step: "s", Item: -1, Server: "fs", Tool: "w", Arguments: big})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, in.ID)
+	}
+	j.HoldApplier()
+	last := begin(t, j, run, "fs", "last")
+	ids = append(ids, last.ID)
+	if n := j.Crash(); n == 0 {
+		t.Fatal("nothing left to recover")
+	}
+	if st, err := os.Stat(path + "-wal"); err != nil || st.Size() > 5<<18 {
+		t.Fatalf("log: %v, %v bytes: it was not reused", err, st.Size())
+	}
+	j = journaltest.OpenPath(t, path, nil)
+	invs, err := j.RunInvocations(run)
+	if err != nil || len(invs) != len(ids) {
+		t.Fatalf("%d invocations (%v), want %d", len(invs), err, len(ids))
+	}
+	for i, inv := range invs {
+		if inv.ID != ids[i] {
+			t.Fatalf("invocation %d is %s, want %s", i, inv.ID, ids[i])
+		}
+	}
+	journaltest.CheckAndClose(t, j)
+}
+
+// The log is as private as the journal, and a link planted in its place
+// is refused rather than followed.
+func TestLogIsPrivate(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "journal.db")
+	journaltest.CheckAndClose(t, journaltest.OpenPath(t, path, nil))
+	if st, err := os.Stat(path + "-wal"); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("log: %v %v, want mode 0600", st.Mode(), err)
+	}
+	other := filepath.Join(dir, "elsewhere")
+	if err := os.WriteFile(other, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(path + "-wal")
+	if err := os.Symlink(other, path+"-wal"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := journal.Open(path, nil); !errors.Is(err, journal.ErrInaccessible) {
+		t.Errorf("open with the log a link: %v, want ErrInaccessible", err)
+	}
+	if b, _ := os.ReadFile(other); string(b) != "keep" {
+		t.Errorf("the link's target was written: %q", b)
+	}
+}
