@@ -67,6 +67,10 @@ type Options struct {
 	// before any writer of it returns: the point where a crash test kills
 	// the process to prove that what a commit carries is enough.
 	AfterCommit func()
+	// AfterApply, when set, is called after each background commit of
+	// the log into the bbolt file (see Stats.Applies): the other point
+	// where a crash test kills the process.
+	AfterApply func()
 	// OnCommit, when set, is told of each commit after it is durable (or
 	// failed): when it started, how long it took and how many facts it
 	// carried. For metrics and traces; it must not block, and it must not
@@ -215,7 +219,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 		sealers.Store(db, j.sealer)
 	}
 	if !o.ReadOnly {
-		if err := j.openLog(); err != nil {
+		if err := j.openLog(o.AfterApply); err != nil {
 			j.Close()
 			return nil, err
 		}

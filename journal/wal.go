@@ -389,12 +389,13 @@ type applier struct {
 	err     error  // sticky: a failed commit stops the applier
 	stop    bool
 	delay   time.Duration // applyDelay (tests hold the applier)
+	after   func()        // Options.AfterApply
 	done    chan struct{}
 	commits int64
 }
 
-func startApplier(db *bolt.DB, path string, applied uint64) *applier {
-	a := &applier{db: db, path: path, applied: applied, delay: applyDelay, done: make(chan struct{}),
+func startApplier(db *bolt.DB, path string, applied uint64, after func()) *applier {
+	a := &applier{db: db, path: path, applied: applied, delay: applyDelay, after: after, done: make(chan struct{}),
 		more: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
 	a.cond.L = &a.mu
 	go a.loop()
@@ -452,6 +453,9 @@ func (a *applier) loop() {
 			a.commits++
 		}
 		a.mu.Unlock()
+		if err == nil && a.after != nil {
+			a.after()
+		}
 		a.cond.Broadcast()
 		if err != nil {
 			return
@@ -560,7 +564,7 @@ func (o *overlay) newInvs(run ID) []ID {
 
 // openLog opens the journal's log, applies what it holds beyond what the
 // file has (what a crash left there), and starts the applier.
-func (j *Journal) openLog() error {
+func (j *Journal) openLog(afterApply func()) error {
 	log, err := openWAL(j.path)
 	if err != nil {
 		return err
@@ -579,7 +583,7 @@ func (j *Journal) openLog() error {
 		return fmt.Errorf("open journal %s: apply its log %s: %w", j.path, log.path, err)
 	}
 	log.seq = max(applied, last)
-	j.log, j.ap = log, startApplier(j.db, j.path, log.seq)
+	j.log, j.ap = log, startApplier(j.db, j.path, log.seq, afterApply)
 	j.durable.Store(log.seq)
 	return nil
 }

@@ -12,22 +12,35 @@ import (
 )
 
 // killAfterCommitEnv makes mcpflow under test SIGKILL itself right after
-// its n-th journal commit is durable.
-const killAfterCommitEnv = "MCPFLOW_TEST_KILL_AFTER_COMMIT"
+// its n-th journal commit is durable (a log append); killAfterApplyEnv
+// right after the n-th background commit of the log into the file.
+const (
+	killAfterCommitEnv = "MCPFLOW_TEST_KILL_AFTER_COMMIT"
+	killAfterApplyEnv  = "MCPFLOW_TEST_KILL_AFTER_APPLY"
+)
 
-// killAfterCommit arms the kill when n is a number.
-func killAfterCommit(n string) {
-	limit, err := strconv.Atoi(n)
-	if err != nil {
+// killAfterCommit arms the kills whose counts are numbers.
+func killAfterCommit(commit, apply string) {
+	commitAt, err1 := strconv.Atoi(commit)
+	applyAt, err2 := strconv.Atoi(apply)
+	if err1 != nil && err2 != nil {
 		return
 	}
-	var commits atomic.Int64
-	testJournalOptions = func(o *journal.Options) {
-		o.AfterCommit = func() {
-			if commits.Add(1) == int64(limit) {
+	killAt := func(limit int) func() {
+		var n atomic.Int64
+		return func() {
+			if n.Add(1) == int64(limit) {
 				syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				select {} // until the signal lands
 			}
+		}
+	}
+	testJournalOptions = func(o *journal.Options) {
+		if err1 == nil {
+			o.AfterCommit = killAt(commitAt)
+		}
+		if err2 == nil {
+			o.AfterApply = killAt(applyAt)
 		}
 	}
 }
@@ -56,35 +69,44 @@ steps:
 var readsFrom = map[string]string{"s1": "s0", "never": "s1", "s2": "s1", "s3": "s2", "s4": "s3"}
 
 // TestKillAtEveryCommit kills mcpflow right after each commit of a run in
-// turn, and checks what the journal holds at that moment: every call that
-// was sent has its intent, and every result a later step used is there,
-// completed. Then it finishes the run as an operator would and checks that
-// no unsafe call ran twice and no result was lost.
+// turn — each append to the journal's log, and each background commit of
+// the log into the file — and checks what the journal holds at that
+// moment: every call that was sent has its intent, and every result a
+// later step used is there, completed. Then it finishes the run as an
+// operator would and checks that no unsafe call ran twice and no result
+// was lost.
 func TestKillAtEveryCommit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kills mcpflow once per commit")
 	}
-	for n := 1; ; n++ {
-		if n > 40 {
-			t.Fatal("the run never completed without being killed")
-		}
-		c := newCLI(t)
-		wf := c.workflow("commits.yaml", commitWorkflow)
-		c.env = quickExit(killAfterCommitEnv + "=" + strconv.Itoa(n))
-		r := c.run("run", wf, "--trust-workspace")
-		c.env = quickExit()
-		if r.code == 0 {
-			t.Logf("a run makes %d commits; killed after each of the first %d", n-1, n-1)
-			if n < 4 {
-				t.Errorf("only %d commits were tried", n-1)
+	for _, kind := range []struct{ name, plural, env string }{
+		{"log append", "log appends", killAfterCommitEnv},
+		{"apply", "applies of the log", killAfterApplyEnv},
+	} {
+		t.Run(kind.name, func(t *testing.T) {
+			for n := 1; ; n++ {
+				if n > 40 {
+					t.Fatal("the run never completed without being killed")
+				}
+				c := newCLI(t)
+				wf := c.workflow("commits.yaml", commitWorkflow)
+				c.env = quickExit(kind.env + "=" + strconv.Itoa(n))
+				r := c.run("run", wf, "--trust-workspace")
+				c.env = quickExit()
+				if r.code == 0 {
+					t.Logf("a run makes %d %s; killed after each", n-1, kind.plural)
+					if n < 2 {
+						t.Errorf("only %d %s were tried", n-1, kind.plural)
+					}
+					return
+				}
+				if r.code != -1 {
+					t.Fatalf("kill after %s %d: exit %d, want killed\n%s", kind.name, n, r.code, r.stderr)
+				}
+				checkCommitted(t, c, n)
+				finishRun(t, c, n)
 			}
-			return
-		}
-		if r.code != -1 {
-			t.Fatalf("kill after commit %d: exit %d, want killed\n%s", n, r.code, r.stderr)
-		}
-		checkCommitted(t, c, n)
-		finishRun(t, c, n)
+		})
 	}
 }
 

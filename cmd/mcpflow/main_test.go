@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		os.Exit(servers.Supervise(os.Args[1:]))
 	}
 	if os.Getenv(asMainEnv) == "1" {
-		killAfterCommit(os.Getenv(killAfterCommitEnv))
+		killAfterCommit(os.Getenv(killAfterCommitEnv), os.Getenv(killAfterApplyEnv))
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	testscript.Main(m, map[string]func(){
