@@ -28,8 +28,14 @@ func (s *logStore) latest(id ID) *walRecord {
 	return s.ov.get(id)
 }
 
+// run and inv return the record as put when it is in the overlay: the
+// writes only read what a store returns (they change a clone), so it is
+// shared rather than decoded again.
 func (s *logStore) run(id ID) (*Run, error) {
 	if r := s.latest(id); r != nil && r.kind == recRun {
+		if obj, ok := r.obj.(*Run); ok {
+			return obj, nil
+		}
 		return decodeRun(s.sealer, r.val)
 	}
 	return getRun(s.tx, id)
@@ -37,6 +43,9 @@ func (s *logStore) run(id ID) (*Run, error) {
 
 func (s *logStore) inv(id ID) (*Invocation, error) {
 	if r := s.latest(id); r != nil && r.kind == recInv {
+		if obj, ok := r.obj.(*Invocation); ok {
+			return obj, nil
+		}
 		return decodeInv(s.sealer, r.val)
 	}
 	return getInv(s.tx, id)

@@ -57,6 +57,10 @@ type walRecord struct {
 	id, run      ID
 	server, tool string
 	val          []byte
+	// obj is the record as put (a *Run or *Invocation, a copy of the
+	// writer's), which the writes read instead of decoding val; nil for
+	// records read back from the log.
+	obj any
 }
 
 // runRecord is the log record of putting r over old (nil when new).
@@ -65,7 +69,7 @@ func runRecord(s *sealer, old, r *Run) (*walRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := &walRecord{kind: recRun, isNew: old == nil, new: byte(r.Status), id: r.ID, run: r.ID, val: seal(b)}
+	rec := &walRecord{kind: recRun, isNew: old == nil, new: byte(r.Status), id: r.ID, run: r.ID, val: seal(b), obj: cloneRun(r)}
 	if old != nil {
 		rec.old = byte(old.Status)
 	}
@@ -79,7 +83,7 @@ func invRecord(s *sealer, old, inv *Invocation) (*walRecord, error) {
 		return nil, err
 	}
 	rec := &walRecord{kind: recInv, isNew: old == nil, new: byte(inv.State), id: inv.ID, run: inv.RunID,
-		server: inv.Server, tool: inv.Tool, val: seal(b)}
+		server: inv.Server, tool: inv.Tool, val: seal(b), obj: cloneInv(inv)}
 	if old != nil {
 		rec.old = byte(old.State)
 	}
