@@ -112,7 +112,7 @@ func (j *Journal) PutRunUnchecked(r *Run) error {
 // for them (a query, Close) or Crash.
 func (j *Journal) HoldApplier() {
 	j.ap.mu.Lock()
-	j.ap.delay = time.Hour
+	j.ap.idle = time.Hour
 	j.ap.mu.Unlock()
 }
 

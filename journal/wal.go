@@ -372,11 +372,16 @@ func walApplied(tx *bolt.Tx) uint64 {
 	return 0
 }
 
-// applyDelay is how long the applier lets log entries gather before it
-// commits them into the file, unless someone waits for them (a query, a
-// reuse of the log, Close). Its commits then rarely compete with the log's
-// flushes for the disk, and each carries many entries.
-const applyDelay = 10 * time.Millisecond
+// The applier commits the log's entries into the file when the log has
+// been quiet for applyIdle, when they add up to half the log (so the log
+// is free to be reused by the time it is full), when someone waits for
+// them (a query, a reuse of the log) and at Close. While writes stream
+// in, its commits are then rare: each writes the pages of many entries
+// at once, and few of the log's flushes have to share the disk with one.
+const (
+	applyIdle  = 20 * time.Millisecond
+	applyBytes = walCapacity / 2
+)
 
 // applier commits, in the background, the entries the log made durable
 // into the bbolt file. Its goroutine is started by Open and ended by
@@ -389,17 +394,18 @@ type applier struct {
 	mu      sync.Mutex
 	cond    sync.Cond // applied or err changed
 	queue   []walEntry
+	bytes   int    // the size of the queue's entries in the log
 	applied uint64 // the last entry committed to the file
 	err     error  // sticky: a failed commit stops the applier
 	stop    bool
-	delay   time.Duration // applyDelay (tests hold the applier)
+	idle    time.Duration // applyIdle (tests hold the applier)
 	after   func()        // Options.AfterApply
 	done    chan struct{}
 	commits int64
 }
 
 func startApplier(db *bolt.DB, path string, applied uint64, after func()) *applier {
-	a := &applier{db: db, path: path, applied: applied, delay: applyDelay, after: after, done: make(chan struct{}),
+	a := &applier{db: db, path: path, applied: applied, idle: applyIdle, after: after, done: make(chan struct{}),
 		more: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
 	a.cond.L = &a.mu
 	go a.loop()
@@ -413,19 +419,21 @@ func signal(c chan struct{}) {
 	}
 }
 
-func (a *applier) add(e walEntry) {
+// add queues e, which takes size bytes of the log.
+func (a *applier) add(e walEntry, size int) {
 	a.mu.Lock()
 	a.queue = append(a.queue, e)
+	a.bytes += size
 	a.mu.Unlock()
 	signal(a.more)
 }
 
 func (a *applier) loop() {
 	defer close(a.done)
-	delay := time.NewTimer(applyDelay)
+	quiet := time.NewTimer(applyIdle)
 	for {
 		a.mu.Lock()
-		n, stop, wait := len(a.queue), a.stop, a.delay
+		n, bytes, stop, idle := len(a.queue), a.bytes, a.stop, a.idle
 		a.mu.Unlock()
 		switch {
 		case n == 0 && stop:
@@ -436,17 +444,20 @@ func (a *applier) loop() {
 			case <-a.urgent:
 			}
 			continue
-		case !stop:
-			delay.Reset(wait)
+		case !stop && bytes < applyBytes:
+			quiet.Reset(idle)
 			select {
-			case <-delay.C:
+			case <-quiet.C:
+			case <-a.more: // not quiet: look again
+				quiet.Stop()
+				continue
 			case <-a.urgent:
-				delay.Stop()
+				quiet.Stop()
 			}
 		}
 		a.mu.Lock()
 		batch := a.queue
-		a.queue = nil
+		a.queue, a.bytes = nil, 0
 		a.mu.Unlock()
 		_, err := applyBolt(a.db, a.path, []func(*bolt.Tx) error{func(tx *bolt.Tx) error { return applyEntries(tx, batch) }})
 		a.mu.Lock()
@@ -644,7 +655,7 @@ func (j *Journal) commitLog(fns []func(store) error) (failed int, err error) {
 	}
 	e := walEntry{j.log.seq, puts}
 	j.ov.add(e)
-	j.ap.add(e) // before it counts as durable: whoever waits for it finds it queued
+	j.ap.add(e, len(entry)) // before it counts as durable: whoever waits for it finds it queued
 	j.durable.Store(e.seq)
 	j.logPages.Add(pages)
 	return -1, nil
