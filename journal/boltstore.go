@@ -113,12 +113,27 @@ func (s *logStore) firstWhere(run ID, match func(State) bool) (*Invocation, erro
 	}
 	slices.SortFunc(ids, func(a, b ID) int { return bytes.Compare(a[:], b[:]) })
 	for _, id := range slices.Compact(ids) {
-		inv, err := s.inv(id)
-		if err != nil || match(inv.State) {
-			return inv, err
+		if match(s.state(id)) {
+			return s.inv(id)
 		}
 	}
 	return nil, nil
+}
+
+// state is an invocation's state, found without decoding its record: as
+// put, or from the state index, which lists every state but completed
+// (State.indexed).
+func (s *logStore) state(id ID) State {
+	if r := s.latest(id); r != nil {
+		return State(r.new)
+	}
+	idx := s.tx.Bucket(bucketByState)
+	for st := State(1); st < numStates; st++ {
+		if st.indexed() && idx.Get(stateKey(st, id)) != nil {
+			return st
+		}
+	}
+	return StateCompleted
 }
 
 // putRun writes r and moves its index entries from old (nil when new),

@@ -226,3 +226,25 @@ func TestLogIsPrivate(t *testing.T) {
 		t.Errorf("the link's target was written: %q", b)
 	}
 }
+
+// A run's unsettled call is found among records already in the file (not
+// only among those still in the overlay), by the state index.
+func TestUnsettledFoundInTheFile(t *testing.T) {
+	for _, s := range []journal.State{journal.StateIntent, journal.StateOutcomeUnknown} {
+		path := filepath.Join(t.TempDir(), "journal.db")
+		j := journaltest.OpenPath(t, path, nil)
+		run := newRun(t, j)
+		finish(t, j, begin(t, j, run, "fs", "a"), journal.StateCompleted)
+		in := begin(t, j, run, "fs", "b")
+		if s != journal.StateIntent {
+			finish(t, j, in, s)
+		}
+		finish(t, j, begin(t, j, run, "fs", "c"), journal.StateCompleted)
+		journaltest.CheckAndClose(t, j)
+		j = journaltest.OpenPath(t, path, nil)
+		if err := j.SetRunStatus(run, journal.RunSucceeded, nil); !errors.Is(err, journal.ErrTransition) {
+			t.Errorf("%s: a run with an unsettled call succeeded: %v", s, err)
+		}
+		journaltest.CheckAndClose(t, j)
+	}
+}
