@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/internal/gcpolicy"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/servers"
@@ -27,10 +29,13 @@ import (
 // throughput of 64 concurrent runs against 64 bare callers. Each iteration
 // is one interleaved round (fsync, bare calls, a 20-step run, 64
 // concurrent 10-step runs, 64 concurrent bare callers); the figures are
-// medians over the rounds. Run it with:
+// medians over the rounds. The process has the GC targets of the mcpflow
+// binary (internal/gcpolicy; GOGC=100 in the environment gives Go's
+// default instead). Run it with:
 //
 //	go test ./engine -run '^$' -bench StepCost -benchtime 10x
 func BenchmarkStepCost(b *testing.B) {
+	gcTargets(b)
 	dir := b.TempDir()
 	j := journaltest.OpenPath(b, filepath.Join(dir, "journal.db"), nil)
 	srv := benchServer()
@@ -103,6 +108,7 @@ func BenchmarkStepCost(b *testing.B) {
 // BenchmarkLongRun compares the per-step cost of a 200-step run with a
 // 5-step run's (the ratio should stay near 1: nothing grows with the run).
 func BenchmarkLongRun(b *testing.B) {
+	gcTargets(b)
 	j := journaltest.Open(b, nil)
 	sess := cachedSession{connectMemTB(b, benchServer()), map[string]servers.Tool{}}
 	eng := newEngine(j, sess)
@@ -124,6 +130,15 @@ func BenchmarkLongRun(b *testing.B) {
 	b.ReportMetric(med(short), "5-step-µs/step")
 	b.ReportMetric(med(long), "200-step-µs/step")
 	b.ReportMetric(med(long)/med(short), "200/5")
+}
+
+// gcTargets gives the benchmark the mcpflow binary's GC targets, and
+// reports the one in force.
+func gcTargets(b *testing.B) {
+	gcpolicy.Apply()
+	percent := debug.SetGCPercent(-1)
+	debug.SetGCPercent(percent)
+	b.Cleanup(func() { b.ReportMetric(float64(percent), "GOGC") })
 }
 
 // chain is a workflow of n steps, each using the previous step's result.

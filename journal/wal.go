@@ -518,8 +518,9 @@ func (a *applier) stats() (applied uint64, commits int64) {
 // committer adds them after each append and drops those applied; reads of
 // one record look here first.
 type overlay struct {
-	mu   sync.Mutex
-	recs map[ID]overlayRec
+	mu      sync.Mutex
+	recs    map[ID]overlayRec
+	dropped uint64 // drop looked at everything up to this entry
 }
 
 type overlayRec struct {
@@ -556,6 +557,10 @@ func (o *overlay) clear() {
 func (o *overlay) drop(applied uint64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if applied <= o.dropped {
+		return
+	}
+	o.dropped = applied
 	for id, r := range o.recs {
 		if r.seq <= applied {
 			delete(o.recs, id)

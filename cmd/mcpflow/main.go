@@ -4,6 +4,7 @@ package main
 import (
 	"os"
 
+	"github.com/mcpflow/mcpflow/internal/gcpolicy"
 	"github.com/mcpflow/mcpflow/servers"
 )
 
@@ -12,5 +13,6 @@ func main() {
 		// Started as a command server's supervisor, not as the CLI.
 		os.Exit(servers.Supervise(os.Args[1:]))
 	}
+	gcpolicy.Apply()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -1,0 +1,35 @@
+// Package gcpolicy sets the garbage collector's targets for mcpflow's
+// processes.
+//
+// A journaled tools/call allocates little that lives: the records it
+// writes and the step's result. But go-sdk (v1.8.0) decodes every JSON-RPC
+// message through a fresh decoder with a 32 KiB buffer, several per call,
+// so a busy process makes hundreds of KiB of garbage per step over a live
+// heap of a few MiB. With Go's default target (GOGC=100) the collector
+// then runs every few steps and takes a third of the CPU. A target of 400
+// lets the heap grow to five times what is live before a collection; the
+// soft memory limit keeps a large heap from growing that far.
+package gcpolicy
+
+import (
+	"os"
+	"runtime/debug"
+)
+
+const (
+	// Percent is the GC target when GOGC is not set.
+	Percent = 400
+	// Limit is the soft memory limit when GOMEMLIMIT is not set.
+	Limit = 512 << 20
+)
+
+// Apply sets the targets, leaving alone those the environment sets
+// (GOGC, GOMEMLIMIT): a user's setting wins.
+func Apply() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(Percent)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(Limit)
+	}
+}
