@@ -394,9 +394,10 @@ type applier struct {
 	mu      sync.Mutex
 	cond    sync.Cond // applied or err changed
 	queue   []walEntry
-	bytes   int    // the size of the queue's entries in the log
-	applied uint64 // the last entry committed to the file
-	err     error  // sticky: a failed commit stops the applier
+	bytes   int       // the size of the queue's entries in the log
+	last    time.Time // when the last entry was queued
+	applied uint64    // the last entry committed to the file
+	err     error     // sticky: a failed commit stops the applier
 	stop    bool
 	idle    time.Duration // applyIdle (tests hold the applier)
 	after   func()        // Options.AfterApply
@@ -419,42 +420,54 @@ func signal(c chan struct{}) {
 	}
 }
 
-// add queues e, which takes size bytes of the log.
+// add queues e, which takes size bytes of the log. It wakes the applier
+// only when the queue was empty or has grown to applyBytes: a wake-up per
+// commit would cost more than the commit's own work.
 func (a *applier) add(e walEntry, size int) {
 	a.mu.Lock()
 	a.queue = append(a.queue, e)
 	a.bytes += size
+	a.last = time.Now()
+	wake := len(a.queue) == 1 || (a.bytes >= applyBytes && a.bytes-size < applyBytes)
 	a.mu.Unlock()
-	signal(a.more)
+	if wake {
+		signal(a.more)
+	}
 }
 
 func (a *applier) loop() {
 	defer close(a.done)
 	quiet := time.NewTimer(applyIdle)
+	urgent := false
 	for {
 		a.mu.Lock()
-		n, bytes, stop, idle := len(a.queue), a.bytes, a.stop, a.idle
+		n, bytes, stop, idle, last := len(a.queue), a.bytes, a.stop, a.idle, a.last
 		a.mu.Unlock()
-		switch {
-		case n == 0 && stop:
-			return
-		case n == 0:
+		if n == 0 {
+			if stop {
+				return
+			}
 			select {
 			case <-a.more:
 			case <-a.urgent:
 			}
 			continue
-		case !stop && bytes < applyBytes:
-			quiet.Reset(idle)
+		}
+		// Wait until the log has been quiet for idle, unless the queue
+		// is large, someone waits, or Close.
+		if wait := idle - time.Since(last); wait > 0 && !stop && !urgent && bytes < applyBytes {
+			quiet.Reset(wait)
 			select {
 			case <-quiet.C:
-			case <-a.more: // not quiet: look again
+			case <-a.more:
 				quiet.Stop()
-				continue
 			case <-a.urgent:
 				quiet.Stop()
+				urgent = true
 			}
+			continue
 		}
+		urgent = false
 		a.mu.Lock()
 		batch := a.queue
 		a.queue, a.bytes = nil, 0
