@@ -12,14 +12,23 @@
 //
 // Every write method (CreateRun, SetRunStatus, EndRun, RequestApproval,
 // DecideApproval, Begin, Skip, Again, Finish, Interrupted, Decide, Resolve,
-// Prune) returns only after its bbolt
-// transaction has been committed and fsynced (bbolt writes and syncs the
-// data pages, then the meta page). When a write method returns nil, the fact
+// Prune) returns only after what it wrote is on disk. On the bbolt file that
+// is the journal's write-ahead log (the file beside it whose name ends in
+// "-wal", see wal.go): a write appends its records there and syncs them
+// (one write and one fdatasync, where a bbolt commit writes a page per tree
+// it touches and syncs twice). A goroutine then commits the logged records
+// into the bbolt file in batches, synced as any bbolt commit; Open applies
+// what the log holds beyond the file before anything reads, so a crash
+// between the two loses nothing. When a write method returns nil, the fact
 // it wrote survives a crash of this process or of the machine; when it
 // returns an error, nothing of that write is visible. An illegal transition
 // is such an error ([ErrTransition]). Concurrent writers share commits
 // (group commit): a write that arrives while a commit is in progress joins
 // the next one, and a lone writer never waits on a timer.
+//
+// Reads see every write that returned: a record read by id is taken from
+// the writes not yet in the file when it is there, and every other read
+// waits until the file holds what was written before it began.
 //
 // [Journal.Begin] returns an [Intent]. Callers that send a tools/call need
 // the Intent (its idempotency key and attempt number), and Begin and
@@ -28,7 +37,8 @@
 // Intents the journal issued.
 //
 // What survives a crash: every record whose write returned, exactly as it
-// was written, and a new journal file only once complete (Open builds it in a
+// was written (in the file, or in the log until the next open applies
+// it), and a new journal file only once complete (Open builds it in a
 // temporary file and links it into place). What a crash can leave behind:
 // invocations in [StateIntent] whose last attempt has no outcome (the call
 // may or may not have reached the server; resume treats them exactly like a
@@ -49,6 +59,15 @@
 //
 // # Caveats
 //
+//   - The journal is two files: the bbolt file and its log beside it (both
+//     0600). After a clean Close the file holds everything; after a crash,
+//     what the log holds beyond the file is applied by the next open, even
+//     a read-only one (which then opens the journal read-write once, as
+//     the next writer would). Copy both files, or close the journal first.
+//     A log entry that fails its checksum while the entry after it is
+//     whole, or a log that lacks entries the file has not applied, is
+//     damage ([ErrDamaged]) and the journal is refused, untouched; an entry
+//     cut short at the end of the log is a write that never returned.
 //   - One process at a time: the file is locked while open. Read-only opens
 //     share the lock with each other but not with a writer, so while a run
 //     is going, another process (even one that only reads, such as
@@ -56,7 +75,8 @@
 //   - Files that are not journals, damaged or truncated files and journals
 //     of a newer schema are refused ([ErrNotJournal], [ErrDamaged],
 //     [ErrNewerSchema]) and never modified: Open validates them read-only,
-//     and opening a valid journal writes nothing. Open reads the meta pages,
+//     and opening a valid journal writes nothing but what its log holds
+//     beyond the file (and a new, empty log). Open reads the meta pages,
 //     the free list and the branch pages of every tree (about one page in a
 //     hundred: 25 ms for a journal of 1,000,000 invocations), not the leaf
 //     pages that hold the records: each of those is checked when it is read

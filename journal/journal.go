@@ -135,8 +135,11 @@ type Journal struct {
 // damaged or truncated ([ErrDamaged]), or has a newer schema
 // ([ErrNewerSchema]) is refused and left byte-for-byte untouched. Damage
 // inside record pages is found by [Journal.Check]. Opening a valid journal
-// of the current schema writes nothing; an older schema is migrated in one
-// transaction (a read-only Open refuses it).
+// of the current schema writes nothing but the writes its log holds beyond
+// the file (what a crash left there), which every open applies first — a
+// read-only one by opening the journal read-write once — and, on a
+// read-write open, a new empty log beside it. An older schema is migrated
+// in one transaction (a read-only Open refuses schemas before 2).
 //
 // A journal held open by another process (or by another Journal of this
 // process) makes Open wait up to Options.LockTimeout, then fail with
