@@ -166,11 +166,18 @@ func (g *groupCommit[T]) flush() {
 	}
 }
 
-// close refuses new writes. Writes still queued (enqueued, never waited
-// for) are committed first: a deferred write is never dropped by Close.
+// close refuses new writes and waits for a commit in progress. Writes
+// still queued (enqueued, never waited for) are committed first: a deferred
+// write is never dropped by Close.
 func (g *groupCommit[T]) close() {
 	g.mu.Lock()
 	g.closed = true
 	g.mu.Unlock()
-	g.flush()
+	g.token <- struct{}{} // once the committer, if any, is done
+	g.mu.Lock()
+	batch := g.pending
+	g.pending = nil
+	g.mu.Unlock()
+	g.commit(batch)
+	<-g.token
 }

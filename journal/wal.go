@@ -207,7 +207,7 @@ func openWAL(path string) (*wal, error) {
 	if st, err := os.Lstat(p); err == nil && !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("open journal log %s: %w: not a regular file", p, ErrInaccessible)
 	}
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|noFollow, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open journal log %s: %w: %v", p, ErrInaccessible, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
@@ -244,6 +245,46 @@ func TestUnsettledFoundInTheFile(t *testing.T) {
 		j = journaltest.OpenPath(t, path, nil)
 		if err := j.SetRunStatus(run, journal.RunSucceeded, nil); !errors.Is(err, journal.ErrTransition) {
 			t.Errorf("%s: a run with an unsettled call succeeded: %v", s, err)
+		}
+		journaltest.CheckAndClose(t, j)
+	}
+}
+
+// Close waits for a commit in progress: the write it races with either
+// commits (and is there after a reopen) or gets ErrClosed, and nothing
+// hangs after it.
+func TestCloseDuringACommit(t *testing.T) {
+	big := json.RawMessage(`{"blob":"` + strings.Repeat("x", 4<<20) + `"}`)
+	for round := range 20 {
+		path := filepath.Join(t.TempDir(), "journal.db")
+		j, err := journal.Open(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := newRun(t, j)
+		done := make(chan error, 1)
+		var id journal.ID
+		go func() {
+			in, err := j.Begin(&journal.Invocation{RunID: run, Step: "s", Item: -1, Server: "fs", Tool: "w", Arguments: big})
+			id = in.ID
+			done <- err
+		}()
+		if round%2 == 1 {
+			time.Sleep(time.Duration(round) * 100 * time.Microsecond)
+		}
+		if err := j.Close(); err != nil {
+			t.Fatalf("round %d: close: %v", round, err)
+		}
+		werr := <-done
+		if werr != nil && !errors.Is(werr, journal.ErrClosed) {
+			t.Fatalf("round %d: the write racing Close: %v, want nil or ErrClosed", round, werr)
+		}
+		if _, err := j.Runs(journal.RunFilter{}); !errors.Is(err, journal.ErrClosed) {
+			t.Fatalf("round %d: a query after Close: %v", round, err)
+		}
+		j = journaltest.OpenPath(t, path, nil)
+		if _, err := j.Invocation(id); (werr == nil) != (err == nil) {
+			t.Errorf("round %d: write returned %v, invocation after reopen: %v", round, werr, err)
 		}
 		journaltest.CheckAndClose(t, j)
 	}
