@@ -149,7 +149,7 @@ func LogEntries(path string) ([]int64, error) {
 	var offs []int64
 	var last uint64
 	for off := 0; ; {
-		seq, p, ok := walEntryAt(data, off)
+		seq, _, p, ok := walEntryAt(data, off)
 		if !ok || (off > 0 && seq != last+1) {
 			return offs, nil
 		}

@@ -115,6 +115,7 @@ type Journal struct {
 	// The write-ahead log (wal.go), its applier and the records durable
 	// in it that may not be in the file yet; nil when read-only.
 	log      *wal
+	logPath  string
 	ap       *applier
 	ov       overlay
 	durable  atomic.Uint64 // the last entry appended to the log
@@ -166,6 +167,9 @@ func Open(path string, opts *Options) (*Journal, error) {
 	case errors.Is(err, fs.ErrNotExist) && o.ReadOnly:
 		return nil, fmt.Errorf("open journal %s: %w (no run has been journaled here yet)", path, fs.ErrNotExist)
 	case errors.Is(err, fs.ErrNotExist):
+		if st, err := os.Stat(walPath(path)); err == nil && st.Size() > 0 {
+			return nil, fmt.Errorf("create journal %s: %w: its log %s is there without it (the journal was moved or removed without its log, which may hold writes the journal lacks); put the journal back, or move the log away", path, ErrInaccessible, walPath(path))
+		}
 		if err := create(path); err != nil {
 			return nil, fmt.Errorf("create journal %s: %w: %v", path, ErrInaccessible, err)
 		}
@@ -196,7 +200,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 		// What a writer that stopped without closing left in the log
 		// is applied first, as the next writer would (a read-write
 		// open, then this one again).
-		n, err := unapplied(db, path)
+		n, err := unapplied(db, walPath(path))
 		if err == nil && n > 0 {
 			db.Close()
 			if o.recovered {
@@ -213,7 +217,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 			return nil, fmt.Errorf("open journal %s: its log %s: %w", path, walPath(path), err)
 		}
 	}
-	j := &Journal{db: db, path: path, readOnly: o.ReadOnly, keyOptional: o.keyOptional}
+	j := &Journal{db: db, path: path, logPath: walPath(path), readOnly: o.ReadOnly, keyOptional: o.keyOptional}
 	j.writer = writer{now: o.Now, sealer: newSealer(o.Key), write: j.storeWrite, writeLater: j.storeLater}
 	j.gc.init(j.commitLog)
 	j.gc.afterCommit = o.AfterCommit

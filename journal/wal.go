@@ -1,6 +1,8 @@
 package journal
 
 import (
+	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,20 +28,27 @@ import (
 // anything reads the journal, so a crash between the two loses nothing.
 //
 // The log is reused from its start once everything in it is applied and
-// it has reached walCapacity. An entry is a header (magic, length,
-// sequence number, CRC-32C of the rest) and its records; reading stops at
-// the first entry that is incomplete, fails its checksum or does not
-// follow the previous one's sequence number (what is left of older
-// entries after a reuse).
+// it has reached walCapacity. An entry is a
+// header (magic, length, sequence number, the journal's id, CRC-32C of the
+// rest) and its records; reading stops at the first entry that is
+// incomplete, fails its checksum or does not follow the previous one's
+// sequence number (what is left of older entries after a reuse) — unless
+// an intact entry that should follow comes later: then the log is damaged.
 
 const (
 	walMagic    = 0x6c77666d // "mfwl"
-	walHeader   = 24
+	walHeader   = 32         // magic, length, sequence number, journal id, CRC-32C, zero
 	walCapacity = 1 << 20  // reuse the log from its start beyond this
 	walGrow     = 64 << 10 // the log grows by this much, written as zeros, so that appends overwrite
 )
 
-var keyWALApplied = []byte("wal_applied")
+var (
+	keyWALApplied = []byte("wal_applied")
+	// keyWALID is the journal's identity, which every entry of its log
+	// carries: a log beside a journal that is not its own (the journal
+	// was replaced, or moved without its log) is refused, not applied.
+	keyWALID = []byte("wal_id")
+)
 
 // Record kinds in the log.
 const (
@@ -192,18 +201,25 @@ type wal struct {
 	off  int64  // where the next entry goes
 	size int64  // the file's size
 	seq  uint64 // the sequence number of the last entry written
+	id   []byte // the journal's id (keyWALID)
 	buf  []byte
 	// err is sticky: after a failed write the log's end is unknown, so
 	// nothing more is appended until the journal is opened again.
 	err error
 }
 
-func walPath(journal string) string { return journal + "-wal" }
+// walPath is the log's path beside the journal file at path (links
+// resolved: one file, one log, whatever name it is opened by).
+func walPath(path string) string {
+	if real, err := filepath.EvalSymlinks(path); err == nil {
+		path = real
+	}
+	return path + "-wal"
+}
 
 // openWAL opens (or creates, private to its owner) the log of the journal
 // at path for appending.
-func openWAL(path string) (*wal, error) {
-	p := walPath(path)
+func openWAL(p string) (*wal, error) {
 	if st, err := os.Lstat(p); err == nil && !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("open journal log %s: %w: not a regular file", p, ErrInaccessible)
 	}
@@ -245,8 +261,9 @@ func (w *wal) entry(recs []*walRecord) []byte {
 	binary.LittleEndian.PutUint32(b[0:], walMagic)
 	binary.LittleEndian.PutUint32(b[4:], uint32(len(b)-walHeader))
 	binary.LittleEndian.PutUint64(b[8:], w.seq+1)
-	crc := crc32.Update(crc32.Checksum(b[4:16], crcTable), crcTable, b[walHeader:])
-	binary.LittleEndian.PutUint32(b[16:], crc)
+	copy(b[16:24], w.id)
+	crc := crc32.Update(crc32.Checksum(b[4:24], crcTable), crcTable, b[walHeader:])
+	binary.LittleEndian.PutUint32(b[24:], crc)
 	w.buf = b
 	return b
 }
@@ -296,25 +313,34 @@ func (w *wal) rewind() { w.off = 0 }
 
 func (w *wal) close() error { return w.f.Close() }
 
-// readWAL returns the entries of the log after applied, and the sequence
-// number of the last entry in it (0 when none). Entries after applied must
-// follow it without a gap: a log whose next entry is missing is damaged.
-func readWAL(r io.ReaderAt, size int64, applied uint64) (entries []walEntry, last uint64, err error) {
+// readWAL returns the entries of the log of the journal whose id is id
+// after applied, and the sequence number of the last entry in it (0 when
+// none). Entries after applied must follow it without a gap: a log whose
+// next entry is missing is damaged. A log that is not this journal's — a
+// file that is not a log, or entries of another journal (or of any
+// journal, when id is nil: this journal never had a log) — is refused.
+func readWAL(r io.ReaderAt, size int64, applied uint64, id []byte) (entries []walEntry, last uint64, err error) {
 	data := make([]byte, size)
 	if _, err := r.ReadAt(data, 0); err != nil && err != io.EOF {
 		return nil, 0, err
 	}
+	if len(data) >= 4 && binary.LittleEndian.Uint32(data) != walMagic && binary.LittleEndian.Uint32(data) != 0 {
+		return nil, 0, fmt.Errorf("%w: it is not a journal log", ErrNotJournal)
+	}
 	for off := 0; ; {
-		seq, p, ok := walEntryAt(data, off)
+		seq, eid, p, ok := walEntryAt(data, off)
+		if ok && !bytes.Equal(eid, id) {
+			return nil, 0, fmt.Errorf("%w: the log is another journal's (the journal beside it was replaced, or moved without its log)", ErrNotJournal)
+		}
 		if ok && off > 0 && seq != last+1 {
 			break // what is left of older entries after a reuse
 		}
 		if !ok {
-			// The end: an entry cut short by a crash. Unless the next
-			// entry is intact: then this one was written whole, and is
-			// damaged.
-			if next, _, ok := walEntryAt(data, off+walHeader+len(p)); len(p) > 0 && ok && next == seq+1 && seq > applied {
-				return nil, 0, fmt.Errorf("%w: the log's entry %d fails its checksum", ErrDamaged, seq)
+			// The end: an entry cut short by a crash, or zeros. Unless an
+			// intact entry that comes after it in the log follows it:
+			// then this one was written whole, and is damaged.
+			if next := walEntryAfter(data, off, max(last, applied), id); next > 0 {
+				return nil, 0, fmt.Errorf("%w: the log's entry %d is damaged (entry %d after it is intact)", ErrDamaged, max(last, applied)+1, next)
 			}
 			break
 		}
@@ -335,20 +361,39 @@ func readWAL(r io.ReaderAt, size int64, applied uint64) (entries []walEntry, las
 	return entries, last, nil
 }
 
-// walEntryAt reads the entry at off: its sequence number and records, and
-// whether it is whole (magic, length and checksum). When only the checksum
-// fails, p is still the entry's claimed body.
-func walEntryAt(data []byte, off int) (seq uint64, p []byte, ok bool) {
+// walEntryAfter looks past off for an intact entry of the journal id with
+// a sequence number after seq (what a damaged entry at off hides), and
+// returns its number, or 0. Entries left from before a reuse of the log
+// have lower numbers than any written since.
+func walEntryAfter(data []byte, off int, seq uint64, id []byte) uint64 {
+	var magic [4]byte
+	binary.LittleEndian.PutUint32(magic[:], walMagic)
+	for i := off + 1; i+walHeader <= len(data); i++ {
+		k := bytes.Index(data[i:], magic[:])
+		if k < 0 {
+			return 0
+		}
+		i += k
+		if next, eid, _, ok := walEntryAt(data, i); ok && next > seq && bytes.Equal(eid, id) {
+			return next
+		}
+	}
+	return 0
+}
+
+// walEntryAt reads the entry at off: its sequence number, journal id and
+// records, and whether it is whole (magic, length and checksum).
+func walEntryAt(data []byte, off int) (seq uint64, id, p []byte, ok bool) {
 	if off < 0 || off+walHeader > len(data) {
-		return 0, nil, false
+		return 0, nil, nil, false
 	}
 	h := data[off : off+walHeader]
 	n := int(binary.LittleEndian.Uint32(h[4:]))
 	if binary.LittleEndian.Uint32(h) != walMagic || n > len(data)-off-walHeader {
-		return 0, nil, false
+		return 0, nil, nil, false
 	}
-	seq, p = binary.LittleEndian.Uint64(h[8:]), data[off+walHeader:off+walHeader+n]
-	return seq, p, crc32.Update(crc32.Checksum(h[4:16], crcTable), crcTable, p) == binary.LittleEndian.Uint32(h[16:])
+	seq, id, p = binary.LittleEndian.Uint64(h[8:]), h[16:24], data[off+walHeader:off+walHeader+n]
+	return seq, id, p, crc32.Update(crc32.Checksum(h[4:24], crcTable), crcTable, p) == binary.LittleEndian.Uint32(h[24:])
 }
 
 // applyEntries commits entries into the bbolt file, with the sequence
@@ -362,6 +407,15 @@ func applyEntries(tx *bolt.Tx, entries []walEntry) error {
 		}
 	}
 	return tx.Bucket(bucketMeta).Put(keyWALApplied, binary.BigEndian.AppendUint64(nil, entries[len(entries)-1].seq))
+}
+
+// walID is the journal's id in its log entries, or nil when it has none
+// yet.
+func walID(tx *bolt.Tx) []byte {
+	if v := tx.Bucket(bucketMeta).Get(keyWALID); len(v) == 8 {
+		return bytes.Clone(v)
+	}
+	return nil
 }
 
 // walApplied is the sequence number of the last log entry in the file.
@@ -596,35 +650,42 @@ func (o *overlay) newInvs(run ID) []ID {
 }
 
 // openLog opens the journal's log, applies what it holds beyond what the
-// file has (what a crash left there), and starts the applier.
+// file has (what a crash left there), and starts the applier. A journal
+// without an id (new, or older than the log) is given one.
 func (j *Journal) openLog(afterApply func()) error {
-	log, err := openWAL(j.path)
+	log, err := openWAL(j.logPath)
 	if err != nil {
 		return err
 	}
 	var applied uint64
-	if err := j.viewNow(func(tx *bolt.Tx) error { applied = walApplied(tx); return nil }); err != nil {
+	var id []byte
+	if err := j.viewNow(func(tx *bolt.Tx) error { applied, id = walApplied(tx), walID(tx); return nil }); err != nil {
 		log.close()
 		return err
 	}
-	entries, last, err := readWAL(log.f, log.size, applied)
+	entries, last, err := readWAL(log.f, log.size, applied, id)
 	if err == nil && len(entries) > 0 {
 		_, err = applyBolt(j.db, j.path, []func(*bolt.Tx) error{func(tx *bolt.Tx) error { return applyEntries(tx, entries) }})
 	}
+	if err == nil && id == nil {
+		id = make([]byte, 8)
+		rand.Read(id)
+		_, err = applyBolt(j.db, j.path, []func(*bolt.Tx) error{func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyWALID, id) }})
+	}
 	if err != nil {
 		log.close()
-		return fmt.Errorf("open journal %s: apply its log %s: %w", j.path, log.path, err)
+		return fmt.Errorf("open journal %s: its log %s: %w", j.path, log.path, err)
 	}
-	log.seq = max(applied, last)
+	log.seq, log.id = max(applied, last), id
 	j.log, j.ap = log, startApplier(j.db, j.path, log.seq, afterApply)
 	j.durable.Store(log.seq)
 	return nil
 }
 
-// unapplied counts the log entries of the journal open read-only in db
-// that are not in its file yet.
-func unapplied(db *bolt.DB, path string) (int, error) {
-	f, err := os.Open(walPath(path))
+// unapplied counts the entries of the log at logPath that the journal
+// open read-only in db does not hold yet.
+func unapplied(db *bolt.DB, logPath string) (int, error) {
+	f, err := os.Open(logPath)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -637,10 +698,11 @@ func unapplied(db *bolt.DB, path string) (int, error) {
 		return 0, err
 	}
 	var applied uint64
-	if err := db.View(func(tx *bolt.Tx) error { applied = walApplied(tx); return nil }); err != nil {
+	var id []byte
+	if err := db.View(func(tx *bolt.Tx) error { applied, id = walApplied(tx), walID(tx); return nil }); err != nil {
 		return 0, err
 	}
-	entries, _, err := readWAL(f, st.Size(), applied)
+	entries, _, err := readWAL(f, st.Size(), applied, id)
 	return len(entries), err
 }
 

@@ -133,6 +133,14 @@ func TestLogDamageIsRefused(t *testing.T) {
 			log[offs[0]+40] ^= 0xff
 			return log
 		}},
+		{"a byte flipped in an entry's header", func(log []byte, offs []int64) []byte {
+			log[offs[1]+1] ^= 0xff // its magic
+			return log
+		}},
+		{"an entry's length changed", func(log []byte, offs []int64) []byte {
+			log[offs[1]+5] ^= 0x40
+			return log
+		}},
 		{"the first entry missing", func(log []byte, offs []int64) []byte {
 			return append([]byte(nil), log[offs[1]:]...)
 		}},
@@ -288,4 +296,58 @@ func TestCloseDuringACommit(t *testing.T) {
 		}
 		journaltest.CheckAndClose(t, j)
 	}
+}
+
+// A log that is not the journal's own — another journal's, or a file that
+// is not a log — is refused, never applied or overwritten; so is a
+// journal's creation beside a log whose journal is gone.
+func TestForeignLogRefused(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.db"), filepath.Join(dir, "b.db")
+	crashed(t, a, nil)
+	journaltest.CheckAndClose(t, journaltest.OpenPath(t, b, nil))
+	for name, log := range map[string][]byte{
+		"another journal's log": readFile(t, a+"-wal"),
+		"not a log":             []byte("some other file\n"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := os.WriteFile(b+"-wal", log, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			file := readFile(t, b)
+			for _, ro := range []bool{false, true} {
+				if _, err := journal.Open(b, &journal.Options{ReadOnly: ro}); !errors.Is(err, journal.ErrNotJournal) || !strings.Contains(err.Error(), "-wal") {
+					t.Errorf("read-only %v: %v, want the log refused", ro, err)
+				}
+			}
+			if !bytes.Equal(file, readFile(t, b)) || !bytes.Equal(log, readFile(t, b+"-wal")) {
+				t.Error("a refused open wrote")
+			}
+		})
+	}
+	// The journal removed, its log left: no new journal is made over it.
+	os.Remove(a)
+	if _, err := journal.Open(a, nil); !errors.Is(err, journal.ErrInaccessible) || !strings.Contains(err.Error(), "without it") {
+		t.Errorf("create beside an orphaned log: %v", err)
+	}
+	if _, err := os.Stat(a); !os.IsNotExist(err) {
+		t.Error("a journal was created beside its predecessor's log")
+	}
+}
+
+// One journal file opened by two names (a link) has one log.
+func TestLogOfALinkedJournal(t *testing.T) {
+	dir := t.TempDir()
+	real, link := filepath.Join(dir, "journal.db"), filepath.Join(dir, "link.db")
+	journaltest.CheckAndClose(t, journaltest.OpenPath(t, real, nil))
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	run, done, fly := crashed(t, link, nil)
+	if _, err := os.Stat(link + "-wal"); !os.IsNotExist(err) {
+		t.Fatalf("a second log beside the link: %v", err)
+	}
+	j := journaltest.OpenPath(t, real, nil)
+	wantRecovered(t, j, run, done, fly)
+	journaltest.CheckAndClose(t, j)
 }
