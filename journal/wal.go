@@ -38,8 +38,8 @@ import (
 const (
 	walMagic    = 0x6c77666d // "mfwl"
 	walHeader   = 32         // magic, length, sequence number, journal id, CRC-32C, zero
-	walCapacity = 1 << 20  // reuse the log from its start beyond this
-	walGrow     = 64 << 10 // the log grows by this much, written as zeros, so that appends overwrite
+	walCapacity = 1 << 20    // reuse the log from its start beyond this
+	walGrow     = 64 << 10   // the log grows by this much, written as zeros, so that appends overwrite
 )
 
 var (
