@@ -16,6 +16,9 @@ import (
 // SalvageReport says what Salvage copied and what it could not.
 type SalvageReport struct {
 	Runs, Invocations int // records copied
+	// FromLog is how many of them were taken from the journal's log: the
+	// writes a crash left there that the file did not hold yet.
+	FromLog int
 	// Lost are the records that could not be read, and the invocations
 	// whose run was lost (an invocation is kept only with its run), each
 	// with the reason.
@@ -31,7 +34,8 @@ type LostRecord struct {
 
 // Salvage copies every readable record of the journal at src into a new
 // journal at dst, with its indexes rebuilt, and reports what it could not
-// copy. src is opened read-only and never written: a damaged journal is
+// copy. The writes src's log holds beyond the file are copied too. src
+// (and its log) is opened read-only and never written: a damaged journal is
 // saved, not repaired in place. dst must not exist. When src's structure
 // is too damaged for bbolt to walk, Salvage copies what it can reach
 // before the damage and reports the rest as lost.
@@ -50,8 +54,10 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 	defer db.Close()
 	s := newSealer(key)
 	runs := map[ID]*Run{}
-	var invs []*Invocation
+	invs := map[ID]*Invocation{}
 	var srcKeyID string
+	var applied uint64
+	var logID []byte
 	readErr := func() (err error) {
 		defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 		defer func() {
@@ -63,6 +69,7 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 			version := uint64(SchemaVersion)
 			if m := tx.Bucket(bucketMeta); m != nil {
 				srcKeyID = string(m.Get(keyKeyID))
+				applied, logID = walApplied(tx), walID(tx)
 				if v := m.Get(keyVersion); len(v) == 8 {
 					version = binary.BigEndian.Uint64(v)
 				}
@@ -97,7 +104,7 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 						rep.Lost = append(rep.Lost, LostRecord{"invocation", keyText(k), reason(err, "stored under another id")})
 						return nil
 					}
-					invs = append(invs, inv)
+					invs[inv.ID] = inv
 					return nil
 				})
 			}
@@ -110,6 +117,36 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 	if readErr != nil {
 		rep.Lost = append(rep.Lost, LostRecord{"file", src, "reading stopped at damage: " + readErr.Error()})
 	}
+	// The log's writes the file lacks are newer than the file's records:
+	// each replaces its record.
+	fromLog := map[ID]bool{}
+	entries, logErr := salvageLog(walPath(src), applied, logID)
+	if logErr != nil {
+		rep.Lost = append(rep.Lost, LostRecord{"log", walPath(src), logErr.Error()})
+	}
+	for _, e := range entries {
+		for _, r := range e.recs {
+			var err error
+			switch r.kind {
+			case recRun:
+				var run *Run
+				if run, err = decodeRun(s, r.val); err == nil {
+					runs[run.ID] = run
+				}
+			case recInv:
+				var inv *Invocation
+				if inv, err = decodeInv(s, r.val); err == nil {
+					invs[inv.ID] = inv
+				}
+			}
+			if err != nil {
+				rep.Lost = append(rep.Lost, LostRecord{"log record", r.id.String(), reason(err, "unreadable")})
+				continue
+			}
+			fromLog[r.id] = true
+		}
+	}
+	rep.FromLog = len(fromLog)
 	out, err := Open(dst, &Options{Key: key})
 	if err != nil {
 		return rep, err
@@ -133,7 +170,13 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 			}
 			rep.Runs++
 		}
-		for _, inv := range invs {
+		invIDs := make([]ID, 0, len(invs))
+		for id := range invs {
+			invIDs = append(invIDs, id)
+		}
+		sort.Slice(invIDs, func(a, b int) bool { return string(invIDs[a][:]) < string(invIDs[b][:]) })
+		for _, id := range invIDs {
+			inv := invs[id]
 			if _, ok := runs[inv.RunID]; !ok {
 				rep.Lost = append(rep.Lost, LostRecord{"invocation", inv.ID.String(), "its run " + inv.RunID.String() + " was lost"})
 				continue
@@ -149,6 +192,40 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 		return rep, fmt.Errorf("salvage into %s: %w", dst, err)
 	}
 	return rep, nil
+}
+
+// salvageLog reads the entries of the journal log at path after applied,
+// as far as they can be read: the log's own damage checks are for Open,
+// which must not guess; a salvage takes what is whole. Entries of another
+// journal (when the file's id is known) are left out.
+func salvageLog(path string, applied uint64, id []byte) ([]walEntry, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var entries []walEntry
+	var last uint64
+	for off := 0; ; {
+		seq, eid, p, ok := walEntryAt(data, off)
+		if !ok || (off > 0 && seq != last+1) {
+			return entries, nil
+		}
+		if id != nil && !bytes.Equal(eid, id) {
+			return nil, fmt.Errorf("%w: the log is another journal's", ErrNotJournal)
+		}
+		last, off = seq, off+walHeader+len(p)
+		if seq <= applied {
+			continue
+		}
+		recs, err := decodeRecords(p)
+		if err != nil {
+			return entries, err
+		}
+		entries = append(entries, walEntry{seq, recs})
+	}
 }
 
 func keyText(k []byte) string {

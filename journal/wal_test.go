@@ -351,3 +351,17 @@ func TestLogOfALinkedJournal(t *testing.T) {
 	wantRecovered(t, j, run, done, fly)
 	journaltest.CheckAndClose(t, j)
 }
+
+// Salvage copies the writes a crash left in the log, not only the file's.
+func TestSalvageTakesTheLog(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "journal.db"), filepath.Join(dir, "saved.db")
+	run, done, fly := crashed(t, src, nil)
+	rep, err := journal.Salvage(src, dst, nil)
+	if err != nil || len(rep.Lost) > 0 || rep.Runs != 1 || rep.Invocations != 2 || rep.FromLog != 3 {
+		t.Fatalf("salvage: %+v, %v; want 1 run and 2 invocations, all 3 from the log", rep, err)
+	}
+	j := journaltest.OpenPath(t, dst, nil)
+	wantRecovered(t, j, run, done, fly)
+	journaltest.CheckAndClose(t, j)
+}

@@ -24,8 +24,10 @@ func newJournalSalvageCommand(g *globals, runF func(context.Context, *journalSal
 		Short: "Copy every readable record of a damaged journal into a new one",
 		Long: `Copy every run and invocation of the journal that can still be read — each
 record's checksum verified — into a new journal at OUT, with its indexes rebuilt,
-and list what could not be copied. The damaged journal is only read. Check the
-new one, then use it with --journal OUT (or move it into place).`,
+and list what could not be copied. Writes that a crash left in the journal's log
+(the file beside it ending in -wal) are copied too. The damaged journal and its
+log are only read. Check the new one, then use it with --journal OUT, or move it
+into place after moving the old journal and its log away.`,
 		Example: `  mcpflow journal salvage .mcpflow/saved.db
   mcpflow --journal .mcpflow/saved.db journal check`,
 		Args: cobra.ExactArgs(1),
@@ -62,9 +64,12 @@ func runJournalSalvage(o *journalSalvageOptions) error {
 	for i, l := range rep.Lost {
 		lost[i] = map[string]string{"kind": l.Kind, "key": l.Key, "reason": l.Reason}
 	}
-	v := map[string]any{"from": path, "to": o.out, "runs": rep.Runs, "invocations": rep.Invocations, "lost": lost}
+	v := map[string]any{"from": path, "to": o.out, "runs": rep.Runs, "invocations": rep.Invocations, "from_log": rep.FromLog, "lost": lost}
 	return o.g.printer(o.Out).print(v, func(w io.Writer) error {
 		fmt.Fprintf(w, "copied %d runs and %d invocations from %s to %s\n", rep.Runs, rep.Invocations, path, o.out)
+		if rep.FromLog > 0 {
+			fmt.Fprintf(w, "%d of those records were taken from its log, which held writes the file did not\n", rep.FromLog)
+		}
 		for _, l := range rep.Lost {
 			fmt.Fprintf(w, "lost %s %s: %s\n", l.Kind, l.Key, l.Reason)
 		}
