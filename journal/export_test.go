@@ -122,7 +122,7 @@ func (j *Journal) HoldApplier() {
 func (j *Journal) Crash() int {
 	j.ap.mu.Lock()
 	n := len(j.ap.queue)
-	j.ap.queue, j.ap.stop = nil, true
+	j.ap.queue, j.ap.bytes, j.ap.stop = nil, 0, true
 	j.ap.mu.Unlock()
 	signal(j.ap.urgent)
 	<-j.ap.done
@@ -156,4 +156,13 @@ func LogEntries(path string) ([]int64, error) {
 		offs = append(offs, int64(off))
 		last, off = seq, off+walHeader+len(p)
 	}
+}
+
+// FailApplies makes every commit of the log into the file fail with err
+// (nil: succeed again).
+func (j *Journal) FailApplies(err error) {
+	j.ap.mu.Lock()
+	j.ap.fail = err
+	j.ap.mu.Unlock()
+	signal(j.ap.urgent)
 }

@@ -224,7 +224,7 @@ func salvageLog(path string, applied uint64, id []byte) ([]walEntry, error) {
 		if err != nil {
 			return entries, err
 		}
-		entries = append(entries, walEntry{seq, recs})
+		entries = append(entries, walEntry{seq, recs, walHeader + len(p)})
 	}
 }
 

@@ -191,6 +191,7 @@ func decodeRecords(p []byte) ([]*walRecord, error) {
 type walEntry struct {
 	seq  uint64
 	recs []*walRecord
+	size int // its bytes in the log
 }
 
 // wal is the log file of a journal open read-write. Only the committer
@@ -300,6 +301,10 @@ func (w *wal) write(entry []byte) (pages int64, err error) {
 		return 0, err
 	}
 	if err := fdatasync(w.f); err != nil {
+		// The entry may be whole in the page cache: unmark it, so that
+		// an open before the machine restarts does not apply a write
+		// whose caller was told it failed.
+		w.f.WriteAt(make([]byte, 4), w.off)
 		return 0, err
 	}
 	w.off = end
@@ -308,8 +313,14 @@ func (w *wal) write(entry []byte) (pages int64, err error) {
 }
 
 // rewind makes the next entry go at the log's start (everything in it
-// must be applied).
-func (w *wal) rewind() { w.off = 0 }
+// must be applied). A log that a large entry grew well past its capacity
+// is cut back.
+func (w *wal) rewind() {
+	w.off = 0
+	if w.size > 2*walCapacity && w.f.Truncate(walCapacity) == nil {
+		w.size = walCapacity
+	}
+}
 
 func (w *wal) close() error { return w.f.Close() }
 
@@ -356,7 +367,7 @@ func readWAL(r io.ReaderAt, size int64, applied uint64, id []byte) (entries []wa
 		if err != nil {
 			return nil, 0, err
 		}
-		entries = append(entries, walEntry{seq, recs})
+		entries = append(entries, walEntry{seq, recs, walHeader + len(p)})
 	}
 	return entries, last, nil
 }
@@ -399,6 +410,9 @@ func walEntryAt(data []byte, off int) (seq uint64, id, p []byte, ok bool) {
 // applyEntries commits entries into the bbolt file, with the sequence
 // number of the last one.
 func applyEntries(tx *bolt.Tx, entries []walEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
 	for _, e := range entries {
 		for _, r := range e.recs {
 			if err := r.apply(tx); err != nil {
@@ -437,6 +451,12 @@ const (
 	applyBytes = walCapacity / 2
 )
 
+// applyRetry is how long the applier waits before it tries again a commit
+// into the file that failed (a full disk, say). Meanwhile writes go on
+// into the log, which has room of its own, and reads that need the file
+// get the error.
+const applyRetry = time.Second
+
 // applier commits, in the background, the entries the log made durable
 // into the bbolt file. Its goroutine is started by Open and ended by
 // Close, after it applied everything queued.
@@ -450,18 +470,23 @@ type applier struct {
 	queue   []walEntry
 	bytes   int       // the size of the queue's entries in the log
 	last    time.Time // when the last entry was queued
+	waiters int       // goroutines in wait
 	applied uint64    // the last entry committed to the file
-	err     error     // sticky: a failed commit stops the applier
-	stop    bool
-	idle    time.Duration // applyIdle (tests hold the applier)
-	after   func()        // Options.AfterApply
-	done    chan struct{}
-	commits int64
+	// err is why the last commit failed (nil once one succeeds); damage
+	// (onDamage) stops the applier for good.
+	err      error
+	stop     bool
+	idle     time.Duration // applyIdle (Options.ApplyIdle, tests)
+	after    func()        // Options.AfterApply
+	onDamage func(error)
+	fail     error // when set, every commit fails with it (tests)
+	done     chan struct{}
+	commits  int64
 }
 
-func startApplier(db *bolt.DB, path string, applied uint64, after func()) *applier {
-	a := &applier{db: db, path: path, applied: applied, idle: applyIdle, after: after, done: make(chan struct{}),
-		more: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
+func startApplier(db *bolt.DB, path string, applied uint64, idle time.Duration, after func(), onDamage func(error)) *applier {
+	a := &applier{db: db, path: path, applied: applied, idle: idle, after: after, onDamage: onDamage,
+		done: make(chan struct{}), more: make(chan struct{}, 1), urgent: make(chan struct{}, 1)}
 	a.cond.L = &a.mu
 	go a.loop()
 	return a
@@ -474,15 +499,15 @@ func signal(c chan struct{}) {
 	}
 }
 
-// add queues e, which takes size bytes of the log. It wakes the applier
-// only when the queue was empty or has grown to applyBytes: a wake-up per
-// commit would cost more than the commit's own work.
-func (a *applier) add(e walEntry, size int) {
+// add queues e. It wakes the applier only when the queue was empty or has
+// grown to applyBytes: a wake-up per commit would cost more than the
+// commit's own work.
+func (a *applier) add(e walEntry) {
 	a.mu.Lock()
 	a.queue = append(a.queue, e)
-	a.bytes += size
+	a.bytes += e.size
 	a.last = time.Now()
-	wake := len(a.queue) == 1 || (a.bytes >= applyBytes && a.bytes-size < applyBytes)
+	wake := len(a.queue) == 1 || (a.bytes >= applyBytes && a.bytes-e.size < applyBytes)
 	a.mu.Unlock()
 	if wake {
 		signal(a.more)
@@ -492,10 +517,9 @@ func (a *applier) add(e walEntry, size int) {
 func (a *applier) loop() {
 	defer close(a.done)
 	quiet := time.NewTimer(applyIdle)
-	urgent := false
 	for {
 		a.mu.Lock()
-		n, bytes, stop, idle, last := len(a.queue), a.bytes, a.stop, a.idle, a.last
+		n, bytes, stop, idle, last, urgent := len(a.queue), a.bytes, a.stop, a.idle, a.last, a.waiters > 0
 		a.mu.Unlock()
 		if n == 0 {
 			if stop {
@@ -514,54 +538,71 @@ func (a *applier) loop() {
 			select {
 			case <-quiet.C:
 			case <-a.more:
-				quiet.Stop()
 			case <-a.urgent:
-				quiet.Stop()
-				urgent = true
 			}
+			quiet.Stop()
 			continue
 		}
-		urgent = false
 		a.mu.Lock()
-		batch := a.queue
-		a.queue, a.bytes = nil, 0
+		batch, err := a.queue, a.fail
 		a.mu.Unlock()
-		_, err := applyBolt(a.db, a.path, []func(*bolt.Tx) error{func(tx *bolt.Tx) error { return applyEntries(tx, batch) }})
+		if err == nil {
+			_, err = applyBolt(a.db, a.path, []func(*bolt.Tx) error{func(tx *bolt.Tx) error { return applyEntries(tx, batch) }})
+		}
 		a.mu.Lock()
 		if err != nil {
-			a.err = fmt.Errorf("journal %s: apply the log: %w", a.path, err)
+			a.err = fmt.Errorf("journal %s: apply the log to the file: %w", a.path, err)
 		} else {
-			a.applied = batch[len(batch)-1].seq
+			a.queue = a.queue[min(len(batch), len(a.queue)):] // what came meanwhile stays
+			for _, e := range batch {
+				a.bytes -= e.size
+			}
+			if len(a.queue) == 0 {
+				a.queue, a.bytes = nil, 0
+			}
+			a.applied, a.err = batch[len(batch)-1].seq, nil
 			a.commits++
 		}
+		err = a.err
 		a.mu.Unlock()
-		if err == nil && a.after != nil {
-			a.after()
-		}
 		a.cond.Broadcast()
-		if err != nil {
+		switch {
+		case err == nil && a.after != nil:
+			a.after()
+		case errors.Is(err, ErrDamaged):
+			a.onDamage(err)
 			return
+		case err != nil && stop:
+			return
+		case err != nil:
+			quiet.Reset(applyRetry)
+			select {
+			case <-quiet.C:
+			case <-a.urgent: // Close, or someone new waits: try now
+			}
+			quiet.Stop()
 		}
 	}
 }
 
-// wait returns once every entry up to seq is in the file, or the
-// applier's error.
+// wait returns once every entry up to seq is in the file, or the error of
+// the commit that failed to put them there.
 func (a *applier) wait(seq uint64) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for a.applied < seq && a.err == nil {
-		signal(a.urgent)
-		a.cond.Wait()
+	if a.applied >= seq {
+		return nil
 	}
-	return a.err
-}
-
-// failed is the applier's error, if it stopped on one.
-func (a *applier) failed() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.err
+	a.waiters++
+	defer func() { a.waiters-- }()
+	signal(a.urgent)
+	for a.applied < seq {
+		a.cond.Wait()
+		if a.err != nil {
+			return a.err
+		}
+	}
+	return nil
 }
 
 // close applies what is queued and ends the goroutine.
@@ -571,7 +612,12 @@ func (a *applier) close() error {
 	a.mu.Unlock()
 	signal(a.urgent)
 	<-a.done
-	return a.failed()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.queue) > 0 && a.err == nil {
+		a.err = fmt.Errorf("journal %s: %d log entries not applied to the file", a.path, len(a.queue))
+	}
+	return a.err
 }
 
 func (a *applier) stats() (applied uint64, commits int64) {
@@ -652,7 +698,7 @@ func (o *overlay) newInvs(run ID) []ID {
 // openLog opens the journal's log, applies what it holds beyond what the
 // file has (what a crash left there), and starts the applier. A journal
 // without an id (new, or older than the log) is given one.
-func (j *Journal) openLog(afterApply func()) error {
+func (j *Journal) openLog(idle time.Duration, afterApply func()) error {
 	log, err := openWAL(j.logPath)
 	if err != nil {
 		return err
@@ -677,7 +723,7 @@ func (j *Journal) openLog(afterApply func()) error {
 		return fmt.Errorf("open journal %s: its log %s: %w", j.path, log.path, err)
 	}
 	log.seq, log.id = max(applied, last), id
-	j.log, j.ap = log, startApplier(j.db, j.path, log.seq, afterApply)
+	j.log, j.ap = log, startApplier(j.db, j.path, log.seq, idle, afterApply, j.latch)
 	j.durable.Store(log.seq)
 	return nil
 }
@@ -713,9 +759,6 @@ func (j *Journal) commitLog(fns []func(store) error) (failed int, err error) {
 	if j.log == nil {
 		return -1, fmt.Errorf("journal %s was opened read-only: %w", j.path, berrors.ErrDatabaseReadOnly)
 	}
-	if err := j.ap.failed(); err != nil {
-		return -1, err
-	}
 	applied, _ := j.ap.stats()
 	j.ov.drop(applied) // before the read transaction begins: it has them
 	puts, failed, err := j.runStore(fns)
@@ -733,9 +776,9 @@ func (j *Journal) commitLog(fns []func(store) error) (failed int, err error) {
 	if err != nil {
 		return -1, err
 	}
-	e := walEntry{j.log.seq, puts}
+	e := walEntry{j.log.seq, puts, len(entry)}
 	j.ov.add(e)
-	j.ap.add(e, len(entry)) // before it counts as durable: whoever waits for it finds it queued
+	j.ap.add(e) // before it counts as durable: whoever waits for it finds it queued
 	j.durable.Store(e.seq)
 	j.logPages.Add(pages)
 	return -1, nil

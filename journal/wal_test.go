@@ -365,3 +365,27 @@ func TestSalvageTakesTheLog(t *testing.T) {
 	wantRecovered(t, j, run, done, fly)
 	journaltest.CheckAndClose(t, j)
 }
+
+// While the file cannot take the log's writes (a full disk, say), writes
+// go on into the log, reads that need the file get the error, and all is
+// applied once the file takes writes again.
+func TestApplierFailsThenRecovers(t *testing.T) {
+	j := journaltest.Open(t, nil)
+	run := newRun(t, j)
+	full := errors.New("no space left on device")
+	j.FailApplies(full)
+	in := begin(t, j, run, "fs", "read") // durable in the log
+	finish(t, j, in, journal.StateCompleted)
+	if _, err := j.Invocations(journal.Filter{}); !errors.Is(err, full) {
+		t.Fatalf("a query while the file fails: %v, want its error", err)
+	}
+	if st := state(t, j, in.ID); st != journal.StateCompleted { // read by id: from the log
+		t.Fatalf("by id: %s", st)
+	}
+	j.FailApplies(nil)
+	invs, err := j.RunInvocations(run)
+	if err != nil || len(invs) != 1 || invs[0].State != journal.StateCompleted {
+		t.Fatalf("after the file recovered: %+v %v", invs, err)
+	}
+	journaltest.CheckAndClose(t, j)
+}
