@@ -515,7 +515,12 @@ func (a *applier) add(e walEntry) {
 }
 
 func (a *applier) loop() {
-	defer close(a.done)
+	defer func() {
+		a.mu.Lock()
+		close(a.done) // under mu: a waiter sees it, or is woken below
+		a.mu.Unlock()
+		a.cond.Broadcast()
+	}()
 	quiet := time.NewTimer(applyIdle)
 	for {
 		a.mu.Lock()
@@ -597,6 +602,14 @@ func (a *applier) wait(seq uint64) error {
 	defer func() { a.waiters-- }()
 	signal(a.urgent)
 	for a.applied < seq {
+		select {
+		case <-a.done: // stopped: damage, or Close
+			if a.err != nil {
+				return a.err
+			}
+			return ErrClosed
+		default:
+		}
 		a.cond.Wait()
 		if a.err != nil {
 			return a.err
