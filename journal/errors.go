@@ -8,6 +8,9 @@ var (
 	ErrLocked = errors.New("journal is in use by another mcpflow process")
 	// ErrNotJournal: the file exists but is not an mcpflow journal.
 	ErrNotJournal = errors.New("file is not an mcpflow journal")
+	// ErrForeignLog: the file beside the journal where its write-ahead
+	// log belongs is not that journal's log.
+	ErrForeignLog = errors.New("not this journal's log")
 	// ErrDamaged: the file is an unreadable or truncated database, or a
 	// record in it cannot be decoded.
 	ErrDamaged = errors.New("journal file is damaged")

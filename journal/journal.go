@@ -215,11 +215,14 @@ func Open(path string, opts *Options) (*Journal, error) {
 				o.recovered = true
 				return Open(path, &o)
 			}
+			if errors.Is(err, ErrDamaged) || errors.Is(err, ErrForeignLog) {
+				return nil, err // the read-write open says what is wrong
+			}
 			return nil, fmt.Errorf("open journal %s: %d writes are in its log %s and not yet in the file (the last process that wrote stopped without closing it); applying them needs the journal read-write: %w", path, n, walPath(path), err)
 		}
 		if err != nil {
 			db.Close()
-			return nil, fmt.Errorf("open journal %s: its log %s: %w", path, walPath(path), err)
+			return nil, logError(path, walPath(path), err)
 		}
 	}
 	j := &Journal{db: db, path: path, logPath: walPath(path), readOnly: o.ReadOnly, keyOptional: o.keyOptional}

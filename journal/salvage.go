@@ -214,7 +214,7 @@ func salvageLog(path string, applied uint64, id []byte) ([]walEntry, error) {
 			return entries, nil
 		}
 		if id != nil && !bytes.Equal(eid, id) {
-			return nil, fmt.Errorf("%w: the log is another journal's", ErrNotJournal)
+			return nil, fmt.Errorf("%w: it is another journal's", ErrForeignLog)
 		}
 		last, off = seq, off+walHeader+len(p)
 		if seq <= applied {

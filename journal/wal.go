@@ -336,12 +336,12 @@ func readWAL(r io.ReaderAt, size int64, applied uint64, id []byte) (entries []wa
 		return nil, 0, err
 	}
 	if len(data) >= 4 && binary.LittleEndian.Uint32(data) != walMagic && binary.LittleEndian.Uint32(data) != 0 {
-		return nil, 0, fmt.Errorf("%w: it is not a journal log", ErrNotJournal)
+		return nil, 0, fmt.Errorf("%w: it is not a journal log at all", ErrForeignLog)
 	}
 	for off := 0; ; {
 		seq, eid, p, ok := walEntryAt(data, off)
 		if ok && !bytes.Equal(eid, id) {
-			return nil, 0, fmt.Errorf("%w: the log is another journal's (the journal beside it was replaced, or moved without its log)", ErrNotJournal)
+			return nil, 0, fmt.Errorf("%w: it is another journal's (this journal replaced that one, or that one was moved without its log)", ErrForeignLog)
 		}
 		if ok && off > 0 && seq != last+1 {
 			break // what is left of older entries after a reuse
@@ -733,12 +733,25 @@ func (j *Journal) openLog(idle time.Duration, afterApply func()) error {
 	}
 	if err != nil {
 		log.close()
-		return fmt.Errorf("open journal %s: its log %s: %w", j.path, log.path, err)
+		return logError(j.path, log.path, err)
 	}
 	log.seq, log.id = max(applied, last), id
 	j.log, j.ap = log, startApplier(j.db, j.path, log.seq, idle, afterApply, j.latch)
 	j.durable.Store(log.seq)
 	return nil
+}
+
+// logError is the error of an open that could not use the journal's log,
+// with what to do about it.
+func logError(path, logPath string, err error) error {
+	hint := ""
+	switch {
+	case errors.Is(err, ErrForeignLog):
+		hint = "; move it away if it belongs to no journal you keep"
+	case errors.Is(err, ErrDamaged):
+		hint = "; 'mcpflow journal salvage OUT' copies what the journal and its log still hold into a new journal"
+	}
+	return fmt.Errorf("open journal %s: its log %s: %w%s", path, logPath, err, hint)
 }
 
 // unapplied counts the entries of the log at logPath that the journal

@@ -316,7 +316,7 @@ func TestForeignLogRefused(t *testing.T) {
 			}
 			file := readFile(t, b)
 			for _, ro := range []bool{false, true} {
-				if _, err := journal.Open(b, &journal.Options{ReadOnly: ro}); !errors.Is(err, journal.ErrNotJournal) || !strings.Contains(err.Error(), "-wal") {
+				if _, err := journal.Open(b, &journal.Options{ReadOnly: ro}); !errors.Is(err, journal.ErrForeignLog) || !strings.Contains(err.Error(), "-wal") {
 					t.Errorf("read-only %v: %v, want the log refused", ro, err)
 				}
 			}

@@ -64,7 +64,7 @@ func codeFor(err error) int {
 		return ee.code
 	case errors.Is(err, journal.ErrLocked), errors.Is(err, journal.ErrDamaged), errors.Is(err, journal.ErrInaccessible),
 		errors.Is(err, service.ErrJournal),
-		errors.Is(err, journal.ErrNotJournal), errors.Is(err, journal.ErrNewerSchema):
+		errors.Is(err, journal.ErrNotJournal), errors.Is(err, journal.ErrForeignLog), errors.Is(err, journal.ErrNewerSchema):
 		return exitJournal
 	case errors.Is(err, workflow.ErrInvalid), errors.Is(err, workflow.ErrInput), errors.Is(err, servers.ErrConfig),
 		errors.Is(err, service.ErrInvalid):
