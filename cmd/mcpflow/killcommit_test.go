@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
 )
@@ -40,7 +41,9 @@ func killAfterCommit(commit, apply string) {
 			o.AfterCommit = killAt(commitAt)
 		}
 		if err2 == nil {
-			o.AfterApply = killAt(applyAt)
+			// Applied as soon as written: a kill point after (nearly)
+			// every commit, with more commits to come.
+			o.AfterApply, o.ApplyIdle = killAt(applyAt), time.Nanosecond
 		}
 	}
 }
@@ -95,7 +98,7 @@ func TestKillAtEveryCommit(t *testing.T) {
 				c.env = quickExit()
 				if r.code == 0 {
 					t.Logf("a run makes %d %s; killed after each", n-1, kind.plural)
-					if n < 2 {
+					if n < 4 {
 						t.Errorf("only %d %s were tried", n-1, kind.plural)
 					}
 					return
