@@ -28,14 +28,11 @@ func (s *logStore) latest(id ID) *walRecord {
 	return s.ov.get(id)
 }
 
-// run and inv return the record as put when it is in the overlay: the
-// writes only read what a store returns (they change a clone), so it is
-// shared rather than decoded again.
+// inv returns the invocation as put when it is in the overlay: the writes
+// only read what a store returns (they change a clone), so it is shared
+// rather than decoded again.
 func (s *logStore) run(id ID) (*Run, error) {
 	if r := s.latest(id); r != nil && r.kind == recRun {
-		if obj, ok := r.obj.(*Run); ok {
-			return obj, nil
-		}
 		return decodeRun(s.sealer, r.val)
 	}
 	return getRun(s.tx, id)

@@ -66,9 +66,9 @@ type walRecord struct {
 	id, run      ID
 	server, tool string
 	val          []byte
-	// obj is the record as put (a *Run or *Invocation, a copy of the
-	// writer's), which the writes read instead of decoding val; nil for
-	// records read back from the log.
+	// obj is the invocation as put (see ownInv), which the writes read
+	// instead of decoding val; nil for runs (read a few times a run) and
+	// for records read back from the log.
 	obj any
 }
 
@@ -78,7 +78,7 @@ func runRecord(s *sealer, old, r *Run) (*walRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := &walRecord{kind: recRun, isNew: old == nil, new: byte(r.Status), id: r.ID, run: r.ID, val: seal(b), obj: cloneRun(r)}
+	rec := &walRecord{kind: recRun, isNew: old == nil, new: byte(r.Status), id: r.ID, run: r.ID, val: seal(b)}
 	if old != nil {
 		rec.old = byte(old.Status)
 	}
@@ -92,11 +92,28 @@ func invRecord(s *sealer, old, inv *Invocation) (*walRecord, error) {
 		return nil, err
 	}
 	rec := &walRecord{kind: recInv, isNew: old == nil, new: byte(inv.State), id: inv.ID, run: inv.RunID,
-		server: inv.Server, tool: inv.Tool, val: seal(b), obj: cloneInv(inv)}
+		server: inv.Server, tool: inv.Tool, val: seal(b), obj: ownInv(inv)}
 	if old != nil {
 		rec.old = byte(old.State)
 	}
 	return rec, nil
+}
+
+// ownInv is a copy of inv that shares nothing a caller could change
+// afterwards (the payloads it passed in, the result it was given).
+func ownInv(inv *Invocation) *Invocation {
+	c := cloneInv(inv)
+	c.Arguments, c.Annotations = bytes.Clone(inv.Arguments), bytes.Clone(inv.Annotations)
+	if inv.Result != nil {
+		r := *inv.Result
+		r.Content, r.StructuredContent = bytes.Clone(r.Content), bytes.Clone(r.StructuredContent)
+		c.Result = &r
+	}
+	if inv.Error != nil {
+		e := *inv.Error
+		c.Error = &e
+	}
+	return c
 }
 
 // apply writes the record and moves its index entries.

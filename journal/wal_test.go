@@ -389,3 +389,29 @@ func TestApplierFailsThenRecovers(t *testing.T) {
 	}
 	journaltest.CheckAndClose(t, j)
 }
+
+// What a caller passed in is copied: changing it after the write changes
+// nothing the journal holds, in a later write of the same record either.
+func TestWritesOwnWhatTheyAreGiven(t *testing.T) {
+	j := journaltest.Open(t, nil)
+	run := newRun(t, j)
+	args := json.RawMessage(`{"a":1}`)
+	in, err := j.Begin(&journal.Invocation{RunID: run, Step: "s", Item: -1, Server: "fs", Tool: "t", Arguments: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args[5] = '9'
+	res := &journal.Result{Content: json.RawMessage(`[1]`)}
+	if err := j.Finish(in, journal.Outcome{State: journal.StateCompleted, Result: res}); err != nil {
+		t.Fatal(err)
+	}
+	res.Content[1] = '7'
+	if err := j.Resolve(in.ID, journal.Resolution{By: "op", Why: "w", As: journal.StateCompleted}, nil); err != nil && !errors.Is(err, journal.ErrTransition) {
+		t.Fatal(err)
+	}
+	inv, err := j.Invocation(in.ID)
+	if err != nil || string(inv.Arguments) != `{"a":1}` || string(inv.Result.Content) != `[1]` {
+		t.Fatalf("after the caller changed its values: arguments %s, result %s (%v)", inv.Arguments, inv.Result.Content, err)
+	}
+	journaltest.CheckAndClose(t, j)
+}
