@@ -1,4 +1,4 @@
-// Package gcpolicy sets the garbage collector's targets for mcpflow's
+// Package gcpolicy sets the garbage collector's target for mcpflow's
 // processes.
 //
 // A journaled tools/call allocates little that lives: the records it
@@ -7,8 +7,8 @@
 // so a busy process makes hundreds of KiB of garbage per step over a live
 // heap of a few MiB. With Go's default target (GOGC=100) the collector
 // then runs every few steps and takes a third of the CPU. A target of 400
-// lets the heap grow to five times what is live before a collection; the
-// soft memory limit keeps a large heap from growing that far.
+// lets the heap grow to five times what is live before a collection.
+// GOMEMLIMIT caps that for a process whose live heap is large.
 package gcpolicy
 
 import (
@@ -16,20 +16,13 @@ import (
 	"runtime/debug"
 )
 
-const (
-	// Percent is the GC target when GOGC is not set.
-	Percent = 400
-	// Limit is the soft memory limit when GOMEMLIMIT is not set.
-	Limit = 512 << 20
-)
+// Percent is the GC target when GOGC is not set.
+const Percent = 400
 
-// Apply sets the targets, leaving alone those the environment sets
-// (GOGC, GOMEMLIMIT): a user's setting wins.
+// Apply sets the target, unless the environment sets one (GOGC): a user's
+// setting wins.
 func Apply() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(Percent)
-	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(Limit)
 	}
 }
