@@ -37,8 +37,10 @@ func (p Problem) String() string { return p.Record + ": " + p.Message }
 //     requested), a pending one says neither; a succeeded run has no
 //     pending approval.
 //
-// It returns nil, nil for a healthy journal. While it runs, writers wait.
-// Once it found a problem, the journal refuses writes.
+// It returns nil, nil for a healthy journal. It first waits until the file
+// holds every write that returned; while it runs, the file takes no new
+// ones (writes go on into the log). Once it found a problem, the journal
+// refuses writes.
 func (j *Journal) Check() (probs []Problem, err error) {
 	add := func(rec, format string, args ...any) {
 		probs = append(probs, Problem{rec, fmt.Sprintf(format, args...)})
@@ -51,7 +53,7 @@ func (j *Journal) Check() (probs []Problem, err error) {
 	if err := j.caughtUp(); err != nil {
 		return nil, err
 	}
-	tx, err := j.db.Begin(!j.readOnly) // a write transaction keeps writers out
+	tx, err := j.db.Begin(!j.readOnly) // a write transaction keeps the applier out
 	if err != nil {
 		if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 			err = ErrClosed

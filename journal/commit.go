@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// groupCommit shares one bbolt commit (and so one fsync) among the writers
+// groupCommit shares one commit (a log append on the bbolt journal, a
+// transaction on PostgreSQL; one fsync either way) among the writers
 // that arrive while a commit is in progress, without ever waiting on a
 // timer. Writers queue their write, then either find it committed by
 // someone else or take the committer's token and commit everything queued,

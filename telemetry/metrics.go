@@ -30,7 +30,7 @@ var (
 	}, []string{"verdict", "reason"})
 	commitLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "mcpflow_journal_commit_duration_seconds",
-		Help:    "Latency of journal group commits (two fdatasyncs each) made by this process.",
+		Help:    "Latency of journal group commits made by this process (a log append and an fdatasync on the bbolt file; a transaction on PostgreSQL).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 3, 10),
 	})
 	commitErrors = prometheus.NewCounter(prometheus.CounterOpts{
