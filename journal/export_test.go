@@ -154,7 +154,7 @@ func LogEntries(path string) ([]int64, error) {
 			return offs, nil
 		}
 		offs = append(offs, int64(off))
-		last, off = seq, off+walHeader+len(p)
+		last, off = seq, walNext(off, len(p))
 	}
 }
 

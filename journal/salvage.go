@@ -216,7 +216,7 @@ func salvageLog(path string, applied uint64, id []byte) ([]walEntry, error) {
 		if id != nil && !bytes.Equal(eid, id) {
 			return nil, fmt.Errorf("%w: it is another journal's", ErrForeignLog)
 		}
-		last, off = seq, off+walHeader+len(p)
+		last, off = seq, walNext(off, len(p))
 		if seq <= applied {
 			continue
 		}
@@ -224,7 +224,7 @@ func salvageLog(path string, applied uint64, id []byte) ([]walEntry, error) {
 		if err != nil {
 			return entries, err
 		}
-		entries = append(entries, walEntry{seq, recs, walHeader + len(p)})
+		entries = append(entries, walEntry{seq, recs, walNext(0, len(p))})
 	}
 }
 

@@ -40,7 +40,15 @@ const (
 	walHeader   = 32         // magic, length, sequence number, journal id, CRC-32C, zero
 	walCapacity = 1 << 20    // reuse the log from its start beyond this
 	walGrow     = 64 << 10   // the log grows by this much, written as zeros, so that appends overwrite
+	// walAlign: every entry starts on a block of its own, so that an
+	// append never rewrites a block that holds an acknowledged entry (a
+	// write torn by a power cut can only damage the entry being written).
+	walAlign = 4096
 )
+
+// walNext is where the entry after the one at off, whose body is n
+// bytes, starts.
+func walNext(off, n int) int { return (off + walHeader + n + walAlign - 1) / walAlign * walAlign }
 
 var (
 	keyWALApplied = []byte("wal_applied")
@@ -282,6 +290,7 @@ func (w *wal) entry(recs []*walRecord) []byte {
 	copy(b[16:24], w.id)
 	crc := crc32.Update(crc32.Checksum(b[4:24], crcTable), crcTable, b[walHeader:])
 	binary.LittleEndian.PutUint32(b[24:], crc)
+	b = append(b, make([]byte, walNext(0, len(b)-walHeader)-len(b))...) // to the next block
 	w.buf = b
 	return b
 }
@@ -373,7 +382,7 @@ func readWAL(r io.ReaderAt, size int64, applied uint64, id []byte) (entries []wa
 			break
 		}
 		last = seq
-		off += walHeader + len(p)
+		off = walNext(off, len(p))
 		if seq <= applied {
 			continue
 		}
@@ -384,7 +393,7 @@ func readWAL(r io.ReaderAt, size int64, applied uint64, id []byte) (entries []wa
 		if err != nil {
 			return nil, 0, err
 		}
-		entries = append(entries, walEntry{seq, recs, walHeader + len(p)})
+		entries = append(entries, walEntry{seq, recs, walNext(0, len(p))})
 	}
 	return entries, last, nil
 }
@@ -394,14 +403,7 @@ func readWAL(r io.ReaderAt, size int64, applied uint64, id []byte) (entries []wa
 // returns its number, or 0. Entries left from before a reuse of the log
 // have lower numbers than any written since.
 func walEntryAfter(data []byte, off int, seq uint64, id []byte) uint64 {
-	var magic [4]byte
-	binary.LittleEndian.PutUint32(magic[:], walMagic)
-	for i := off + 1; i+walHeader <= len(data); i++ {
-		k := bytes.Index(data[i:], magic[:])
-		if k < 0 {
-			return 0
-		}
-		i += k
+	for i := off + walAlign; i+walHeader <= len(data); i += walAlign {
 		if next, eid, _, ok := walEntryAt(data, i); ok && next > seq && bytes.Equal(eid, id) {
 			return next
 		}

@@ -105,6 +105,11 @@ func TestLogWithATornLastEntry(t *testing.T) {
 	if err != nil || len(offs) < 2 {
 		t.Fatalf("log entries %v %v", offs, err)
 	}
+	for _, off := range offs {
+		if off%4096 != 0 {
+			t.Fatalf("an entry at %d: entries start on blocks of their own, so that a torn append cannot reach the one before", off)
+		}
+	}
 	log := readFile(t, path+"-wal")
 	last := offs[len(offs)-1]
 	clear(log[last+30:]) // the last entry (the in-flight call's intent) cut short
