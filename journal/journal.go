@@ -247,7 +247,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 		j.Close()
 		return nil, err
 	}
-	if version < SchemaVersion {
+	if version < SchemaVersion && !o.ReadOnly {
 		if err := j.update(func(tx *bolt.Tx) error { return migrate(tx, version) }); err != nil {
 			j.Close()
 			return nil, fmt.Errorf("open journal %s: migrate schema %d: %w", path, version, err)

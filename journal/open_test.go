@@ -192,6 +192,26 @@ func setSchemaVersion(t *testing.T, path string, v uint64) {
 	}
 }
 
+// A schema-2 journal (before the log) is read as it is by a read-only
+// open, and migrated by the first read-write one.
+func TestSchema2JournalOpens(t *testing.T) {
+	path := smallJournal(t)
+	os.Remove(path + "-wal")
+	setSchemaVersion(t, path, 2)
+	before := readFile(t, path)
+	j := journaltest.OpenPath(t, path, &journal.Options{ReadOnly: true})
+	if runs, err := j.Runs(journal.RunFilter{}); err != nil || len(runs) != 3 {
+		t.Fatalf("read-only: %d runs, %v", len(runs), err)
+	}
+	journaltest.CheckAndClose(t, j)
+	if !bytes.Equal(before, readFile(t, path)) {
+		t.Error("a read-only open of a schema-2 journal wrote")
+	}
+	j = journaltest.OpenPath(t, path, nil)
+	newRun(t, j)
+	journaltest.CheckAndClose(t, j)
+}
+
 func TestOpenRefusesNewerSchema(t *testing.T) {
 	path := smallJournal(t)
 	setSchemaVersion(t, path, 99)
