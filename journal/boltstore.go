@@ -62,20 +62,24 @@ func (s *logStore) hasInv(id ID) (bool, error) {
 	return s.tx.Bucket(bucketInvs).Get(id.key()) != nil, nil
 }
 
-func (s *logStore) put(r *walRecord) {
+func (s *logStore) put(r *walRecord) error {
+	if err := r.check(); err != nil {
+		return err
+	}
 	s.puts = append(s.puts, r)
 	if s.mine == nil {
 		s.mine = map[ID]*walRecord{}
 	}
 	s.mine[r.id] = r
+	return nil
 }
 
 func (s *logStore) putRun(old, r *Run) error {
 	rec, err := runRecord(s.sealer, old, r)
-	if err == nil {
-		s.put(rec)
+	if err != nil {
+		return err
 	}
-	return err
+	return s.put(rec)
 }
 
 func (s *logStore) putInv(old, inv *Invocation) error {
@@ -88,10 +92,10 @@ func (s *logStore) putInv(old, inv *Invocation) error {
 		}
 	}
 	rec, err := invRecord(s.sealer, old, inv)
-	if err == nil {
-		s.put(rec)
+	if err != nil {
+		return err
 	}
-	return err
+	return s.put(rec)
 }
 
 // firstWhere looks at the run's invocations in the file and those created
@@ -137,6 +141,9 @@ func (s *logStore) state(id ID) State {
 // straight into the file.
 func putRun(tx *bolt.Tx, old, r *Run) error {
 	rec, err := runRecord(sealerOf(tx), old, r)
+	if err == nil {
+		err = rec.check()
+	}
 	if err != nil {
 		return err
 	}
@@ -147,6 +154,9 @@ func putRun(tx *bolt.Tx, old, r *Run) error {
 // straight into the file.
 func putInv(tx *bolt.Tx, old, inv *Invocation) error {
 	rec, err := invRecord(sealerOf(tx), old, inv)
+	if err == nil {
+		err = rec.check()
+	}
 	if err != nil {
 		return err
 	}

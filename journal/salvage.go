@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // SalvageReport says what Salvage copied and what it could not.
@@ -181,7 +182,10 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 				rep.Lost = append(rep.Lost, LostRecord{"invocation", inv.ID.String(), "its run " + inv.RunID.String() + " was lost"})
 				continue
 			}
-			if err := putInv(tx, nil, inv); err != nil {
+			if err := putInv(tx, nil, inv); errors.Is(err, berrors.ErrKeyTooLarge) || errors.Is(err, berrors.ErrValueTooLarge) {
+				rep.Lost = append(rep.Lost, LostRecord{"invocation", inv.ID.String(), err.Error()})
+				continue
+			} else if err != nil {
 				return err
 			}
 			rep.Invocations++

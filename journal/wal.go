@@ -124,6 +124,19 @@ func ownInv(inv *Invocation) *Invocation {
 	return c
 }
 
+// check refuses a record that the file could not take (bbolt's limits
+// on a key and a value): it must be refused before it is in the log, not
+// when the log is applied.
+func (r *walRecord) check() error {
+	if r.kind == recInv && r.isNew && len(toolKey(r.server, r.tool, r.id)) > bolt.MaxKeySize {
+		return fmt.Errorf("invocation %s: server and tool names of %d bytes: %w", r.id.Short(), len(r.server)+len(r.tool), berrors.ErrKeyTooLarge)
+	}
+	if len(r.val) > bolt.MaxValueSize {
+		return fmt.Errorf("record %s of %d bytes: %w", r.id.Short(), len(r.val), berrors.ErrValueTooLarge)
+	}
+	return nil
+}
+
 // apply writes the record and moves its index entries.
 func (r *walRecord) apply(tx *bolt.Tx) error {
 	switch r.kind {

@@ -420,3 +420,19 @@ func TestWritesOwnWhatTheyAreGiven(t *testing.T) {
 	}
 	journaltest.CheckAndClose(t, j)
 }
+
+// A record the file could not take (a key longer than bbolt's limit) is
+// refused by its write, not acknowledged and then stuck in the log.
+func TestWriteTheFileCannotTakeIsRefused(t *testing.T) {
+	j := journaltest.Open(t, nil)
+	run := newRun(t, j)
+	_, err := j.Begin(&journal.Invocation{RunID: run, Step: "s", Item: -1, Server: "fs", Tool: strings.Repeat("t", 40000)})
+	if err == nil {
+		t.Fatal("an invocation whose index key bbolt cannot store was accepted")
+	}
+	begin(t, j, run, "fs", "read") // the journal goes on
+	if invs, err := j.RunInvocations(run); err != nil || len(invs) != 1 {
+		t.Fatalf("%d invocations, %v", len(invs), err)
+	}
+	journaltest.CheckAndClose(t, j)
+}
