@@ -363,36 +363,62 @@ func (w *wal) rewind() {
 
 func (w *wal) close() error { return w.f.Close() }
 
+// walMaxRead bounds the log Open reads into memory: a larger file is not
+// a log (the log is cut back to walCapacity; only an entry larger than
+// that grows it).
+const walMaxRead = 256 << 20
+
 // readWAL returns the entries of the log of the journal whose id is id
-// after applied, and the sequence number of the last entry in it (0 when
-// none). Entries after applied must follow it without a gap: a log whose
-// next entry is missing is damaged. A log that is not this journal's — a
-// file that is not a log, or entries of another journal (or of any
-// journal, when id is nil: this journal never had a log) — is refused.
-func readWAL(r io.ReaderAt, size int64, applied uint64, id []byte) (entries []walEntry, last uint64, err error) {
+// after applied, in order, and the highest sequence number of any entry
+// of the journal in the log (0 when none): the next entry's number must be
+// above it. Entries after applied must follow it without a gap. An entry
+// that cannot be read is the end of the log (a torn append), unless an
+// intact entry of the journal with a higher number comes after it: then,
+// when every entry in between is applied already, reading goes on from
+// there; otherwise the log is damaged. A log that is not this journal's —
+// a file that is not a log, or entries of another journal (of any journal,
+// when id is nil: this journal never had a log) — is refused.
+func readWAL(r io.ReaderAt, size int64, applied uint64, id []byte) (entries []walEntry, highest uint64, err error) {
+	if size > walMaxRead {
+		return nil, 0, fmt.Errorf("%w: a file of %d bytes is not a journal log", ErrForeignLog, size)
+	}
 	data := make([]byte, size)
 	if _, err := r.ReadAt(data, 0); err != nil && err != io.EOF {
 		return nil, 0, err
 	}
-	if len(data) >= 4 && binary.LittleEndian.Uint32(data) != walMagic && binary.LittleEndian.Uint32(data) != 0 {
+	var magic [4]byte
+	binary.LittleEndian.PutUint32(magic[:], walMagic)
+	if head := data[:min(len(data), walHeader)]; !bytes.HasPrefix(head, magic[:min(len(head), 4)]) && bytes.ContainsFunc(head, func(r rune) bool { return r != 0 }) {
 		return nil, 0, fmt.Errorf("%w: it is not a journal log at all", ErrForeignLog)
 	}
-	for off := 0; ; {
-		seq, eid, p, ok := walEntryAt(data, off)
-		if ok && !bytes.Equal(eid, id) {
-			return nil, 0, fmt.Errorf("%w: it is another journal's (this journal replaced that one, or that one was moved without its log)", ErrForeignLog)
+	for off := 0; off+walHeader <= len(data); off += walAlign {
+		if seq, eid, _, ok := walEntryAt(data, off); ok {
+			if !bytes.Equal(eid, id) {
+				return nil, 0, fmt.Errorf("%w: it is another journal's (this journal replaced that one, or that one was moved without its log)", ErrForeignLog)
+			}
+			highest = max(highest, seq)
 		}
+	}
+	var last uint64 // the entry just read, 0 before the first
+	for off := 0; ; {
+		seq, _, p, ok := walEntryAt(data, off)
 		if ok && off > 0 && seq != last+1 {
 			break // what is left of older entries after a reuse
 		}
 		if !ok {
-			// The end: an entry cut short by a crash, or zeros. Unless an
-			// intact entry that comes after it in the log follows it:
-			// then this one was written whole, and is damaged.
-			if next := walEntryAfter(data, off, max(last, applied), id); next > 0 {
-				return nil, 0, fmt.Errorf("%w: the log's entry %d is damaged (entry %d after it is intact)", ErrDamaged, max(last, applied)+1, next)
+			from := max(last, applied) // the entries after it are missing here
+			if off > 0 {
+				from = last
 			}
-			break
+			nextOff, next := walEntryAfter(data, off, max(last, applied), id)
+			switch {
+			case next == 0:
+				return entries, highest, nil // the end
+			case next-1 > applied:
+				return nil, 0, fmt.Errorf("%w: the log's entries %d to %d cannot be read, and entry %d after them is intact", ErrDamaged, from+1, next-1, next)
+			}
+			off, last = nextOff, next-1 // all applied: go on from the intact one
+			continue
 		}
 		last = seq
 		off = walNext(off, len(p))
@@ -408,20 +434,21 @@ func readWAL(r io.ReaderAt, size int64, applied uint64, id []byte) (entries []wa
 		}
 		entries = append(entries, walEntry{seq, recs, walNext(0, len(p))})
 	}
-	return entries, last, nil
+	return entries, highest, nil
 }
 
-// walEntryAfter looks past off for an intact entry of the journal id with
-// a sequence number after seq (what a damaged entry at off hides), and
-// returns its number, or 0. Entries left from before a reuse of the log
-// have lower numbers than any written since.
-func walEntryAfter(data []byte, off int, seq uint64, id []byte) uint64 {
+// walEntryAfter looks past off, block by block, for an intact entry of
+// the journal id with a sequence number after seq (what an unreadable
+// entry at off may hide), and returns where it is and its number (0: none).
+// Entries left from before a reuse of the log have lower numbers than any
+// written since.
+func walEntryAfter(data []byte, off int, seq uint64, id []byte) (int, uint64) {
 	for i := off + walAlign; i+walHeader <= len(data); i += walAlign {
 		if next, eid, _, ok := walEntryAt(data, i); ok && next > seq && bytes.Equal(eid, id) {
-			return next
+			return i, next
 		}
 	}
-	return 0
+	return 0, 0
 }
 
 // walEntryAt reads the entry at off: its sequence number, journal id and

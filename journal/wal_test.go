@@ -436,3 +436,52 @@ func TestWriteTheFileCannotTakeIsRefused(t *testing.T) {
 	}
 	journaltest.CheckAndClose(t, j)
 }
+
+// Damage in an entry the file holds already costs nothing: reading goes on
+// from the next intact entry (the one after it is in the file too).
+func TestDamageInAnAppliedEntryIsTolerated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	j, err := journal.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := newRun(t, j)
+	finish(t, j, begin(t, j, run, "fs", "a"), journal.StateCompleted)
+	if _, err := j.Invocations(journal.Filter{}); err != nil { // the file catches up
+		t.Fatal(err)
+	}
+	j.HoldApplier()
+	later := begin(t, j, run, "fs", "b")
+	if n := j.Crash(); n == 0 {
+		t.Fatal("nothing left to recover")
+	}
+	offs, err := journal.LogEntries(path)
+	if err != nil || len(offs) < 4 {
+		t.Fatalf("log entries %v %v", offs, err)
+	}
+	log := readFile(t, path+"-wal")
+	log[offs[1]+40] ^= 0xff // an applied entry
+	if err := os.WriteFile(path+"-wal", log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j = journaltest.OpenPath(t, path, nil)
+	if st := state(t, j, later.ID); st != journal.StateIntent {
+		t.Fatalf("the unapplied intent after the damaged entry: %s", st)
+	}
+	journaltest.CheckAndClose(t, j)
+}
+
+// A short file that is not a log is not taken for an empty one.
+func TestTinyForeignFileRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	journaltest.CheckAndClose(t, journaltest.OpenPath(t, path, nil))
+	if err := os.WriteFile(path+"-wal", []byte("hi\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := journal.Open(path, nil); !errors.Is(err, journal.ErrForeignLog) {
+		t.Errorf("open: %v, want the log refused", err)
+	}
+	if b := readFile(t, path+"-wal"); string(b) != "hi\n" {
+		t.Errorf("the file was overwritten: %q", b)
+	}
+}
