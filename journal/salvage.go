@@ -121,9 +121,12 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 	// The log's writes the file lacks are newer than the file's records:
 	// each replaces its record.
 	fromLog := map[ID]bool{}
-	entries, logErr := salvageLog(walPath(src), applied, logID)
+	entries, missing, logErr := salvageLog(walPath(src), applied, logID)
 	if logErr != nil {
 		rep.Lost = append(rep.Lost, LostRecord{"log", walPath(src), logErr.Error()})
+	}
+	for _, seq := range missing {
+		rep.Lost = append(rep.Lost, LostRecord{"log entry", fmt.Sprint(seq), "unreadable: the writes it carried are lost"})
 	}
 	for _, e := range entries {
 		for _, r := range e.recs {
@@ -199,37 +202,56 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 }
 
 // salvageLog reads the entries of the journal log at path after applied,
-// as far as they can be read: the log's own damage checks are for Open,
-// which must not guess; a salvage takes what is whole. Entries of another
-// journal (when the file's id is known) are left out.
-func salvageLog(path string, applied uint64, id []byte) ([]walEntry, error) {
+// as far as they can be read: the log's own checks are for Open, which
+// must not guess; a salvage takes every intact entry of the journal after
+// applied, in order, and reports the numbers it could not read. Without
+// the journal's id (its meta could not be read) it keeps to the entries
+// that follow one another from the log's start. Entries of another
+// journal are left out.
+func salvageLog(path string, applied uint64, id []byte) (entries []walEntry, missing []uint64, err error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var entries []walEntry
+	bySeq := map[uint64][]byte{}
 	var last uint64
-	for off := 0; ; {
+	for off := 0; off+walHeader <= len(data); off += walAlign {
 		seq, eid, p, ok := walEntryAt(data, off)
-		if !ok || (off > 0 && seq != last+1) {
-			return entries, nil
+		switch {
+		case id == nil && (!ok || (off > 0 && seq != last+1)):
+			off = len(data) // the chain from the start ends here
+		case !ok || seq <= applied:
+		case id != nil && !bytes.Equal(eid, id):
+			return nil, nil, fmt.Errorf("%w: it is another journal's", ErrForeignLog)
+		default:
+			bySeq[seq] = p
 		}
-		if id != nil && !bytes.Equal(eid, id) {
-			return nil, fmt.Errorf("%w: it is another journal's", ErrForeignLog)
+		if ok {
+			last = seq
 		}
-		last, off = seq, walNext(off, len(p))
-		if seq <= applied {
-			continue
-		}
-		recs, err := decodeRecords(p)
-		if err != nil {
-			return entries, err
-		}
-		entries = append(entries, walEntry{seq, recs, walNext(0, len(p))})
 	}
+	seqs := make([]uint64, 0, len(bySeq))
+	for seq := range bySeq {
+		seqs = append(seqs, seq)
+	}
+	sort.Slice(seqs, func(a, b int) bool { return seqs[a] < seqs[b] })
+	next := applied + 1
+	for _, seq := range seqs {
+		for ; next < seq; next++ {
+			missing = append(missing, next)
+		}
+		recs, err := decodeRecords(bySeq[seq])
+		if err != nil {
+			missing = append(missing, seq)
+		} else {
+			entries = append(entries, walEntry{seq, recs, walNext(0, len(bySeq[seq]))})
+		}
+		next = seq + 1
+	}
+	return entries, missing, nil
 }
 
 func keyText(k []byte) string {

@@ -485,3 +485,32 @@ func TestTinyForeignFileRefused(t *testing.T) {
 		t.Errorf("the file was overwritten: %q", b)
 	}
 }
+
+// Salvage takes every intact entry of the log after a damaged one, and
+// names the one it could not read.
+func TestSalvagePastDamageInTheLog(t *testing.T) {
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "journal.db"), filepath.Join(dir, "saved.db")
+	run, _, fly := crashed(t, src, nil)
+	offs, err := journal.LogEntries(src)
+	if err != nil || len(offs) < 4 {
+		t.Fatalf("log entries %v %v", offs, err)
+	}
+	log := readFile(t, src+"-wal")
+	log[offs[2]+40] ^= 0xff // the completed call's outcome
+	if err := os.WriteFile(src+"-wal", log, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := journal.Salvage(src, dst, nil)
+	if err != nil || len(rep.Lost) != 1 || rep.Lost[0].Kind != "log entry" || rep.Lost[0].Key != "3" {
+		t.Fatalf("salvage: %+v, %v; want entry 3 lost", rep, err)
+	}
+	j := journaltest.OpenPath(t, dst, nil)
+	if st := state(t, j, fly); st != journal.StateIntent { // entry 4, after the damage
+		t.Fatalf("the in-flight call after the damaged entry: %s", st)
+	}
+	if invs, _ := j.RunInvocations(run); len(invs) != 2 {
+		t.Errorf("%d invocations, want 2", len(invs))
+	}
+	journaltest.CheckAndClose(t, j)
+}
