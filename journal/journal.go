@@ -184,6 +184,9 @@ func Open(path string, opts *Options) (*Journal, error) {
 		return nil, fmt.Errorf("open journal %s: is a directory: %w", path, ErrNotJournal)
 	case st.Size() == 0:
 		return nil, fmt.Errorf("open journal %s: empty file: %w", path, ErrNotJournal)
+	case hardLinks(st) > 1:
+		// Its log is found by name: each name would have a log of its own.
+		return nil, fmt.Errorf("open journal %s: %w: the file has %d names (hard links), and its log is found by name; keep one name (a symbolic link is fine)", path, ErrInaccessible, hardLinks(st))
 	}
 	var db *bolt.DB
 	var version uint64

@@ -21,3 +21,11 @@ func fdatasync(f *os.File) error {
 
 // noFollow makes an open refuse a symbolic link.
 const noFollow = syscall.O_NOFOLLOW
+
+// hardLinks is how many names the file has.
+func hardLinks(st os.FileInfo) uint64 {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return uint64(s.Nlink)
+	}
+	return 1
+}

@@ -38,7 +38,7 @@ import (
 const (
 	walMagic    = 0x6c77666d // "mfwl"
 	walHeader   = 32         // magic, length, sequence number, journal id, CRC-32C, zero
-	walCapacity = 1 << 20    // reuse the log from its start beyond this
+	walCapacity = 4 << 20    // reuse the log from its start beyond this (1,024 commits of a block)
 	walGrow     = 64 << 10   // the log grows by this much, written as zeros, so that appends overwrite
 	// walAlign: every entry starts on a block of its own, so that an
 	// append never rewrites a block that holds an acknowledged entry (a
@@ -500,14 +500,14 @@ func walApplied(tx *bolt.Tx) uint64 {
 }
 
 // The applier commits the log's entries into the file when the log has
-// been quiet for applyIdle, when they add up to half the log (so the log
-// is free to be reused by the time it is full), when someone waits for
+// been quiet for applyIdle, when they add up to a quarter of the log (so
+// most of it is applied by the time it is full), when someone waits for
 // them (a query, a reuse of the log) and at Close. While writes stream
 // in, its commits are then rare: each writes the pages of many entries
 // at once, and few of the log's flushes have to share the disk with one.
 const (
 	applyIdle  = 20 * time.Millisecond
-	applyBytes = walCapacity / 2
+	applyBytes = walCapacity / 4
 )
 
 // applyRetry is how long the applier waits before it tries again a commit

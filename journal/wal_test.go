@@ -187,7 +187,7 @@ func TestLogReusedFromItsStart(t *testing.T) {
 	run := newRun(t, j)
 	big := json.RawMessage(`{"blob":"` + strings.Repeat("x", 16<<10) + `"}`)
 	var ids []journal.ID
-	for range 150 { // 2.4 MiB of arguments: more than the log holds (1 MiB)
+	for range 300 { // 4.8 MiB of arguments: more than the log holds (4 MiB)
 		in, err := j.Begin(&journal.Invocation{RunID: run, Step: "s", Item: -1, Server: "fs", Tool: "w", Arguments: big})
 		if err != nil {
 			t.Fatal(err)
@@ -200,7 +200,7 @@ func TestLogReusedFromItsStart(t *testing.T) {
 	if n := j.Crash(); n == 0 {
 		t.Fatal("nothing left to recover")
 	}
-	if st, err := os.Stat(path + "-wal"); err != nil || st.Size() > 5<<18 {
+	if st, err := os.Stat(path + "-wal"); err != nil || st.Size() > 5<<20 {
 		t.Fatalf("log: %v, %v bytes: it was not reused", err, st.Size())
 	}
 	j = journaltest.OpenPath(t, path, nil)
@@ -513,4 +513,18 @@ func TestSalvagePastDamageInTheLog(t *testing.T) {
 		t.Errorf("%d invocations, want 2", len(invs))
 	}
 	journaltest.CheckAndClose(t, j)
+}
+
+// A journal file with two names (a hard link) is refused: its log is found
+// by name, and each name would have its own.
+func TestHardLinkedJournalRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "journal.db")
+	journaltest.CheckAndClose(t, journaltest.OpenPath(t, path, nil))
+	if err := os.Link(path, filepath.Join(dir, "other.db")); err != nil {
+		t.Skip("no hard links here:", err)
+	}
+	if _, err := journal.Open(path, nil); !errors.Is(err, journal.ErrInaccessible) || !strings.Contains(err.Error(), "hard link") {
+		t.Errorf("open: %v, want refused", err)
+	}
 }
