@@ -64,10 +64,15 @@
 //     what the log holds beyond the file is applied by the next open, even
 //     a read-only one (which then opens the journal read-write once, as
 //     the next writer would). Copy both files, or close the journal first.
-//     A log entry that fails its checksum while the entry after it is
-//     whole, or a log that lacks entries the file has not applied, is
-//     damage ([ErrDamaged]) and the journal is refused, untouched; an entry
-//     cut short at the end of the log is a write that never returned.
+//     A log entry that cannot be read while an entry after it is whole,
+//     or a log that lacks entries the file has not applied, is damage
+//     ([ErrDamaged]) and the journal is refused, untouched (unless every
+//     entry it hides is in the file already); an entry cut short at the end
+//     of the log is a write that never returned. A log that is another
+//     journal's, or not a log, is refused ([ErrForeignLog]); a journal is
+//     not created beside an orphaned log, and a journal file with two hard
+//     links is refused (its log is found by name; a symbolic link is fine).
+//     [Salvage] reads the log too.
 //   - One process at a time: the file is locked while open. Read-only opens
 //     share the lock with each other but not with a writer, so while a run
 //     is going, another process (even one that only reads, such as
