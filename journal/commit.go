@@ -93,14 +93,21 @@ func (g *groupCommit[T]) wait(w *pendingWrite[T]) error {
 		return w.err
 	default:
 	}
-	g.mu.Lock()
-	batch := g.pending
-	g.pending = nil
-	g.mu.Unlock()
-	g.commit(batch)
+	g.commitQueued()
 	<-g.token
 	<-w.done
 	return w.err
+}
+
+// commitQueued commits every write queued so far (the caller holds the
+// token), and reports whether the group commit is closed.
+func (g *groupCommit[T]) commitQueued() (closed bool) {
+	g.mu.Lock()
+	batch, closed := g.pending, g.closed
+	g.pending = nil
+	g.mu.Unlock()
+	g.commit(batch)
+	return closed
 }
 
 // commit writes batch in as few transactions as possible. When one write
@@ -143,12 +150,7 @@ func (g *groupCommit[T]) commit(batch []*pendingWrite[T]) {
 func (g *groupCommit[T]) exclusive(fn func() error) error {
 	g.token <- struct{}{}
 	defer func() { <-g.token }()
-	g.mu.Lock()
-	batch, closed := g.pending, g.closed
-	g.pending = nil
-	g.mu.Unlock()
-	g.commit(batch)
-	if closed {
+	if closed := g.commitQueued(); closed {
 		return ErrClosed
 	}
 	return fn()
@@ -175,10 +177,6 @@ func (g *groupCommit[T]) close() {
 	g.closed = true
 	g.mu.Unlock()
 	g.token <- struct{}{} // once the committer, if any, is done
-	g.mu.Lock()
-	batch := g.pending
-	g.pending = nil
-	g.mu.Unlock()
-	g.commit(batch)
+	g.commitQueued()
 	<-g.token
 }
