@@ -136,9 +136,6 @@ func (j *Journal) Crash() int {
 	return n
 }
 
-// WALSeq is the sequence number of the log's last entry.
-func (j *Journal) WALSeq() uint64 { return j.log.seq }
-
 // LogEntries returns the offset of each entry of the journal's log, in
 // order, as a reader of the log finds them.
 func LogEntries(path string) ([]int64, error) {

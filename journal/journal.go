@@ -229,7 +229,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 		}
 	}
 	j := &Journal{db: db, path: path, logPath: walPath(path), readOnly: o.ReadOnly, keyOptional: o.keyOptional}
-	j.writer = writer{now: o.Now, sealer: newSealer(o.Key), write: j.storeWrite, writeLater: j.storeLater}
+	j.writer = writer{now: o.Now, sealer: newSealer(o.Key), write: j.storeWrite, writeLater: j.later}
 	j.gc.init(j.commitLog)
 	j.gc.afterCommit = o.AfterCommit
 	j.gc.onCommit = o.OnCommit
@@ -541,11 +541,6 @@ func (j *Journal) storeWrite(fn func(store) error) error {
 	err := j.gc.do(fn)
 	j.latch(err)
 	return err
-}
-
-// storeLater queues fn for the next commit (see later).
-func (j *Journal) storeLater(fn func(store) error) (*Pending, error) {
-	return j.later(fn)
 }
 
 // Pending is a journal write queued to ride with the next commit instead
