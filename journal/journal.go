@@ -73,7 +73,7 @@ type Options struct {
 	AfterApply func()
 	// ApplyIdle is how long the log must be quiet before its writes are
 	// committed into the bbolt file in the background (default 20 ms;
-	// they are committed sooner when half the log waits or a read needs
+	// they are committed sooner when 1 MiB of the log waits or a read needs
 	// them).
 	ApplyIdle time.Duration
 	// OnCommit, when set, is told of each commit after it is durable (or
