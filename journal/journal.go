@@ -161,6 +161,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	logPath := walPath(path) // links resolved once
 	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		if lst, lerr := os.Lstat(path); lerr == nil && lst.Mode()&fs.ModeSymlink != 0 {
@@ -172,8 +173,8 @@ func Open(path string, opts *Options) (*Journal, error) {
 	case errors.Is(err, fs.ErrNotExist) && o.ReadOnly:
 		return nil, fmt.Errorf("open journal %s: %w (no run has been journaled here yet)", path, fs.ErrNotExist)
 	case errors.Is(err, fs.ErrNotExist):
-		if st, err := os.Stat(walPath(path)); err == nil && st.Size() > 0 {
-			return nil, fmt.Errorf("create journal %s: %w: its log %s is there without it (the journal was moved or removed without its log, which may hold writes the journal lacks); put the journal back, or move the log away", path, ErrInaccessible, walPath(path))
+		if st, err := os.Stat(logPath); err == nil && st.Size() > 0 {
+			return nil, fmt.Errorf("create journal %s: %w: its log %s is there without it (the journal was moved or removed without its log, which may hold writes the journal lacks); put the journal back, or move the log away", path, ErrInaccessible, logPath)
 		}
 		if err := create(path); err != nil {
 			return nil, fmt.Errorf("create journal %s: %w: %v", path, ErrInaccessible, err)
@@ -208,7 +209,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 		// What a writer that stopped without closing left in the log
 		// is applied first, as the next writer would (a read-write
 		// open, then this one again).
-		n, err := unapplied(db, walPath(path))
+		n, err := unapplied(db, logPath)
 		if err == nil && n > 0 {
 			db.Close()
 			if o.recovered {
@@ -221,14 +222,14 @@ func Open(path string, opts *Options) (*Journal, error) {
 			if errors.Is(err, ErrDamaged) || errors.Is(err, ErrForeignLog) {
 				return nil, err // the read-write open says what is wrong
 			}
-			return nil, fmt.Errorf("open journal %s: %d writes are in its log %s and not yet in the file (the last process that wrote stopped without closing it); applying them needs the journal read-write: %w", path, n, walPath(path), err)
+			return nil, fmt.Errorf("open journal %s: %d writes are in its log %s and not yet in the file (the last process that wrote stopped without closing it); applying them needs the journal read-write: %w", path, n, logPath, err)
 		}
 		if err != nil {
 			db.Close()
-			return nil, logError(path, walPath(path), err)
+			return nil, logError(path, logPath, err)
 		}
 	}
-	j := &Journal{db: db, path: path, logPath: walPath(path), readOnly: o.ReadOnly, keyOptional: o.keyOptional}
+	j := &Journal{db: db, path: path, logPath: logPath, readOnly: o.ReadOnly, keyOptional: o.keyOptional}
 	j.writer = writer{now: o.Now, sealer: newSealer(o.Key), write: j.storeWrite, writeLater: j.later}
 	j.gc.init(j.commitLog)
 	j.gc.afterCommit = o.AfterCommit

@@ -70,7 +70,7 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 			version := uint64(SchemaVersion)
 			if m := tx.Bucket(bucketMeta); m != nil {
 				srcKeyID = string(m.Get(keyKeyID))
-				applied, logID = walApplied(tx), walID(tx)
+				applied, logID = walState(tx)
 				if v := m.Get(keyVersion); len(v) == 8 {
 					version = binary.BigEndian.Uint64(v)
 				}
@@ -121,9 +121,10 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 	// The log's writes the file lacks are newer than the file's records:
 	// each replaces its record.
 	fromLog := map[ID]bool{}
-	entries, missing, logErr := salvageLog(walPath(src), applied, logID)
+	logPath := walPath(src)
+	entries, missing, logErr := salvageLog(logPath, applied, logID)
 	if logErr != nil {
-		rep.Lost = append(rep.Lost, LostRecord{"log", walPath(src), logErr.Error()})
+		rep.Lost = append(rep.Lost, LostRecord{"log", logPath, logErr.Error()})
 	}
 	for _, seq := range missing {
 		rep.Lost = append(rep.Lost, LostRecord{"log entry", fmt.Sprint(seq), "unreadable: the writes it carried are lost"})

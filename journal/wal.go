@@ -482,21 +482,18 @@ func applyEntries(tx *bolt.Tx, entries []walEntry) error {
 	return tx.Bucket(bucketMeta).Put(keyWALApplied, binary.BigEndian.AppendUint64(nil, entries[len(entries)-1].seq))
 }
 
-// walID is the journal's id in its log entries, or nil when it has none
-// yet.
-func walID(tx *bolt.Tx) []byte {
-	if v := tx.Bucket(bucketMeta).Get(keyWALID); len(v) == 8 {
-		return bytes.Clone(v)
+// walState is what the file records of its log: the sequence number of
+// the last entry applied to it, and the journal's id in its entries (nil
+// when it has none yet).
+func walState(tx *bolt.Tx) (applied uint64, id []byte) {
+	meta := tx.Bucket(bucketMeta)
+	if v := meta.Get(keyWALApplied); len(v) == 8 {
+		applied = binary.BigEndian.Uint64(v)
 	}
-	return nil
-}
-
-// walApplied is the sequence number of the last log entry in the file.
-func walApplied(tx *bolt.Tx) uint64 {
-	if v := tx.Bucket(bucketMeta).Get(keyWALApplied); len(v) == 8 {
-		return binary.BigEndian.Uint64(v)
+	if v := meta.Get(keyWALID); len(v) == 8 {
+		id = bytes.Clone(v)
 	}
-	return 0
+	return applied, id
 }
 
 // The applier commits the log's entries into the file when the log has
@@ -777,7 +774,7 @@ func (j *Journal) openLog(idle time.Duration, afterApply func()) error {
 	}
 	var applied uint64
 	var id []byte
-	if err := j.viewNow(func(tx *bolt.Tx) error { applied, id = walApplied(tx), walID(tx); return nil }); err != nil {
+	if err := j.viewNow(func(tx *bolt.Tx) error { applied, id = walState(tx); return nil }); err != nil {
 		log.close()
 		return err
 	}
@@ -830,7 +827,7 @@ func unapplied(db *bolt.DB, logPath string) (int, error) {
 	}
 	var applied uint64
 	var id []byte
-	if err := db.View(func(tx *bolt.Tx) error { applied, id = walApplied(tx), walID(tx); return nil }); err != nil {
+	if err := db.View(func(tx *bolt.Tx) error { applied, id = walState(tx); return nil }); err != nil {
 		return 0, err
 	}
 	entries, _, err := readWAL(f, st.Size(), applied, id)
