@@ -6,7 +6,7 @@
 // message through a fresh decoder with a 32 KiB buffer, several per call,
 // so a busy process makes hundreds of KiB of garbage per step over a live
 // heap of a few MiB. With Go's default target (GOGC=100) the collector
-// then runs every few steps and takes a third of the CPU. A target of 400
+// then runs every few steps and takes 30-40% of the CPU. A target of 400
 // lets the heap grow to five times what is live before a collection.
 // GOMEMLIMIT caps that for a process whose live heap is large.
 package gcpolicy
