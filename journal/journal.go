@@ -628,7 +628,8 @@ func (j *Journal) refused() error {
 // latch remembers damage that err reports.
 func (j *Journal) latch(err error) {
 	if errors.Is(err, ErrDamaged) {
-		j.damage.CompareAndSwap(nil, &err)
+		e := err // on the heap only here: every write calls latch
+		j.damage.CompareAndSwap(nil, &e)
 	}
 }
 

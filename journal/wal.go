@@ -472,14 +472,41 @@ func applyEntries(tx *bolt.Tx, entries []walEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	for _, e := range entries {
-		for _, r := range e.recs {
-			if err := r.apply(tx); err != nil {
-				return err
-			}
+	for _, r := range coalesce(entries) {
+		if err := r.apply(tx); err != nil {
+			return err
 		}
 	}
 	return tx.Bucket(bucketMeta).Put(keyWALApplied, binary.BigEndian.AppendUint64(nil, entries[len(entries)-1].seq))
+}
+
+// coalesce is what entries put, one record per id (of a run or of an
+// invocation): its last version, with
+// its index entries moved from where its first version found them. An
+// invocation's intent and outcome are usually applied together: written
+// one by one, the record would be written twice and its state's index
+// entry put and deleted again.
+func coalesce(entries []walEntry) []*walRecord {
+	type key struct {
+		kind byte
+		id   ID
+	}
+	at := map[key]int{}
+	var out []*walRecord
+	for _, e := range entries {
+		for _, r := range e.recs {
+			i, ok := at[key{r.kind, r.id}]
+			if !ok {
+				at[key{r.kind, r.id}] = len(out)
+				out = append(out, r)
+				continue
+			}
+			last := *r
+			last.isNew, last.old = out[i].isNew, out[i].old
+			out[i] = &last
+		}
+	}
+	return out
 }
 
 // walState is what the file records of its log: the sequence number of
@@ -702,7 +729,8 @@ func (a *applier) stats() (applied uint64, commits int64) {
 type overlay struct {
 	mu      sync.Mutex
 	recs    map[ID]overlayRec
-	dropped uint64 // drop looked at everything up to this entry
+	runs    map[ID]map[ID]bool // the invocations in recs of each run
+	dropped uint64             // drop looked at everything up to this entry
 }
 
 type overlayRec struct {
@@ -720,10 +748,16 @@ func (o *overlay) add(e walEntry) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.recs == nil {
-		o.recs = map[ID]overlayRec{}
+		o.recs, o.runs = map[ID]overlayRec{}, map[ID]map[ID]bool{}
 	}
 	for _, r := range e.recs {
 		o.recs[r.id] = overlayRec{e.seq, r}
+		if r.kind == recInv {
+			if o.runs[r.run] == nil {
+				o.runs[r.run] = map[ID]bool{}
+			}
+			o.runs[r.run][r.id] = true
+		}
 	}
 }
 
@@ -731,7 +765,7 @@ func (o *overlay) add(e walEntry) {
 func (o *overlay) clear() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.recs = nil
+	o.recs, o.runs = nil, nil
 }
 
 // drop forgets the records whose latest version is applied (in the file
@@ -744,8 +778,15 @@ func (o *overlay) drop(applied uint64) {
 	}
 	o.dropped = applied
 	for id, r := range o.recs {
-		if r.seq <= applied {
-			delete(o.recs, id)
+		if r.seq > applied {
+			continue
+		}
+		delete(o.recs, id)
+		if r.rec.kind == recInv {
+			delete(o.runs[r.rec.run], id)
+			if len(o.runs[r.rec.run]) == 0 {
+				delete(o.runs, r.rec.run)
+			}
 		}
 	}
 }
@@ -756,10 +797,8 @@ func (o *overlay) newInvs(run ID) []ID {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var ids []ID
-	for _, r := range o.recs {
-		if r.rec.kind == recInv && r.rec.run == run {
-			ids = append(ids, r.rec.id)
-		}
+	for id := range o.runs[run] {
+		ids = append(ids, id)
 	}
 	return ids
 }
