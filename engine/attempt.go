@@ -480,11 +480,12 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 	}
 	if class.Executed() {
 		// The outcome rides with the run's next write (durable.go).
-		if err := r.j.FinishLater(intent, journal.Outcome{State: journal.StateCompleted, Result: r.result(res), Decision: rv.declined}); err != nil {
+		result, value := r.result(res)
+		if err := r.j.FinishLater(intent, journal.Outcome{State: journal.StateCompleted, Result: result, Decision: rv.declined}); err != nil {
 			return turn{}, err
 		}
 		r.decided(ctx, rv.declined)
-		done := completed(u, stepValue(res))
+		done := completed(u, value)
 		if done.err == nil {
 			done.text = oneLine(resultText(res))
 		}
@@ -707,17 +708,20 @@ func blocked(id journal.ID) *stepResult {
 	return &stepResult{status: journal.RunBlocked, err: outcomeUnknown, invocation: id, state: journal.StateOutcomeUnknown}
 }
 
-func (r *runner) result(res *mcp.CallToolResult) *journal.Result {
+// result is a call's result as the journal keeps it (secrets redacted,
+// large values capped) and as expressions see it (resultValue): its JSON is
+// encoded once for both.
+func (r *runner) result(res *mcp.CallToolResult) (*journal.Result, map[string]any) {
+	content, structured := resultJSON(res)
+	value := resultValue(content, structured, res.IsError)
 	out := &journal.Result{IsError: res.IsError}
-	if b, err := json.Marshal(res.Content); err == nil {
-		out.Content = journal.CapJSON(r.redact(b), r.e.limit())
+	if content != nil {
+		out.Content = journal.CapJSON(r.redact(content), r.e.limit())
 	}
-	if res.StructuredContent != nil {
-		if b, err := json.Marshal(res.StructuredContent); err == nil {
-			out.StructuredContent = journal.CapJSON(r.redact(b), r.e.limit())
-		}
+	if structured != nil {
+		out.StructuredContent = journal.CapJSON(r.redact(structured), r.e.limit())
 	}
-	return out
+	return out, value
 }
 
 func oneLine(s string) string {

@@ -735,14 +735,19 @@ func newValue(isError, skipped bool) map[string]any {
 	return map[string]any{"isError": isError, "skipped": skipped, "text": "", "content": nil, "structuredContent": nil, "error": nil}
 }
 
-// stepValue is what expressions see of a completed call.
-func stepValue(res *mcp.CallToolResult) map[string]any {
-	content, _ := json.Marshal(res.Content)
-	var structured json.RawMessage
-	if res.StructuredContent != nil {
-		structured, _ = json.Marshal(res.StructuredContent)
+// resultJSON is the JSON of a result's content and of its
+// structuredContent (nil when it has none, or it cannot be encoded).
+func resultJSON(res *mcp.CallToolResult) (content, structured json.RawMessage) {
+	content, err := json.Marshal(res.Content)
+	if err != nil {
+		content = nil
 	}
-	return resultValue(content, structured, res.IsError)
+	if res.StructuredContent != nil {
+		if structured, err = json.Marshal(res.StructuredContent); err != nil {
+			structured = nil
+		}
+	}
+	return content, structured
 }
 
 // resultValue is what expressions see of a result, live or journaled:
