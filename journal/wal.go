@@ -751,6 +751,9 @@ func (o *overlay) add(e walEntry) {
 		o.recs, o.runs = map[ID]overlayRec{}, map[ID]map[ID]bool{}
 	}
 	for _, r := range e.recs {
+		if prev, ok := o.recs[r.id]; ok {
+			o.unindex(prev.rec) // a run and an invocation may share an id (an import)
+		}
 		o.recs[r.id] = overlayRec{e.seq, r}
 		if r.kind == recInv {
 			if o.runs[r.run] == nil {
@@ -758,6 +761,17 @@ func (o *overlay) add(e walEntry) {
 			}
 			o.runs[r.run][r.id] = true
 		}
+	}
+}
+
+// unindex takes r out of the runs index.
+func (o *overlay) unindex(r *walRecord) {
+	if r.kind != recInv {
+		return
+	}
+	delete(o.runs[r.run], r.id)
+	if len(o.runs[r.run]) == 0 {
+		delete(o.runs, r.run)
 	}
 }
 
@@ -782,12 +796,7 @@ func (o *overlay) drop(applied uint64) {
 			continue
 		}
 		delete(o.recs, id)
-		if r.rec.kind == recInv {
-			delete(o.runs[r.rec.run], id)
-			if len(o.runs[r.rec.run]) == 0 {
-				delete(o.runs, r.rec.run)
-			}
-		}
+		o.unindex(r.rec)
 	}
 }
 
