@@ -131,7 +131,8 @@ type archived struct {
 // commit. A run whose id the journal has already is left alone with its
 // invocations (counted Present). Sealed payloads must be sealed with this
 // journal's key (the arguments' digests are keyed by it too): an archive
-// made with another key is refused. The first bad line stops the import,
+// made with another key is refused, and so is a run or an invocation whose
+// id a record of the other kind has (ErrExists). The first bad line stops the import,
 // with its number; the runs committed before stay whole (a second import
 // completes it).
 func (w *writer) Import(r io.Reader) (ImportReport, error) {
@@ -177,10 +178,16 @@ func (w *writer) Import(r io.Reader) (ImportReport, error) {
 			if has, err := st.hasRun(a.run.ID); err != nil || has {
 				return err
 			}
+			if err := otherKind(st.hasInv, a.run.ID); err != nil {
+				return err
+			}
 			if err := st.putRun(nil, a.run); err != nil {
 				return err
 			}
 			for _, inv := range a.invs {
+				if err := otherKind(st.hasRun, inv.ID); err != nil {
+					return err
+				}
 				if err := st.putInv(nil, inv); err != nil {
 					return err
 				}
@@ -231,6 +238,17 @@ func (w *writer) Import(r io.Reader) (ImportReport, error) {
 		return fail(err)
 	}
 	return rep, flush()
+}
+
+// otherKind refuses an id that a record of the other kind has (has looks
+// for it): ids are unique across runs and invocations, which the journal
+// relies on, and only a made-up archive could break that.
+func otherKind(has func(ID) (bool, error), id ID) error {
+	taken, err := has(id)
+	if err == nil && taken {
+		err = fmt.Errorf("id %s is both a run's and an invocation's: %w", id, ErrExists)
+	}
+	return err
 }
 
 // importLine decodes one line of an archive: a run or an invocation,

@@ -162,3 +162,36 @@ func TestImportRefuses(t *testing.T) {
 		}
 	})
 }
+
+// TestImportRefusesAnIdOfTheOtherKind: ids are unique across runs and
+// invocations; an archive whose run takes an invocation's id, or whose
+// invocation takes a run's, is refused and writes nothing of that run.
+func TestImportRefusesAnIdOfTheOtherKind(t *testing.T) {
+	journaltest.Each(t, nil, func(t *testing.T, j journal.Store) {
+		run := newRun(t, j)
+		inv := begin(t, j, run, "srv", "t")
+		src := journaltest.Open(t, nil)
+		srcRun := newRun(t, src)
+		srcInv := begin(t, src, srcRun, "srv", "t")
+		whole := string(archive(t, src, false))
+		for _, tc := range []struct {
+			name string
+			in   string
+			id   journal.ID
+		}{
+			{"a run with an invocation's id", strings.ReplaceAll(whole, srcRun.String(), inv.ID.String()), inv.ID},
+			{"an invocation with a run's id", strings.ReplaceAll(whole, srcInv.ID.String(), run.String()), srcRun},
+		} {
+			rep, err := j.Import(strings.NewReader(tc.in))
+			if !errors.Is(err, journal.ErrExists) || !strings.Contains(err.Error(), "both a run's and an invocation's") || rep.Runs != 0 {
+				t.Errorf("%s: %+v, %v; want refused", tc.name, rep, err)
+			}
+			if r, err := j.Run(tc.id); tc.id != inv.ID && (err == nil || r != nil) {
+				t.Errorf("%s: run %s was written: %v", tc.name, tc.id, err)
+			}
+		}
+		if runs, err := j.Runs(journal.RunFilter{}); err != nil || len(runs) != 1 {
+			t.Errorf("runs after the refused imports: %d, %v; want the first only", len(runs), err)
+		}
+	})
+}
