@@ -132,9 +132,9 @@ type archived struct {
 // invocations (counted Present). Sealed payloads must be sealed with this
 // journal's key (the arguments' digests are keyed by it too): an archive
 // made with another key is refused, and so is a run or an invocation whose
-// id a record of the other kind has (ErrExists). The first bad line stops the import,
-// with its number; the runs committed before stay whole (a second import
-// completes it).
+// id a record of the other kind has (ErrExists). The first bad line stops
+// the import, with its number; the runs committed before stay whole (a
+// second import completes it).
 func (w *writer) Import(r io.Reader) (ImportReport, error) {
 	var rep ImportReport
 	sc := bufio.NewScanner(r)
