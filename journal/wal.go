@@ -481,11 +481,10 @@ func applyEntries(tx *bolt.Tx, entries []walEntry) error {
 }
 
 // coalesce is what entries put, one record per id (of a run or of an
-// invocation): its last version, with
-// its index entries moved from where its first version found them. An
-// invocation's intent and outcome are usually applied together: written
-// one by one, the record would be written twice and its state's index
-// entry put and deleted again.
+// invocation): its last version, with its index entries moved from where
+// its first version found them. An invocation's intent and outcome are
+// usually applied together: written one by one, the record would be
+// written twice and its state's index entry put and deleted again.
 func coalesce(entries []walEntry) []*walRecord {
 	type key struct {
 		kind byte
@@ -495,9 +494,10 @@ func coalesce(entries []walEntry) []*walRecord {
 	var out []*walRecord
 	for _, e := range entries {
 		for _, r := range e.recs {
-			i, ok := at[key{r.kind, r.id}]
+			k := key{r.kind, r.id}
+			i, ok := at[k]
 			if !ok {
-				at[key{r.kind, r.id}] = len(out)
+				at[k] = len(out)
 				out = append(out, r)
 				continue
 			}
