@@ -595,6 +595,14 @@ type Stats struct {
 	// (meta pages included); Applies the background bbolt commits that
 	// moved the log into the file (each two fdatasyncs).
 	Commits, Writes, Pages, Applies int64
+	// Log: the journal writes through its write-ahead log (a bbolt journal
+	// opened to write). Unapplied is then the size in bytes of the log's
+	// entries not in the file yet, and ApplyErr why the last background
+	// commit failed (nil once one succeeds; it is tried again every second,
+	// and writes go on into the log until it is full).
+	Log       bool
+	Unapplied int64
+	ApplyErr  error
 }
 
 // Commit is one group commit, as Options.OnCommit is told of it.
@@ -612,7 +620,8 @@ func (j *Journal) Stats() Stats {
 	st := Stats{Commits: j.gc.commits.Load(), Writes: j.gc.writes.Load(),
 		Pages: db.TxStats.GetWrite() + j.logPages.Load()}
 	if j.ap != nil {
-		_, st.Applies = j.ap.stats()
+		a := j.ap.stats()
+		st.Log, st.Applies, st.Unapplied, st.ApplyErr = true, a.commits, int64(a.unapplied), a.err
 	}
 	return st
 }

@@ -716,10 +716,18 @@ func (a *applier) close() error {
 	return a.err
 }
 
-func (a *applier) stats() (applied uint64, commits int64) {
+// applierStats is what the applier has done, and has yet to do.
+type applierStats struct {
+	applied   uint64 // the last entry committed to the file
+	commits   int64
+	unapplied int   // the size of the entries queued
+	err       error // why the last commit failed, nil once one succeeds
+}
+
+func (a *applier) stats() applierStats {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.applied, a.commits
+	return applierStats{a.applied, a.commits, a.bytes, a.err}
 }
 
 // overlay holds the records that are durable in the log but may not be in
@@ -889,8 +897,7 @@ func (j *Journal) commitLog(fns []func(store) error) (failed int, err error) {
 	if j.log == nil {
 		return -1, fmt.Errorf("journal %s was opened read-only: %w", j.path, berrors.ErrDatabaseReadOnly)
 	}
-	applied, _ := j.ap.stats()
-	j.ov.drop(applied) // before the read transaction begins: it has them
+	j.ov.drop(j.ap.stats().applied) // before the read transaction begins: it has them
 	puts, failed, err := j.runStore(fns)
 	if err != nil || len(puts) == 0 {
 		return failed, err

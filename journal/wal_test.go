@@ -387,10 +387,16 @@ func TestApplierFailsThenRecovers(t *testing.T) {
 	if st := state(t, j, in.ID); st != journal.StateCompleted { // read by id: from the log
 		t.Fatalf("by id: %s", st)
 	}
+	if st := j.Stats(); !st.Log || !errors.Is(st.ApplyErr, full) || st.Unapplied == 0 {
+		t.Fatalf("stats while the file fails: %+v, want its error and the log's entries unapplied", st)
+	}
 	j.FailApplies(nil)
 	invs, err := j.RunInvocations(run)
 	if err != nil || len(invs) != 1 || invs[0].State != journal.StateCompleted {
 		t.Fatalf("after the file recovered: %+v %v", invs, err)
+	}
+	if st := j.Stats(); st.ApplyErr != nil || st.Unapplied != 0 || st.Applies == 0 {
+		t.Fatalf("stats after the file recovered: %+v, want no error, nothing unapplied", st)
 	}
 	journaltest.CheckAndClose(t, j)
 }

@@ -127,6 +127,13 @@ func TestMetrics(t *testing.T) {
 	if st := j.Stats(); after["mcpflow_journal_commits_total"] != float64(st.Commits) || st.Commits == 0 {
 		t.Errorf("commits %v, journal says %d", after["mcpflow_journal_commits_total"], st.Commits)
 	}
+	if v, ok := after["mcpflow_journal_log_apply_failing"]; !ok || v != 0 || after["mcpflow_journal_log_applies_total"] < 1 {
+		t.Errorf("the log's metrics: apply failing %v (reported %v), applies %v; want 0, at least 1 (the scrapes' queries apply the log)",
+			v, ok, after["mcpflow_journal_log_applies_total"])
+	}
+	if _, ok := after["mcpflow_journal_log_unapplied_bytes"]; !ok {
+		t.Error("no mcpflow_journal_log_unapplied_bytes")
+	}
 	if after[`mcpflow_tool_call_duration_seconds_count{server="demo",tool="greet"}`] < 1 || after[`mcpflow_tool_call_duration_seconds_count{server="demo",tool="count_slowly"}`] < 1 {
 		t.Errorf("tools/call latencies not counted: %v", after)
 	}

@@ -57,6 +57,7 @@ type Metrics struct {
 	reg      *prometheus.Registry
 
 	runs, invs, waiting, commits, writes, active *prometheus.Desc
+	applies, unapplied, applyFailing             *prometheus.Desc
 }
 
 // NewMetrics returns the metrics of the journal j returns (asked at each
@@ -70,6 +71,12 @@ func NewMetrics(j func() (journal.Store, error), sessions func() int) *Metrics {
 		commits: prometheus.NewDesc("mcpflow_journal_commits_total", "Journal commits since the journal was opened.", nil, nil),
 		writes:  prometheus.NewDesc("mcpflow_journal_writes_total", "Journal facts committed since the journal was opened.", nil, nil),
 		active:  prometheus.NewDesc("mcpflow_server_sessions_active", "MCP server sessions open in this process.", nil, nil),
+		applies: prometheus.NewDesc("mcpflow_journal_log_applies_total",
+			"Background commits of the bbolt journal's write-ahead log into its file since the journal was opened.", nil, nil),
+		unapplied: prometheus.NewDesc("mcpflow_journal_log_unapplied_bytes",
+			"Bytes of the bbolt journal's write-ahead log not yet in its file (writes are durable once in the log).", nil, nil),
+		applyFailing: prometheus.NewDesc("mcpflow_journal_log_apply_failing",
+			"1 while the last commit of the write-ahead log into the bbolt file failed (it is tried again every second; reads that need the file fail, and so do writes once the log is full).", nil, nil),
 	}
 	m.reg.MustRegister(m, callLatency, replays, commitLatency, commitErrors)
 	return m
@@ -82,7 +89,7 @@ func (m *Metrics) Handler() http.Handler {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.runs, m.invs, m.waiting, m.commits, m.writes, m.active} {
+	for _, d := range []*prometheus.Desc{m.runs, m.invs, m.waiting, m.commits, m.writes, m.active, m.applies, m.unapplied, m.applyFailing} {
 		ch <- d
 	}
 }
@@ -102,6 +109,20 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	if err != nil {
 		return
 	}
+	// The write counts first: the counts below are queries, which make
+	// the log's entries go into the file.
+	stats := j.Stats()
+	send(m.commits, prometheus.CounterValue, float64(stats.Commits))
+	send(m.writes, prometheus.CounterValue, float64(stats.Writes))
+	if stats.Log {
+		failing := 0.0
+		if stats.ApplyErr != nil {
+			failing = 1
+		}
+		send(m.applies, prometheus.CounterValue, float64(stats.Applies))
+		send(m.unapplied, prometheus.GaugeValue, float64(stats.Unapplied))
+		send(m.applyFailing, prometheus.GaugeValue, failing)
+	}
 	for _, st := range journal.RunStatuses() {
 		if n, _, err := j.CountRuns(journal.RunFilter{Status: st}, CountBound); err == nil {
 			send(m.runs, prometheus.GaugeValue, float64(n), st.String())
@@ -117,7 +138,4 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			send(m.waiting, prometheus.GaugeValue, float64(n))
 		}
 	}
-	stats := j.Stats()
-	send(m.commits, prometheus.CounterValue, float64(stats.Commits))
-	send(m.writes, prometheus.CounterValue, float64(stats.Writes))
 }

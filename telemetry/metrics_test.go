@@ -1,0 +1,60 @@
+package telemetry
+
+import (
+	"bufio"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpflow/mcpflow/journal"
+)
+
+// TestMetricsOfTheLog: a scrape tells what of the bbolt journal's log is
+// not in its file yet (read before the scrape's own queries, which apply
+// it), and how many times the log was applied.
+func TestMetricsOfTheLog(t *testing.T) {
+	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), &journal.Options{ApplyIdle: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	m := NewMetrics(func() (journal.Store, error) { return j, nil }, nil)
+	scrape := func() map[string]float64 {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		out := map[string]float64{}
+		sc := bufio.NewScanner(rec.Body)
+		for sc.Scan() {
+			if line := sc.Text(); line != "" && !strings.HasPrefix(line, "#") {
+				i := strings.LastIndexByte(line, ' ')
+				v, _ := strconv.ParseFloat(line[i+1:], 64)
+				out[line[:i]] = v
+			}
+		}
+		return out
+	}
+
+	for range 3 {
+		if err := j.CreateRun(&journal.Run{Workflow: "w"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := scrape()
+	if got := first["mcpflow_journal_log_unapplied_bytes"]; got < 3*4096 {
+		t.Errorf("unapplied bytes %v after three writes the applier waits to apply; want at least three 4 KiB entries", got)
+	}
+	if first[`mcpflow_runs{status="running"}`] != 3 {
+		t.Errorf("runs %v, want 3", first[`mcpflow_runs{status="running"}`])
+	}
+	second := scrape()
+	if second["mcpflow_journal_log_unapplied_bytes"] != 0 || second["mcpflow_journal_log_applies_total"] != first["mcpflow_journal_log_applies_total"]+1 {
+		t.Errorf("after the first scrape applied the log: unapplied %v, applies %v then %v; want 0, one more",
+			second["mcpflow_journal_log_unapplied_bytes"], first["mcpflow_journal_log_applies_total"], second["mcpflow_journal_log_applies_total"])
+	}
+	if v, ok := second["mcpflow_journal_log_apply_failing"]; !ok || v != 0 {
+		t.Errorf("apply failing: %v (reported %v), want 0", v, ok)
+	}
+}
