@@ -55,40 +55,39 @@ func BenchmarkStepCost(b *testing.B) {
 	}
 	defer f.Close()
 	page := make([]byte, 4096)
+	fsync := func() { // of 4 KiB (fdatasync, as bbolt does)
+		f.WriteAt(page, 0)
+		f.Sync()
+	}
 
 	var fsyncs, paced, bares, pacedBares, steps, ratios, pacedRatios, concurrent []float64
 	commits, pages, stepsRun := int64(0), int64(0), 0
 	for b.Loop() {
-		// One fsync of 4 KiB (fdatasync, as bbolt does).
-		fsyncs = append(fsyncs, median(20, func() {
-			f.WriteAt(page, 0)
-			f.Sync()
-		}))
+		// One fsync of 4 KiB.
+		fsyncs = append(fsyncs, median(20, fsync))
 		// The same fsync when it follows a bare tools/call, as a step's
 		// commit does: this disk flushes back-to-back writes faster than
 		// one that comes after a pause (see the README).
 		paced = append(paced, medianOf(20, func() time.Duration {
-			if _, err := sess.cs.CallTool(ctx, &mcp.CallToolParams{Name: "t", Arguments: map[string]any{"n": 1}}); err != nil {
+			if err := bareCall(ctx, sess); err != nil {
 				b.Fatal(err)
 			}
 			start := time.Now()
-			f.WriteAt(page, 0)
-			f.Sync()
+			fsync()
 			return time.Since(start)
 		}))
 		// One bare tools/call on the same in-memory server.
 		bares = append(bares, median(200, func() {
-			if _, err := sess.cs.CallTool(ctx, &mcp.CallToolParams{Name: "t", Arguments: map[string]any{"n": 1}}); err != nil {
+			if err := bareCall(ctx, sess); err != nil {
 				b.Fatal(err)
 			}
 		}))
 		// The same call when it follows an fsync, as a step's call follows
 		// its commit: the threads that went idle meanwhile are woken first.
 		pacedBares = append(pacedBares, medianOf(20, func() time.Duration {
-			f.WriteAt(page, 0)
-			f.Sync()
+			fsync()
 			start := time.Now()
-			if _, err := sess.cs.CallTool(ctx, &mcp.CallToolParams{Name: "t", Arguments: map[string]any{"n": 1}}); err != nil {
+			if err := bareCall(ctx, sess); err != nil {
 				b.Fatal(err)
 			}
 			return time.Since(start)
@@ -116,7 +115,7 @@ func BenchmarkStepCost(b *testing.B) {
 		})
 		bare := parallel(64, func(i int) {
 			for range 10 {
-				if _, err := callers[i].cs.CallTool(ctx, &mcp.CallToolParams{Name: "t", Arguments: map[string]any{"n": 1}}); err != nil {
+				if err := bareCall(ctx, callers[i]); err != nil {
 					b.Error(err)
 				}
 			}
@@ -133,6 +132,13 @@ func BenchmarkStepCost(b *testing.B) {
 	b.ReportMetric(med(concurrent), "64-runs/64-bare")
 	b.ReportMetric(float64(commits)/float64(stepsRun), "commits/step")
 	b.ReportMetric(float64(pages)/float64(stepsRun), "pages/step")
+}
+
+// bareCall is one tools/call of the bench server's tool, straight through
+// go-sdk.
+func bareCall(ctx context.Context, s cachedSession) error {
+	_, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "t", Arguments: map[string]any{"n": 1}})
+	return err
 }
 
 // BenchmarkLongRun compares the per-step cost of a 200-step run with a

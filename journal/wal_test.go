@@ -180,10 +180,7 @@ func TestLogDamageIsRefused(t *testing.T) {
 // the old ones.
 func TestLogReusedFromItsStart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db")
-	j, err := journal.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := journaltest.OpenPath(t, path, nil)
 	run := newRun(t, j)
 	big := json.RawMessage(`{"blob":"` + strings.Repeat("x", 16<<10) + `"}`)
 	var ids []journal.ID
@@ -447,10 +444,7 @@ func TestWriteTheFileCannotTakeIsRefused(t *testing.T) {
 // from the next intact entry (the one after it is in the file too).
 func TestDamageInAnAppliedEntryIsTolerated(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db")
-	j, err := journal.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	j := journaltest.OpenPath(t, path, nil)
 	run := newRun(t, j)
 	finish(t, j, begin(t, j, run, "fs", "a"), journal.StateCompleted)
 	if _, err := j.Invocations(journal.Filter{}); err != nil { // the file catches up
