@@ -1,11 +1,8 @@
 package telemetry
 
 import (
-	"bufio"
-	"net/http/httptest"
+	"fmt"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -22,16 +19,20 @@ func TestMetricsOfTheLog(t *testing.T) {
 	}
 	defer j.Close()
 	m := NewMetrics(func() (journal.Store, error) { return j, nil }, nil)
+	// scrape gathers every series, by name and labels (name{k="v"}).
 	scrape := func() map[string]float64 {
-		rec := httptest.NewRecorder()
-		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		fams, err := m.reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
 		out := map[string]float64{}
-		sc := bufio.NewScanner(rec.Body)
-		for sc.Scan() {
-			if line := sc.Text(); line != "" && !strings.HasPrefix(line, "#") {
-				i := strings.LastIndexByte(line, ' ')
-				v, _ := strconv.ParseFloat(line[i+1:], 64)
-				out[line[:i]] = v
+		for _, f := range fams {
+			for _, s := range f.GetMetric() {
+				key := f.GetName()
+				for _, l := range s.GetLabel() {
+					key += fmt.Sprintf("{%s=%q}", l.GetName(), l.GetValue())
+				}
+				out[key] = s.GetGauge().GetValue() + s.GetCounter().GetValue()
 			}
 		}
 		return out
