@@ -759,7 +759,7 @@ func (o *overlay) add(e walEntry) {
 		o.recs, o.runs = map[ID]overlayRec{}, map[ID]map[ID]bool{}
 	}
 	for _, r := range e.recs {
-		if prev, ok := o.recs[r.id]; ok {
+		if prev, ok := o.recs[r.id]; ok && (prev.rec.kind != r.kind || prev.rec.run != r.run) {
 			o.unindex(prev.rec) // a run and an invocation may share an id (an import)
 		}
 		o.recs[r.id] = overlayRec{e.seq, r}
