@@ -226,7 +226,7 @@ func encodeInv(s *sealer, inv *Invocation) ([]byte, error) {
 		c.Arguments, c.Result, c.Sealed = nil, nil, s.seal(p, inv.ID.key())
 		inv = &c
 	}
-	return json.Marshal(inv)
+	return marshalInv(inv)
 }
 
 func openInv(s *sealer, inv *Invocation) error {
