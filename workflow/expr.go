@@ -47,8 +47,33 @@ func exprEnv() (*cel.Env, error) {
 			ext.Math(),
 			ext.Encoders(),
 		)
+		if celEnvErr == nil {
+			celEnv, celEnvErr = celEnv.Extend(cel.CustomTypeAdapter(jsonAdapter{celEnv.CELTypeAdapter()}))
+		}
 	})
 	return celEnv, celEnvErr
+}
+
+// jsonAdapter hands JSON-shaped Go values to CEL as an expression reads
+// them, whole numbers as ints (so steps.a.structuredContent.count + 1
+// works): nothing an expression does not read is converted or copied, so
+// an expression costs the same whatever the size of the results it could
+// reach.
+type jsonAdapter struct{ base types.Adapter }
+
+func (a jsonAdapter) NativeToValue(v any) ref.Val {
+	switch x := v.(type) {
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
+			return types.Int(int64(x))
+		}
+		return types.Double(x)
+	case map[string]any:
+		return types.NewStringInterfaceMap(a, x)
+	case []any:
+		return types.NewDynamicList(a, x)
+	}
+	return a.base.NativeToValue(v)
 }
 
 // expression is one compiled CEL expression.
@@ -161,12 +186,12 @@ type Vars struct {
 
 func (e *Expression) Eval(ctx context.Context, v Vars) (any, error) {
 	act := map[string]any{
-		"inputs": celValue(v.Inputs),
+		"inputs": v.Inputs,
 		"steps":  e.stepsFor(v.Steps),
 		"env":    v.Env,
 	}
 	if v.InLoop {
-		act["item"], act["index"] = celValue(v.Item), int64(v.Index)
+		act["item"], act["index"] = v.Item, int64(v.Index)
 	}
 	ctx, cancel := context.WithTimeout(ctx, exprTimeLimit)
 	defer cancel()
@@ -177,46 +202,19 @@ func (e *Expression) Eval(ctx context.Context, v Vars) (any, error) {
 	return nativeValue(out)
 }
 
-// stepsFor is what e sees of the steps: the ones it names, converted for
-// CEL (converting every earlier step would make each step of a long run
-// cost more than the one before).
+// stepsFor is what e sees of the steps: the ones it names, unless it
+// reads steps other than by a literal name.
 func (e *Expression) stepsFor(steps map[string]any) map[string]any {
 	if e.refs.allSteps {
-		out, _ := celValue(steps).(map[string]any)
-		return out
+		return steps
 	}
 	out := make(map[string]any, len(e.refs.steps))
 	for _, name := range e.refs.steps {
 		if v, ok := steps[name]; ok {
-			out[name] = celValue(v)
+			out[name] = v
 		}
 	}
 	return out
-}
-
-// celValue makes JSON values comfortable in CEL: whole numbers become ints,
-// so steps.a.structuredContent.count + 1 works.
-func celValue(v any) any {
-	switch x := v.(type) {
-	case float64:
-		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
-			return int64(x)
-		}
-		return x
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[k] = celValue(e)
-		}
-		return out
-	case []any:
-		out := make([]any, len(x))
-		for i, e := range x {
-			out[i] = celValue(e)
-		}
-		return out
-	}
-	return v
 }
 
 // nativeValue turns a CEL value into plain JSON-shaped Go values.

@@ -41,3 +41,37 @@ func TestExpressionSeesTheStepsItReads(t *testing.T) {
 		}
 	}
 }
+
+// TestExpressionCostDoesNotGrowWithResults: an expression reads what it
+// names and converts nothing else, so a large result it could reach (the
+// step it reads, with 10,000 items) costs it no more than a small one
+// (a few allocations, not one per item: before, 59,528).
+func TestExpressionCostDoesNotGrowWithResults(t *testing.T) {
+	src := "name: x\nservers: {s: {builtin: demo}}\nsteps:\n  - {id: a, server: s, tool: t}\n  - {id: c, server: s, tool: t, with: {v: \"${{ steps.a.structuredContent.n + size(steps.a.content) }}\"}}\n"
+	wf, err := workflow.Load("x.yaml", []byte(src), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(items int) map[string]any {
+		content := make([]any, items)
+		for i := range content {
+			content[i] = map[string]any{"type": "text", "text": "x", "n": float64(i)}
+		}
+		return map[string]any{"a": map[string]any{"structuredContent": map[string]any{"n": 1.0}, "content": content}}
+	}
+	allocs := func(steps map[string]any) float64 {
+		return testing.AllocsPerRun(20, func() {
+			if _, err := wf.Steps[1].With.Eval(t.Context(), workflow.Vars{Steps: steps}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	small, large := allocs(step(1)), allocs(step(10000))
+	if large > 2*small {
+		t.Errorf("an evaluation allocates %.0f times when the step it reads has 1 item, %.0f times with 10,000", small, large)
+	}
+	got, _ := wf.Steps[1].With.Eval(t.Context(), workflow.Vars{Steps: step(10000)})
+	if v := got.(map[string]any)["v"]; v != int64(10001) {
+		t.Errorf("v = %#v, want 10001", v)
+	}
+}
