@@ -301,8 +301,11 @@ type runner struct {
 	// (resume).
 	prior map[unitKey]*journal.Invocation
 
-	mu    sync.Mutex
-	steps map[string]any // what expressions see as steps.ID
+	// steps is what expressions see as steps.ID. Only execute writes it,
+	// between steps, when no unit of the run is running: the units (a
+	// step's fan-out items among them) read it without a lock, and
+	// without a copy.
+	steps map[string]any
 
 	// dmu guards the queue of writes waiting for the next commit, the
 	// events waiting for them, and the servers the run has used
@@ -347,13 +350,7 @@ func newRunner(e *Engine, wf *workflow.Workflow, run *journal.Run, inputs map[st
 }
 
 func (r *runner) vars(u unit) workflow.Vars {
-	r.mu.Lock()
-	steps := make(map[string]any, len(r.steps))
-	for k, v := range r.steps {
-		steps[k] = v
-	}
-	r.mu.Unlock()
-	return workflow.Vars{Inputs: r.inputs, Steps: steps, Env: r.env, Item: u.itemValue, Index: max(u.item, 0), InLoop: u.item >= 0}
+	return workflow.Vars{Inputs: r.inputs, Steps: r.steps, Env: r.env, Item: u.itemValue, Index: max(u.item, 0), InLoop: u.item >= 0}
 }
 
 func (r *runner) execute(ctx context.Context) (*journal.Run, error) {
@@ -376,9 +373,7 @@ func (r *runner) execute(ctx context.Context) (*journal.Run, error) {
 			status, runErr = res.status, res.err
 			break
 		}
-		r.mu.Lock()
 		r.steps[st.ID] = value
-		r.mu.Unlock()
 	}
 	if status == journal.RunSucceeded && len(r.wf.Outputs) > 0 {
 		outputs, err := r.outputs(ctx)

@@ -172,7 +172,8 @@ func collectRefs(a *cel.Ast) refs {
 	return r
 }
 
-// Vars are the values an evaluation sees.
+// Vars are the values an evaluation sees. Eval reads them, and neither
+// changes nor keeps them.
 type Vars struct {
 	Inputs map[string]any
 	Steps  map[string]any
