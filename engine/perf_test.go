@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -139,6 +140,60 @@ func BenchmarkStepCost(b *testing.B) {
 func bareCall(ctx context.Context, s cachedSession) error {
 	_, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: "t", Arguments: map[string]any{"n": 1}})
 	return err
+}
+
+// BenchmarkStepAllocs prints what a step of a 20-step run allocates
+// beyond its bare tools/call: mcpflow's own work per step (the journal's
+// records, the log, the expressions, the result), in figures the machine's
+// noise does not move. Each iteration is one 20-step run, the log applied
+// to the file (that counts as the steps' work), and 20 bare calls; the
+// figures are totals over all of them. Run it with:
+//
+//	go test ./engine -run '^$' -bench StepAllocs -benchtime 200x
+func BenchmarkStepAllocs(b *testing.B) {
+	j := journaltest.Open(b, nil)
+	sess := cachedSession{connectMemTB(b, benchServer()), map[string]servers.Tool{}}
+	eng := newEngine(j, sess)
+	wf20 := loadB(b, chain(20))
+	ctx := context.Background()
+	var step, bare allocCount
+	for b.Loop() {
+		a0 := allocs()
+		if run, err := eng.Run(ctx, wf20, map[string]any{}, ""); err != nil || run.Status != journal.RunSucceeded {
+			b.Fatalf("run: %v %v", err, run)
+		}
+		j.Invocations(journal.Filter{Limit: 1}) // the log applied to the file: the step's work too
+		a1 := allocs()
+		for range 20 {
+			if err := bareCall(ctx, sess); err != nil {
+				b.Fatal(err)
+			}
+		}
+		a2 := allocs()
+		step, bare = step.add(a1.sub(a0)), bare.add(a2.sub(a1))
+	}
+	n := float64(20 * b.N)
+	b.ReportMetric((step.objects-bare.objects)/n, "allocs/step-beyond-call")
+	b.ReportMetric((step.bytes-bare.bytes)/n, "B/step-beyond-call")
+	b.ReportMetric(bare.objects/n, "allocs/bare-call")
+}
+
+// allocCount is what the process allocated: so far, or in a span.
+type allocCount struct{ objects, bytes float64 }
+
+// allocs reads the counts as testing's ReportAllocs does: exact, where
+// runtime/metrics' lag behind what the Ps have not handed in yet.
+func allocs() allocCount {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return allocCount{float64(m.Mallocs), float64(m.TotalAlloc)}
+}
+
+func (a allocCount) sub(b allocCount) allocCount {
+	return allocCount{a.objects - b.objects, a.bytes - b.bytes}
+}
+func (a allocCount) add(b allocCount) allocCount {
+	return allocCount{a.objects + b.objects, a.bytes + b.bytes}
 }
 
 // BenchmarkLongRun compares the per-step cost of a 200-step run with a
