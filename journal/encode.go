@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
@@ -16,12 +15,38 @@ import (
 // JSON — is left to encoding/json for the whole record, so the output and
 // the errors are always encoding/json's (TestMarshalInvIsJSONMarshal).
 func marshalInv(inv *Invocation) ([]byte, error) {
-	e := recordEncoder{b: make([]byte, 0, 512)}
+	e := recordEncoder{b: make([]byte, 0, invSize(inv))}
 	e.inv(inv)
 	if e.slow {
 		return json.Marshal(inv)
 	}
 	return e.b, nil
+}
+
+// invSize is a little more than the size of inv's record, and of the
+// checksum that seal appends to it: one allocation holds both.
+func invSize(inv *Invocation) int {
+	n := 512 + len(inv.Step) + len(inv.Server) + len(inv.Tool) + len(inv.Arguments) + len(inv.ArgumentsDigest) +
+		len(inv.Annotations) + len(inv.Trust.WorkspaceSource) + len(inv.IdempotencyKey) + len(inv.Sealed)
+	for _, a := range inv.Attempts {
+		n += 192 + len(a.Failure) + len(a.Detail) + len(a.Annotations)
+		if a.Trust != nil {
+			n += len(a.Trust.WorkspaceSource)
+		}
+	}
+	if r := inv.Result; r != nil {
+		n += 64 + len(r.Content) + len(r.StructuredContent)
+	}
+	if e := inv.Error; e != nil {
+		n += 48 + len(e.Code) + len(e.Message)
+	}
+	for _, d := range inv.Decisions {
+		n += 128 + len(d.Verdict) + len(d.Reason) + len(d.View)
+	}
+	for _, r := range inv.Resolutions {
+		n += 160 + len(r.By) + len(r.Why)
+	}
+	return n
 }
 
 // recordEncoder appends a record's JSON to b. slow is set at the first
@@ -240,30 +265,38 @@ func (e *recordEncoder) time(t time.Time) {
 }
 
 // raw appends a JSON payload as encoding/json does a json.RawMessage:
-// compacted, with <, >, &, U+2028 and U+2029 escaped. Invalid JSON is
-// left to encoding/json, which reports it.
+// compacted, with <, >, &, U+2028 and U+2029 escaped in its strings. It
+// validates first (no allocation); invalid JSON is left to encoding/json,
+// which reports it.
 func (e *recordEncoder) raw(m json.RawMessage) {
-	start := len(e.b)
-	buf := bytes.NewBuffer(e.b)
-	if err := json.Compact(buf, m); err != nil {
+	if !json.Valid(m) {
 		e.slow = true
 		return
 	}
-	e.b = buf.Bytes()
-	if htmlSensitive(e.b[start:]) {
-		esc := bytes.NewBuffer(make([]byte, 0, len(e.b)-start+16))
-		json.HTMLEscape(esc, e.b[start:])
-		e.b = append(e.b[:start], esc.Bytes()...)
-	}
-}
-
-// htmlSensitive reports whether b holds a byte that json.HTMLEscape may
-// rewrite: <, >, & or the first byte of U+2028 and U+2029.
-func htmlSensitive(b []byte) bool {
-	for _, c := range b {
-		if c == '<' || c == '>' || c == '&' || c == 0xE2 {
-			return true
+	const digits = "0123456789abcdef"
+	inString, escaped := false, false
+	for i := 0; i < len(m); i++ {
+		c := m[i]
+		switch {
+		case escaped: // the character after a backslash, in a string
+			escaped = false
+		case inString && c == '\\':
+			escaped = true
+		case inString && c == '"':
+			inString = false
+		case inString && (c == '<' || c == '>' || c == '&'):
+			e.b = append(e.b, '\\', 'u', '0', '0', digits[c>>4], digits[c&0xF])
+			continue
+		case inString && c == 0xE2 && i+2 < len(m) && m[i+1] == 0x80 && m[i+2]&^1 == 0xA8:
+			e.b = append(e.b, '\\', 'u', '2', '0', '2', digits[m[i+2]&0xF])
+			i += 2
+			continue
+		case inString:
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			continue
+		case c == '"':
+			inString = true
 		}
+		e.b = append(e.b, c)
 	}
-	return false
 }

@@ -173,3 +173,23 @@ func FuzzMarshalInv(f *testing.F) {
 		sameAsJSON(t, inv)
 	})
 }
+
+// TestMarshalInvAllocatesOnce: a step's record and its checksum fit the
+// buffer invSize asks for (a buffer that grows is copied each time).
+func TestMarshalInvAllocatesOnce(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 20 {
+		inv := plainInv(r)
+		inv.Decisions = []Decision{{Attempt: 1, At: inv.CreatedAt, Verdict: "replay_allowed", Reason: "idempotent", View: "send_time"}}
+		inv.Error = &Error{Code: "outcome_unknown", Message: "the call may have run"}
+		if n := testing.AllocsPerRun(10, func() {
+			b, err := marshalInv(inv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seal(b)
+		}); n != 1 {
+			t.Fatalf("%v allocations to encode and seal a record, want 1", n)
+		}
+	}
+}
