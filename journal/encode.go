@@ -26,16 +26,16 @@ func marshalInv(inv *Invocation) ([]byte, error) {
 // invSize is a little more than the size of inv's record, and of the
 // checksum that seal appends to it: one allocation holds both.
 func invSize(inv *Invocation) int {
-	n := 512 + len(inv.Step) + len(inv.Server) + len(inv.Tool) + len(inv.Arguments) + len(inv.ArgumentsDigest) +
-		len(inv.Annotations) + len(inv.Trust.WorkspaceSource) + len(inv.IdempotencyKey) + len(inv.Sealed)
+	n := 512 + len(inv.Step) + len(inv.Server) + len(inv.Tool) + rawSize(inv.Arguments) + len(inv.ArgumentsDigest) +
+		rawSize(inv.Annotations) + len(inv.Trust.WorkspaceSource) + len(inv.IdempotencyKey) + len(inv.Sealed)
 	for _, a := range inv.Attempts {
-		n += 192 + len(a.Failure) + len(a.Detail) + len(a.Annotations)
+		n += 192 + len(a.Failure) + len(a.Detail) + rawSize(a.Annotations)
 		if a.Trust != nil {
 			n += len(a.Trust.WorkspaceSource)
 		}
 	}
 	if r := inv.Result; r != nil {
-		n += 64 + len(r.Content) + len(r.StructuredContent)
+		n += 64 + rawSize(r.Content) + rawSize(r.StructuredContent)
 	}
 	if e := inv.Error; e != nil {
 		n += 48 + len(e.Code) + len(e.Message)
@@ -45,6 +45,21 @@ func invSize(inv *Invocation) int {
 	}
 	for _, r := range inv.Resolutions {
 		n += 160 + len(r.By) + len(r.Why)
+	}
+	return n
+}
+
+// rawSize is the most that raw may write for m: each <, > and & becomes
+// six bytes, U+2028 and U+2029 (three) six.
+func rawSize(m json.RawMessage) int {
+	n := len(m)
+	for _, c := range m {
+		switch c {
+		case '<', '>', '&':
+			n += 5
+		case 0xE2:
+			n += 3
+		}
 	}
 	return n
 }

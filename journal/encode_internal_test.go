@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -175,7 +176,8 @@ func FuzzMarshalInv(f *testing.F) {
 }
 
 // TestMarshalInvAllocatesOnce: a step's record and its checksum fit the
-// buffer invSize asks for (a buffer that grows is copied each time).
+// buffer invSize asks for (a buffer that grows is copied each time), HTML
+// in its payloads included.
 func TestMarshalInvAllocatesOnce(t *testing.T) {
 	if raceEnabled {
 		t.Skip("allocation counts are not exact under the race detector")
@@ -185,6 +187,9 @@ func TestMarshalInvAllocatesOnce(t *testing.T) {
 		inv := plainInv(r)
 		inv.Decisions = []Decision{{Attempt: 1, At: inv.CreatedAt, Verdict: "replay_allowed", Reason: "idempotent", View: "send_time"}}
 		inv.Error = &Error{Code: "outcome_unknown", Message: "the call may have run"}
+		if r.IntN(2) == 0 { // each <, > and & takes six bytes in the record
+			inv.Result.Content = json.RawMessage(`[{"type":"text","text":"` + strings.Repeat("<p>&amp;</p>", 200) + "\u2028\"}]")
+		}
 		if n := testing.AllocsPerRun(10, func() {
 			b, err := marshalInv(inv)
 			if err != nil {

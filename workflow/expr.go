@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,6 +73,20 @@ func (a jsonAdapter) NativeToValue(v any) ref.Val {
 		return types.NewStringInterfaceMap(a, x)
 	case []any:
 		return types.NewDynamicList(a, x)
+	case ref.Val, map[string]string, []string, []byte:
+		return a.base.NativeToValue(v) // CEL's own, or nothing in them to convert
+	}
+	// Other Go containers ([]float64, map[string][]any...) are given the
+	// shape JSON gives them, as the engine gives its inputs: whole numbers
+	// in them are then ints however an expression reaches them, by index
+	// or by iteration.
+	if k := reflect.ValueOf(v).Kind(); k == reflect.Map || k == reflect.Slice || k == reflect.Array {
+		if b, err := json.Marshal(v); err == nil {
+			var shaped any
+			if json.Unmarshal(b, &shaped) == nil {
+				return a.NativeToValue(shaped)
+			}
+		}
 	}
 	return a.base.NativeToValue(v)
 }

@@ -75,3 +75,40 @@ func TestExpressionCostDoesNotGrowWithResults(t *testing.T) {
 		t.Errorf("v = %#v, want 10001", v)
 	}
 }
+
+// TestExpressionSeesGoContainersAsJSON: values in Go containers other
+// than JSON's ([]float64, a map of them) read as JSON would give them,
+// whole numbers as ints, whether an expression indexes or iterates.
+func TestExpressionSeesGoContainersAsJSON(t *testing.T) {
+	inputs := map[string]any{
+		"floats": []float64{1, 2.5},
+		"maps":   []map[string]any{{"a": 2.0}},
+		"byName": map[string][]any{"x": {3.0}},
+	}
+	for _, tc := range []struct {
+		expr string
+		want any
+	}{
+		{"inputs.floats[0] + 1", int64(2)},
+		{"inputs.floats[1] + 0.5", 3.0},
+		{"inputs.floats.filter(x, type(x) == int).size()", int64(1)},
+		{"inputs.maps[0].a * 2", int64(4)},
+		{"inputs.maps.map(m, m.a + 1)[0]", int64(3)},
+		{"inputs.byName.x[0] + 1", int64(4)},
+		{"size(inputs.byName)", int64(1)},
+	} {
+		src := "name: x\ninputs: {floats: {type: array}, maps: {type: array}, byName: {type: object}}\nservers: {s: {builtin: demo}}\nsteps:\n  - {id: c, server: s, tool: t, with: {v: \"${{ " + tc.expr + " }}\"}}\n"
+		wf, err := workflow.Load("x.yaml", []byte(src), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.expr, err)
+		}
+		got, err := wf.Steps[0].With.Eval(t.Context(), workflow.Vars{Inputs: inputs, Steps: map[string]any{}})
+		if err != nil {
+			t.Errorf("%s: %v", tc.expr, err)
+			continue
+		}
+		if v := got.(map[string]any)["v"]; v != tc.want {
+			t.Errorf("%s = %#v, want %#v", tc.expr, v, tc.want)
+		}
+	}
+}
