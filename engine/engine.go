@@ -30,7 +30,7 @@ type Journal interface {
 	FinishLater(journal.Intent, journal.Outcome) (*journal.Pending, error)
 	SkipLater(*journal.Invocation) (*journal.Pending, error)
 	SetRunStatus(journal.ID, journal.RunStatus, *journal.Error) error
-	EndRun(journal.ID, journal.RunStatus, *journal.Error, map[string]any) error
+	EndRun(journal.ID, journal.RunStatus, *journal.Error, map[string]any) (*journal.Run, error)
 	Begin(*journal.Invocation) (journal.Intent, error)
 	Again(journal.ID, journal.NextAttempt) (journal.Intent, error)
 	Finish(journal.Intent, journal.Outcome) error
@@ -694,10 +694,7 @@ func (r *runner) finish(status journal.RunStatus, runErr *journal.Error, cause e
 	if status != journal.RunSucceeded {
 		r.run.Outputs = nil
 	}
-	if err := r.j.EndRun(r.run.ID, status, runErr, r.run.Outputs); err != nil {
-		return nil, errors.Join(cause, err)
-	}
-	run, err := r.j.Run(r.run.ID) // as committed: status, error (scrubbed), outputs, times
+	run, err := r.j.EndRun(r.run.ID, status, runErr, r.run.Outputs) // as committed: status, error (scrubbed), outputs, times
 	if err != nil {
 		return nil, errors.Join(cause, err)
 	}

@@ -77,6 +77,7 @@ func (s scrubbing) Decide(id journal.ID, d journal.Decision, st journal.State, e
 	return s.r.settled(s.Journal.Decide(id, d, st, s.r.scrubError(e)))
 }
 
-func (s scrubbing) EndRun(id journal.ID, st journal.RunStatus, e *journal.Error, outputs map[string]any) error {
-	return s.r.settled(s.Journal.EndRun(id, st, s.r.scrubError(e), outputs))
+func (s scrubbing) EndRun(id journal.ID, st journal.RunStatus, e *journal.Error, outputs map[string]any) (*journal.Run, error) {
+	run, err := s.Journal.EndRun(id, st, s.r.scrubError(e), outputs)
+	return run, s.r.settled(err)
 }

@@ -48,7 +48,7 @@ func fillForArchive(t *testing.T, j journal.Store) {
 			t.Fatal(err)
 		}
 	}
-	if err := j.EndRun(run, journal.RunSucceeded, nil, map[string]any{"out": "x"}); err != nil {
+	if _, err := j.EndRun(run, journal.RunSucceeded, nil, map[string]any{"out": "x"}); err != nil {
 		t.Fatal(err)
 	}
 	left := newRun(t, j) // running, as after a crash

@@ -82,7 +82,7 @@ func TestLeasesShareRuns(t *testing.T) {
 	}
 	// A run that ended is not claimed, even when free.
 	r, _ := b.Run(run)
-	if err := b.EndRun(run, journal.RunSucceeded, nil, nil); err != nil {
+	if _, err := b.EndRun(run, journal.RunSucceeded, nil, nil); err != nil {
 		t.Fatalf("end the claimed run: %v", err)
 	}
 	if err := b.Release(run); err != nil {

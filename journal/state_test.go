@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	"github.com/mcpflow/mcpflow/journal"
@@ -347,4 +348,46 @@ func TestRetryApprovedAfterFailureOrToolError(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestEndRunReturnsTheRunAsCommitted: EndRun's run is what Run reads back
+// (the engine returns it instead of reading the run again), outputs shaped
+// as JSON decodes them, on every backend, sealed or not, and nothing in it
+// is shared with what the caller passed.
+func TestEndRunReturnsTheRunAsCommitted(t *testing.T) {
+	for _, key := range []*journal.Key{nil, journal.NewKey()} {
+		journaltest.Each(t, &journal.Options{Key: key}, func(t *testing.T, j journal.Store) {
+			run := newRun(t, j)
+			if err := j.RequestApproval(run, "deploy", "Roll out?"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := j.DecideApproval(run, "deploy", journal.ApprovalApproved, "alice", "ok"); err != nil {
+				t.Fatal(err)
+			}
+			outputs := map[string]any{"n": 5, "big": int64(1<<53 + 1), "typed": map[string]int{"k": 1}, "list": []string{"a"}}
+			got, err := j.EndRun(run, journal.RunSucceeded, nil, outputs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			outputs["n"] = 6 // the caller's map is not the run's
+			want, err := j.Run(run)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("EndRun returned\n%+v\nRun reads\n%+v", got, want)
+			}
+
+			failed := newRun(t, j)
+			e := &journal.Error{Code: "X", Message: "no"}
+			got, err = j.EndRun(failed, journal.RunFailed, e, map[string]any{"dropped": true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Message = "changed"
+			if want, _ = j.Run(failed); !reflect.DeepEqual(got, want) || got.Error.Message != "no" || got.Outputs != nil {
+				t.Errorf("EndRun returned\n%+v\nRun reads\n%+v", got, want)
+			}
+		})
+	}
 }

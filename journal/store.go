@@ -48,7 +48,7 @@ type Store interface {
 	CreateRun(*Run) error
 	CreateRunLater(*Run) (*Pending, error)
 	SetRunStatus(ID, RunStatus, *Error) error
-	EndRun(ID, RunStatus, *Error, map[string]any) error
+	EndRun(ID, RunStatus, *Error, map[string]any) (*Run, error)
 	RequestApproval(run ID, step, message string) error
 	DecideApproval(run ID, step string, as ApprovalState, by, reason string) (*Approval, error)
 	Begin(*Invocation) (Intent, error)

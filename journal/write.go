@@ -57,14 +57,17 @@ func (w *writer) createRun(r *Run) func(store) error {
 // writes nothing, and so does succeeded while an invocation of the run is
 // unsettled (see [State.Unsettled]). Durable when it returns nil.
 func (w *writer) SetRunStatus(id ID, status RunStatus, runErr *Error) error {
-	return w.EndRun(id, status, runErr, nil)
+	_, err := w.EndRun(id, status, runErr, nil)
+	return err
 }
 
 // EndRun is SetRunStatus that also records the run's outputs (kept only
-// with RunSucceeded), in the same commit. Durable when it returns nil.
-func (w *writer) EndRun(id ID, status RunStatus, runErr *Error, outputs map[string]any) error {
+// with RunSucceeded), in the same commit. Durable when it returns; it
+// returns the run as committed, as Run would read it back.
+func (w *writer) EndRun(id ID, status RunStatus, runErr *Error, outputs map[string]any) (*Run, error) {
 	now := w.now().UTC()
-	return w.write(func(s store) error {
+	var put *Run // as the commit's last try of the write put it
+	err := w.write(func(s store) error {
 		old, err := s.run(id)
 		if err != nil {
 			return err
@@ -93,8 +96,36 @@ func (w *writer) EndRun(id ID, status RunStatus, runErr *Error, outputs map[stri
 		if status.Finished() {
 			r.FinishedAt = &now
 		}
+		put = &r
 		return s.putRun(old, &r)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return asCommitted(put)
+}
+
+// asCommitted is r, put by a write, as a read of its record gives it:
+// its outputs shaped as JSON decodes them, and nothing shared with the
+// caller of the write. The rest of r is the record the write read (a
+// store's run is the writer's to change) and the values it set.
+func asCommitted(r *Run) (*Run, error) {
+	c := *r
+	if r.Error != nil {
+		e := *r.Error
+		c.Error = &e
+	}
+	if r.Outputs != nil {
+		b, err := json.Marshal(r.Outputs) // it was encoded when put: this cannot fail
+		if err != nil {
+			return nil, err
+		}
+		c.Outputs = nil
+		if err := json.Unmarshal(b, &c.Outputs); err != nil {
+			return nil, err
+		}
+	}
+	return &c, nil
 }
 
 // RequestApproval records that run reached step, whose approve: asks for an
