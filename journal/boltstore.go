@@ -114,27 +114,33 @@ func (s *logStore) firstWhere(run ID, match func(State) bool) (*Invocation, erro
 	}
 	slices.SortFunc(ids, func(a, b ID) int { return bytes.Compare(a[:], b[:]) })
 	for _, id := range slices.Compact(ids) {
-		if match(s.state(id)) {
+		if s.matches(id, match) {
 			return s.inv(id)
 		}
 	}
 	return nil, nil
 }
 
-// state is an invocation's state, found without decoding its record: as
-// put, or from the state index, which lists every state but completed
-// (State.indexed).
-func (s *logStore) state(id ID) State {
+// matches reports whether an invocation's state matches, found without
+// decoding its record: as put, or from the state index, which lists every
+// state but completed (State.indexed). Only the states that match are
+// looked up there (the three unsettled ones, for a run's end), unless
+// completed matches.
+func (s *logStore) matches(id ID, match func(State) bool) bool {
 	if r := s.latest(id); r != nil {
-		return State(r.new)
+		return match(State(r.new))
 	}
 	idx := s.tx.Bucket(bucketByState)
+	completed := match(StateCompleted)
 	for st := State(1); st < numStates; st++ {
-		if st.indexed() && idx.Get(stateKey(st, id)) != nil {
-			return st
+		if !st.indexed() || !completed && !match(st) {
+			continue // not listed; or neither a hit nor a miss would match
+		}
+		if idx.Get(stateKey(st, id)) != nil {
+			return match(st)
 		}
 	}
-	return StateCompleted
+	return completed
 }
 
 // putRun writes r and moves its index entries from old (nil when new),

@@ -241,20 +241,37 @@ func TestLogIsPrivate(t *testing.T) {
 // A run's unsettled call is found among records already in the file (not
 // only among those still in the overlay), by the state index.
 func TestUnsettledFoundInTheFile(t *testing.T) {
-	for _, s := range []journal.State{journal.StateIntent, journal.StateOutcomeUnknown} {
+	for _, s := range []journal.State{journal.StateIntent, journal.StateOutcomeUnknown, journal.StateRetryApproved,
+		journal.StateFailed, journal.StateAborted, journal.StateTimedOut, journal.StateSkipped} {
 		path := filepath.Join(t.TempDir(), "journal.db")
 		j := journaltest.OpenPath(t, path, nil)
 		run := newRun(t, j)
 		finish(t, j, begin(t, j, run, "fs", "a"), journal.StateCompleted)
-		in := begin(t, j, run, "fs", "b")
-		if s != journal.StateIntent {
-			finish(t, j, in, s)
+		switch s {
+		case journal.StateIntent:
+			begin(t, j, run, "fs", "b")
+		case journal.StateSkipped:
+			if err := j.Skip(&journal.Invocation{RunID: run, Step: "b", Item: -1, Server: "fs", Tool: "b"}); err != nil {
+				t.Fatal(err)
+			}
+		case journal.StateRetryApproved:
+			in := begin(t, j, run, "fs", "b")
+			finish(t, j, in, journal.StateOutcomeUnknown)
+			if err := j.Resolve(in.ID, journal.Resolution{By: "op", Why: "w", As: s}, nil); err != nil {
+				t.Fatal(err)
+			}
+		default:
+			finish(t, j, begin(t, j, run, "fs", "b"), s)
 		}
 		finish(t, j, begin(t, j, run, "fs", "c"), journal.StateCompleted)
 		journaltest.CheckAndClose(t, j)
 		j = journaltest.OpenPath(t, path, nil)
-		if err := j.SetRunStatus(run, journal.RunSucceeded, nil); !errors.Is(err, journal.ErrTransition) {
+		err := j.SetRunStatus(run, journal.RunSucceeded, nil)
+		if s.Unsettled() && !errors.Is(err, journal.ErrTransition) {
 			t.Errorf("%s: a run with an unsettled call succeeded: %v", s, err)
+		}
+		if !s.Unsettled() && err != nil {
+			t.Errorf("%s: a run whose calls are settled did not succeed: %v", s, err)
 		}
 		journaltest.CheckAndClose(t, j)
 	}
