@@ -12,8 +12,9 @@ import (
 // (legal transitions, attempts, decisions, resolutions, approvals) are the
 // writer's, once, for every backend; a store only keeps records.
 type store interface {
-	// run and inv may return a record the store keeps: the caller
-	// changes a clone (cloneRun, cloneInv), never what it was given.
+	// inv may return a record the store keeps: the caller changes a
+	// clone (cloneInv), never what it was given. run returns a record
+	// decoded for the caller, which EndRun hands on (asCommitted).
 	run(ID) (*Run, error)
 	inv(ID) (*Invocation, error)
 	// putRun and putInv write a record, moving its index entries from

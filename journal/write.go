@@ -107,8 +107,8 @@ func (w *writer) EndRun(id ID, status RunStatus, runErr *Error, outputs map[stri
 
 // asCommitted is r, put by a write, as a read of its record gives it:
 // its outputs shaped as JSON decodes them, and nothing shared with the
-// caller of the write. The rest of r is the record the write read (a
-// store's run is the writer's to change) and the values it set.
+// caller of the write. The rest of r is the record the write read (which
+// store.run decoded for it) and the values it set.
 func asCommitted(r *Run) (*Run, error) {
 	c := *r
 	if r.Error != nil {
