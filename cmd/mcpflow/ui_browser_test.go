@@ -189,6 +189,23 @@ func TestBrowserResolveAndResume(t *testing.T) {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
+	// live does one step on a live page, which swaps its region in when
+	// the server reports a change (ui.js): a step that found its node
+	// just before the swap finds it gone, and is tried again on the
+	// fresh one.
+	live := func(what string, step chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		for try := 0; ; try++ {
+			err := chromedp.Do(ctx, step)
+			if err == nil {
+				return
+			}
+			if !strings.Contains(err.Error(), "Could not find node") || try == 20 {
+				t.Fatalf("%s: %v", what, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 	shot := func(name string) {
 		t.Helper()
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -212,32 +229,31 @@ func TestBrowserResolveAndResume(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-run=%q] .run-blocked`, run))))
 	shot("ui-runs.png")
 
-	do("open the blocked run", chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href="/runs/%s"]`, run))),
-		chromedp.WaitVisible(chromedp.CSS(`.timeline .tl-bar.st-outcome_unknown`)))
+	live("open the blocked run", chromedp.Click(chromedp.CSS(fmt.Sprintf(`a[href="/runs/%s"]`, run))))
+	do("the blocked run", chromedp.WaitVisible(chromedp.CSS(`.timeline .tl-bar.st-outcome_unknown`)))
 	if got := text("#run-status"); got != "blocked" {
 		t.Errorf("run page status %q, want blocked", got)
 	}
 	do("the timeline marks the decision", chromedp.WaitReady(chromedp.CSS(`.timeline .tl-mark.mark-decision`)))
 	shot("ui-run-blocked.png")
 
-	do("open the invocation", chromedp.Click(chromedp.CSS(`.callout a.resolve-link`)),
-		chromedp.WaitVisible(chromedp.CSS(`#resolve form`)))
+	live("open the invocation", chromedp.Click(chromedp.CSS(`.callout a.resolve-link`)))
+	do("the invocation", chromedp.WaitVisible(chromedp.CSS(`#resolve form`)))
 	if got := text("#inv-state"); got != "outcome_unknown" {
 		t.Errorf("invocation state %q, want outcome_unknown", got)
 	}
-	do("fill in the resolve form",
-		chromedp.Click(chromedp.CSS(`input[name=as][value=completed]`)),
-		chromedp.SendKeys(chromedp.CSS(`textarea[name=result]`), `{"structuredContent": {"row": 1}}`),
-		chromedp.SendKeys(chromedp.CSS(`textarea[name=reason]`), "charge found in the ledger, row 1"))
+	live("choose completed", chromedp.Click(chromedp.CSS(`input[name=as][value=completed]`)))
+	live("type the result", chromedp.SendKeys(chromedp.CSS(`textarea[name=result]`), `{"structuredContent": {"row": 1}}`))
+	live("type the reason", chromedp.SendKeys(chromedp.CSS(`textarea[name=reason]`), "charge found in the ledger, row 1"))
 	shot("ui-invocation.png")
 
-	do("resolve", chromedp.Click(chromedp.CSS(`#resolve-submit`)),
-		chromedp.WaitVisible(chromedp.CSS(`.flash-ok`)))
+	live("resolve", chromedp.Click(chromedp.CSS(`#resolve-submit`)))
+	do("resolved", chromedp.WaitVisible(chromedp.CSS(`.flash-ok`)))
 	if got := text(".flash-ok"); !strings.Contains(got, "resolved as completed") {
 		t.Errorf("flash %q", got)
 	}
-	do("resume", chromedp.Click(chromedp.CSS(`#resume`)),
-		chromedp.WaitVisible(chromedp.CSS(`#run-status.run-succeeded`)))
+	live("resume", chromedp.Click(chromedp.CSS(`#resume`)))
+	do("resumed", chromedp.WaitVisible(chromedp.CSS(`#run-status.run-succeeded`)))
 	do("the timeline of the run", chromedp.WaitVisible(chromedp.CSS(`.timeline .tl-mark.mark-resolution`)))
 	shot("ui-run.png")
 
