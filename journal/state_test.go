@@ -388,6 +388,23 @@ func TestEndRunReturnsTheRunAsCommitted(t *testing.T) {
 			if want, _ = j.Run(failed); !reflect.DeepEqual(got, want) || got.Error.Message != "no" || got.Outputs != nil {
 				t.Errorf("EndRun returned\n%+v\nRun reads\n%+v", got, want)
 			}
+
+			// What JSON changes on the way: an empty map is left out, a
+			// byte that is not UTF-8 becomes U+FFFD.
+			empty := newRun(t, j)
+			if got, err = j.EndRun(empty, journal.RunSucceeded, nil, map[string]any{}); err != nil {
+				t.Fatal(err)
+			}
+			if want, _ = j.Run(empty); !reflect.DeepEqual(got, want) {
+				t.Errorf("empty outputs: EndRun returned\n%+v\nRun reads\n%+v", got, want)
+			}
+			bad := newRun(t, j)
+			if got, err = j.EndRun(bad, journal.RunFailed, &journal.Error{Code: "X", Message: "bad \xff byte"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if want, _ = j.Run(bad); !reflect.DeepEqual(got, want) {
+				t.Errorf("invalid UTF-8: EndRun returned\n%+v\nRun reads\n%+v", got, want)
+			}
 		})
 	}
 }

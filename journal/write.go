@@ -106,25 +106,26 @@ func (w *writer) EndRun(id ID, status RunStatus, runErr *Error, outputs map[stri
 }
 
 // asCommitted is r, put by a write, as a read of its record gives it:
-// its outputs shaped as JSON decodes them, and nothing shared with the
-// caller of the write. The rest of r is the record the write read (which
-// store.run decoded for it) and the values it set.
+// its error and outputs shaped as JSON decodes them (an empty map left
+// out, a byte that is not UTF-8 made U+FFFD, numbers as float64), and
+// nothing shared with the caller of the write. The rest of r is the
+// record the write read (which store.run decoded for it) and the values
+// it set.
 func asCommitted(r *Run) (*Run, error) {
+	type shaped struct {
+		Error   *Error         `json:"error,omitempty"`
+		Outputs map[string]any `json:"outputs,omitempty"`
+	}
+	b, err := json.Marshal(shaped{r.Error, r.Outputs}) // it was encoded when put: this cannot fail
+	if err != nil {
+		return nil, err
+	}
+	var s shaped
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, err
+	}
 	c := *r
-	if r.Error != nil {
-		e := *r.Error
-		c.Error = &e
-	}
-	if r.Outputs != nil {
-		b, err := json.Marshal(r.Outputs) // it was encoded when put: this cannot fail
-		if err != nil {
-			return nil, err
-		}
-		c.Outputs = nil
-		if err := json.Unmarshal(b, &c.Outputs); err != nil {
-			return nil, err
-		}
-	}
+	c.Error, c.Outputs = s.Error, s.Outputs
 	return &c, nil
 }
 
