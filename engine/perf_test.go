@@ -31,13 +31,15 @@ import (
 // call back to back and paced (after an fsync, as a step's is), and the
 // throughput of 64 concurrent runs against 64 bare callers. A bare call
 // is timed as a step is: a step is its run's time over its 20 steps, a
-// bare call 20 calls' time over 20 (bare-single-µs is the median of
-// single calls, as it was before, and (step-single)/fsync the ratio with
-// it). Each iteration
-// is one interleaved round (fsyncs, bare calls, a 20-step run, 64
-// concurrent 10-step runs and the apply of their log to the file, 64
-// concurrent bare callers); the figures are
-// medians over the rounds. The process has the GC targets of the mcpflow
+// bare call 20 calls' time over 20, the median of 5 such batches
+// (bare-single-µs is the median of 100 single calls, and
+// (step-single)/fsync the ratio with it). Each iteration is one
+// interleaved round (fsyncs, bare calls, a 20-step run, 64 concurrent
+// 10-step runs and the apply of their log to the file, 64 concurrent bare
+// callers); the figures are medians over the rounds. The 20-step run's
+// time leaves out the apply of its log, which the next phase forces
+// untimed (beside a lone run, the applier has a core of its own); the
+// 64 runs' time includes theirs. The process has the GC targets of the mcpflow
 // binary (internal/gcpolicy; GOGC=100 in the environment gives Go's
 // default instead). Run it with:
 //
