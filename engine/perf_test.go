@@ -69,6 +69,7 @@ func BenchmarkStepCost(b *testing.B) {
 	}
 
 	var fsyncs, paced, bares, singles, pacedBares, steps, ratios, singleRatios, pacedRatios, concurrent []float64
+	var runCPU, bareCPU, runCores, bareCores []float64
 	commits, pages, stepsRun := int64(0), int64(0), 0
 	for b.Loop() {
 		// One fsync of 4 KiB.
@@ -133,7 +134,7 @@ func BenchmarkStepCost(b *testing.B) {
 		// The runs' time includes applying what they logged to the file:
 		// left to the applier's timer, the rest of it would run during the
 		// bare callers' turn, on their time.
-		start = time.Now()
+		start, cpu0 := time.Now(), cpuTime()
 		parallel(64, func(i int) {
 			e := newEngine(j, callers[i])
 			if run, err := e.Run(ctx, wf10, map[string]any{}, ""); err != nil || run.Status != journal.RunSucceeded {
@@ -141,7 +142,7 @@ func BenchmarkStepCost(b *testing.B) {
 			}
 		})
 		j.Invocations(journal.Filter{Limit: 1})
-		journaled := time.Since(start)
+		journaled, cpu1 := time.Since(start), cpuTime()
 		bare := parallel(64, func(i int) {
 			for range 10 {
 				if err := bareCall(ctx, callers[i]); err != nil {
@@ -149,7 +150,15 @@ func BenchmarkStepCost(b *testing.B) {
 				}
 			}
 		})
+		cpu2 := cpuTime()
 		concurrent = append(concurrent, bare.Seconds()/journaled.Seconds())
+		// The same phases in CPU time, which the host's load moves less
+		// than wall time: the ratio splits into the CPU a step costs and
+		// how much of the 2 cores each phase kept busy.
+		runCPU = append(runCPU, float64((cpu1-cpu0).Microseconds())/640)
+		bareCPU = append(bareCPU, float64((cpu2-cpu1).Microseconds())/640)
+		runCores = append(runCores, (cpu1-cpu0).Seconds()/journaled.Seconds())
+		bareCores = append(bareCores, (cpu2-cpu1).Seconds()/bare.Seconds())
 	}
 	b.ReportMetric(med(fsyncs), "fsync-µs")
 	b.ReportMetric(med(paced), "paced-fsync-µs")
@@ -161,6 +170,12 @@ func BenchmarkStepCost(b *testing.B) {
 	b.ReportMetric(med(steps), "step-µs")
 	b.ReportMetric(med(ratios), "(step-bare)/fsync")
 	b.ReportMetric(med(concurrent), "64-runs/64-bare")
+	if med(runCPU) > 0 {
+		b.ReportMetric(med(runCPU), "64-runs-cpu-µs/step")
+		b.ReportMetric(med(bareCPU), "64-bare-cpu-µs/call")
+		b.ReportMetric(med(runCores), "64-runs-cores")
+		b.ReportMetric(med(bareCores), "64-bare-cores")
+	}
 	b.ReportMetric(float64(commits)/float64(stepsRun), "commits/step")
 	b.ReportMetric(float64(pages)/float64(stepsRun), "pages/step")
 }
