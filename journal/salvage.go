@@ -163,6 +163,7 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 	}
 	sort.Slice(ids, func(a, b int) bool { return string(ids[a][:]) < string(ids[b][:]) })
 	err = out.update(func(tx *bolt.Tx) error {
+		fillRecordPages(tx) // records go in in key order
 		if key == nil && srcKeyID != "" {
 			// Payloads stay sealed under the source's key: so says dst.
 			if err := tx.Bucket(bucketMeta).Put(keyKeyID, []byte(srcKeyID)); err != nil {

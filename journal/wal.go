@@ -472,12 +472,23 @@ func applyEntries(tx *bolt.Tx, entries []walEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
+	fillRecordPages(tx)
 	for _, r := range coalesce(entries) {
 		if err := r.apply(tx); err != nil {
 			return err
 		}
 	}
 	return tx.Bucket(bucketMeta).Put(keyWALApplied, binary.BigEndian.AppendUint64(nil, entries[len(entries)-1].seq))
+}
+
+// fillRecordPages makes tx split the pages of the run and invocation trees
+// full, not half full as bbolt does by default (for keys that arrive at
+// random): ids grow with time, so records arrive at the right edge of
+// their trees, and a half-full page there stays half full. The indexes'
+// keys lead with a run, a state or a tool, and arrive in the middle.
+func fillRecordPages(tx *bolt.Tx) {
+	tx.Bucket(bucketRuns).FillPercent = 1.0
+	tx.Bucket(bucketInvs).FillPercent = 1.0
 }
 
 // coalesce is what entries put, one record per id (of a run or of an

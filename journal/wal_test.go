@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 )
@@ -544,4 +546,47 @@ func TestHardLinkedJournalRefused(t *testing.T) {
 	if _, err := journal.Open(path, nil); !errors.Is(err, journal.ErrInaccessible) || !strings.Contains(err.Error(), "hard link") {
 		t.Errorf("open: %v, want refused", err)
 	}
+}
+
+// TestRecordsFillTheirPages: ids grow with time, so the file's records
+// are appended at the right edge of their trees, and a page split there
+// is left full — bbolt's default split, meant for keys that arrive at
+// random, leaves every page of an append-only tree half empty (a journal
+// twice the size, and twice the pages to read and to write).
+func TestRecordsFillTheirPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	j, err := journal.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := json.RawMessage(`{"text":"` + strings.Repeat("x", 400) + `"}`)
+	for range 20 {
+		run := newRun(t, j)
+		for range 50 {
+			in, err := j.Begin(&journal.Invocation{RunID: run, Step: "s", Item: -1, Server: "fs", Tool: "write", Arguments: args})
+			if err != nil {
+				t.Fatal(err)
+			}
+			finish(t, j, in, journal.StateCompleted)
+		}
+		if _, err := j.EndRun(run, journal.RunSucceeded, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		j.Invocations(journal.Filter{Limit: 1}) // the log applied: one commit into the file per run
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.View(func(tx *bolt.Tx) error {
+		s := tx.Bucket([]byte("invocations")).Stats()
+		if fill := float64(s.LeafInuse) / float64(s.LeafAlloc); fill < 0.8 {
+			t.Errorf("%d invocations in %d leaf pages, %.0f%% of them in use", s.KeyN, s.LeafPageN, 100*fill)
+		}
+		return nil
+	})
 }
