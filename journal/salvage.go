@@ -163,7 +163,9 @@ func Salvage(src, dst string, key *Key) (SalvageReport, error) {
 	}
 	sort.Slice(ids, func(a, b int) bool { return string(ids[a][:]) < string(ids[b][:]) })
 	err = out.update(func(tx *bolt.Tx) error {
-		fillRecordPages(tx) // records go in in key order
+		for _, name := range allBuckets {
+			tx.Bucket(name).FillPercent = 1.0 // a new file, written at once: full pages (as bolt.Compact makes them)
+		}
 		if key == nil && srcKeyID != "" {
 			// Payloads stay sealed under the source's key: so says dst.
 			if err := tx.Bucket(bucketMeta).Put(keyKeyID, []byte(srcKeyID)); err != nil {

@@ -483,9 +483,13 @@ func applyEntries(tx *bolt.Tx, entries []walEntry) error {
 
 // fillRecordPages makes tx split the pages of the run and invocation trees
 // full, not half full as bbolt does by default (for keys that arrive at
-// random): ids grow with time, so records arrive at the right edge of
-// their trees, and a half-full page there stays half full. The indexes'
-// keys lead with a run, a state or a tool, and arrive in the middle.
+// random): a journal's ids grow with time, so its new records arrive at
+// the right edge of their trees, where a half-full page stays half full.
+// A record that grows later (a run's end, an outcome applied after its
+// intent) splits its page if the page is full, into a full one and the
+// rest, which has room for its neighbours' growth. The indexes' keys lead
+// with a run, a state or a tool, and arrive in the middle: they keep the
+// default.
 func fillRecordPages(tx *bolt.Tx) {
 	tx.Bucket(bucketRuns).FillPercent = 1.0
 	tx.Bucket(bucketInvs).FillPercent = 1.0
