@@ -154,7 +154,7 @@ func BenchmarkStepCost(b *testing.B) {
 		concurrent = append(concurrent, bare.Seconds()/journaled.Seconds())
 		// The same phases in CPU time, which the host's load moves less
 		// than wall time: the ratio splits into the CPU a step costs and
-		// how much of the 2 cores each phase kept busy.
+		// how many cores each phase kept busy.
 		runCPU = append(runCPU, float64((cpu1-cpu0).Microseconds())/640)
 		bareCPU = append(bareCPU, float64((cpu2-cpu1).Microseconds())/640)
 		runCores = append(runCores, (cpu1-cpu0).Seconds()/journaled.Seconds())
