@@ -39,7 +39,9 @@ import (
 // callers); the figures are medians over the rounds. The 20-step run's
 // time leaves out the apply of its log, which the next phase forces
 // untimed (beside a lone run, the applier has a core of its own); the
-// 64 runs' time includes theirs. The process has the GC targets of the mcpflow
+// 64 runs' time includes theirs. The two concurrent phases are also
+// given in CPU time and cores kept busy, and the runs' phase in the cores
+// their log's flushes held (64-runs-sync-cores). The process has the GC targets of the mcpflow
 // binary (internal/gcpolicy; GOGC=100 in the environment gives Go's
 // default instead). Run it with:
 //
@@ -69,7 +71,7 @@ func BenchmarkStepCost(b *testing.B) {
 	}
 
 	var fsyncs, paced, bares, singles, pacedBares, steps, ratios, singleRatios, pacedRatios, concurrent []float64
-	var runCPU, bareCPU, runCores, bareCores []float64
+	var runCPU, bareCPU, runCores, bareCores, runSync []float64
 	commits, pages, stepsRun := int64(0), int64(0), 0
 	for b.Loop() {
 		// One fsync of 4 KiB.
@@ -134,7 +136,7 @@ func BenchmarkStepCost(b *testing.B) {
 		// The runs' time includes applying what they logged to the file:
 		// left to the applier's timer, the rest of it would run during the
 		// bare callers' turn, on their time.
-		start, cpu0 := time.Now(), cpuTime()
+		start, cpu0, sync0 := time.Now(), cpuTime(), j.Stats().LogSync
 		parallel(64, func(i int) {
 			e := newEngine(j, callers[i])
 			if run, err := e.Run(ctx, wf10, map[string]any{}, ""); err != nil || run.Status != journal.RunSucceeded {
@@ -142,7 +144,7 @@ func BenchmarkStepCost(b *testing.B) {
 			}
 		})
 		j.Invocations(journal.Filter{Limit: 1})
-		journaled, cpu1 := time.Since(start), cpuTime()
+		journaled, cpu1, sync1 := time.Since(start), cpuTime(), j.Stats().LogSync
 		bare := parallel(64, func(i int) {
 			for range 10 {
 				if err := bareCall(ctx, callers[i]); err != nil {
@@ -154,7 +156,10 @@ func BenchmarkStepCost(b *testing.B) {
 		concurrent = append(concurrent, bare.Seconds()/journaled.Seconds())
 		// The same phases in CPU time, which the host's load moves less
 		// than wall time: the ratio splits into the CPU a step costs and
-		// how many cores each phase kept busy.
+		// how many cores each phase kept busy; and the runs' share of
+		// the phase with a flush of the log in progress, during which Go
+		// keeps a core for the goroutine in fdatasync.
+		runSync = append(runSync, (sync1-sync0).Seconds()/journaled.Seconds())
 		runCPU = append(runCPU, float64((cpu1-cpu0).Microseconds())/640)
 		bareCPU = append(bareCPU, float64((cpu2-cpu1).Microseconds())/640)
 		runCores = append(runCores, (cpu1-cpu0).Seconds()/journaled.Seconds())
@@ -170,6 +175,7 @@ func BenchmarkStepCost(b *testing.B) {
 	b.ReportMetric(med(steps), "step-µs")
 	b.ReportMetric(med(ratios), "(step-bare)/fsync")
 	b.ReportMetric(med(concurrent), "64-runs/64-bare")
+	b.ReportMetric(med(runSync), "64-runs-sync-cores")
 	if med(runCPU) > 0 {
 		b.ReportMetric(med(runCPU), "64-runs-cpu-µs/step")
 		b.ReportMetric(med(bareCPU), "64-bare-cpu-µs/call")

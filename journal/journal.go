@@ -599,10 +599,15 @@ type Stats struct {
 	// opened to write). Unapplied is then the size in bytes of the log's
 	// entries not in the file yet, and ApplyErr why the last background
 	// commit failed (nil once one succeeds; it is tried again every second,
-	// and writes go on into the log until it is full).
+	// and writes go on into the log until it is full). LogSync is the
+	// time the log's appends spent in fdatasync: over a span of time, its
+	// growth is the share of that span a flush was in progress (while one
+	// is, Go keeps a core for it), and over Commits' growth, a flush's mean
+	// duration.
 	Log       bool
 	Unapplied int64
 	ApplyErr  error
+	LogSync   time.Duration
 }
 
 // Commit is one group commit, as Options.OnCommit is told of it.
@@ -622,6 +627,7 @@ func (j *Journal) Stats() Stats {
 	if j.ap != nil {
 		a := j.ap.stats()
 		st.Log, st.Applies, st.Unapplied, st.ApplyErr = true, a.commits, int64(a.unapplied), a.err
+		st.LogSync = time.Duration(j.log.synced.Load())
 	}
 	return st
 }

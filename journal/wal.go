@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -242,6 +243,9 @@ type wal struct {
 	seq  uint64 // the sequence number of the last entry written
 	id   []byte // the journal's id (keyWALID)
 	buf  []byte
+	// synced is the time spent in fdatasync, in nanoseconds (Stats
+	// reads it while appends go on).
+	synced atomic.Int64
 	// err is sticky: after a failed write the log's end is unknown, so
 	// nothing more is appended until the journal is opened again.
 	err error
@@ -339,7 +343,10 @@ func (w *wal) write(entry []byte) (pages int64, err error) {
 	if _, err := w.f.WriteAt(entry, w.off); err != nil {
 		return 0, err
 	}
-	if err := fdatasync(w.f); err != nil {
+	start := time.Now()
+	err = fdatasync(w.f)
+	w.synced.Add(int64(time.Since(start)))
+	if err != nil {
 		// The entry may be whole in the page cache: unmark it, so that
 		// an open before the machine restarts does not apply a write
 		// whose caller was told it failed.

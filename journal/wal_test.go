@@ -417,6 +417,30 @@ func TestApplierFailsThenRecovers(t *testing.T) {
 	journaltest.CheckAndClose(t, j)
 }
 
+// Stats tells how long the log's appends spent in fdatasync: more after
+// each commit, and never more than the time the commits took.
+func TestStatsTimeTheLogsFlushes(t *testing.T) {
+	j := journaltest.Open(t, nil)
+	if st := j.Stats(); st.LogSync != 0 {
+		t.Fatalf("flush time %v before any commit", st.LogSync)
+	}
+	start := time.Now()
+	run := newRun(t, j)
+	after := j.Stats().LogSync
+	if after <= 0 || after > time.Since(start) {
+		t.Fatalf("flush time %v after one commit of %v", after, time.Since(start))
+	}
+	for range 5 {
+		in := begin(t, j, run, "fs", "read")
+		finish(t, j, in, journal.StateCompleted)
+	}
+	st := j.Stats()
+	if st.LogSync <= after || st.LogSync > time.Since(start) {
+		t.Fatalf("flush time %v after %d commits of %v (%v after the first)", st.LogSync, st.Commits, time.Since(start), after)
+	}
+	journaltest.CheckAndClose(t, j)
+}
+
 // What a caller passed in is copied: changing it after the write changes
 // nothing the journal holds, in a later write of the same record either.
 func TestWritesOwnWhatTheyAreGiven(t *testing.T) {

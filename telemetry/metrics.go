@@ -57,7 +57,7 @@ type Metrics struct {
 	reg      *prometheus.Registry
 
 	runs, invs, waiting, commits, writes, active *prometheus.Desc
-	applies, unapplied, applyFailing             *prometheus.Desc
+	applies, unapplied, applyFailing, logSync    *prometheus.Desc
 }
 
 // NewMetrics returns the metrics of the journal j returns (asked at each
@@ -75,6 +75,8 @@ func NewMetrics(j func() (journal.Store, error), sessions func() int) *Metrics {
 			"Background commits of the bbolt journal's write-ahead log into its file since the journal was opened.", nil, nil),
 		unapplied: prometheus.NewDesc("mcpflow_journal_log_unapplied_bytes",
 			"Bytes of the bbolt journal's write-ahead log not yet in its file (writes are durable once in the log).", nil, nil),
+		logSync: prometheus.NewDesc("mcpflow_journal_log_sync_seconds_total",
+			"Time the bbolt journal's write-ahead log spent in fdatasync since the journal was opened (rate() is the share of the time a flush is in progress).", nil, nil),
 		applyFailing: prometheus.NewDesc("mcpflow_journal_log_apply_failing",
 			"1 while the last commit of the write-ahead log into the bbolt file failed (it is tried again every second; reads that need the file fail, and so do writes once the log is full).", nil, nil),
 	}
@@ -89,7 +91,7 @@ func (m *Metrics) Handler() http.Handler {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.runs, m.invs, m.waiting, m.commits, m.writes, m.active, m.applies, m.unapplied, m.applyFailing} {
+	for _, d := range []*prometheus.Desc{m.runs, m.invs, m.waiting, m.commits, m.writes, m.active, m.applies, m.unapplied, m.applyFailing, m.logSync} {
 		ch <- d
 	}
 }
@@ -122,6 +124,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		send(m.applies, prometheus.CounterValue, float64(stats.Applies))
 		send(m.unapplied, prometheus.GaugeValue, float64(stats.Unapplied))
 		send(m.applyFailing, prometheus.GaugeValue, failing)
+		send(m.logSync, prometheus.CounterValue, stats.LogSync.Seconds())
 	}
 	for _, st := range journal.RunStatuses() {
 		if n, _, err := j.CountRuns(journal.RunFilter{Status: st}, CountBound); err == nil {

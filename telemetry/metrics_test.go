@@ -55,6 +55,9 @@ func TestMetricsOfTheLog(t *testing.T) {
 		t.Errorf("after the first scrape applied the log: unapplied %v, applies %v then %v; want 0, one more",
 			second["mcpflow_journal_log_unapplied_bytes"], first["mcpflow_journal_log_applies_total"], second["mcpflow_journal_log_applies_total"])
 	}
+	if got, want := second["mcpflow_journal_log_sync_seconds_total"], j.Stats().LogSync.Seconds(); got <= 0 || got != want {
+		t.Errorf("log sync seconds %v, want the journal's %v, more than 0 after three commits", got, want)
+	}
 	if v, ok := second["mcpflow_journal_log_apply_failing"]; !ok || v != 0 {
 		t.Errorf("apply failing: %v (reported %v), want 0", v, ok)
 	}
