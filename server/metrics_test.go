@@ -134,6 +134,9 @@ func TestMetrics(t *testing.T) {
 	if _, ok := after["mcpflow_journal_log_unapplied_bytes"]; !ok {
 		t.Error("no mcpflow_journal_log_unapplied_bytes")
 	}
+	if got := after["mcpflow_journal_log_sync_seconds_total"]; got <= 0 || got > j.Stats().LogSync.Seconds() {
+		t.Errorf("log sync seconds %v after the runs' commits; want more than 0, at most the journal's %v now", got, j.Stats().LogSync.Seconds())
+	}
 	if after[`mcpflow_tool_call_duration_seconds_count{server="demo",tool="greet"}`] < 1 || after[`mcpflow_tool_call_duration_seconds_count{server="demo",tool="count_slowly"}`] < 1 {
 		t.Errorf("tools/call latencies not counted: %v", after)
 	}
