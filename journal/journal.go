@@ -169,6 +169,21 @@ func Open(path string, opts *Options) (*Journal, error) {
 			return nil, fmt.Errorf("open journal %s: %w: it is a symbolic link to %s, which does not exist", path, ErrInaccessible, target)
 		}
 	}
+	var leftover error
+	if err == nil && hardLinks(st) > 1 {
+		// A creation killed after it linked the new file into place left
+		// its temporary name on the file: remove it, as the creation would
+		// have (another name is the user's, and refused below).
+		real, rerr := filepath.EvalSymlinks(path) // the creation named its temporary file after this
+		var removed []string
+		if rerr == nil {
+			removed, rerr = atomicfile.RemoveLinkedLeftovers(real)
+		}
+		if len(removed) > 0 {
+			st, err = os.Stat(path)
+		}
+		leftover = rerr
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && o.ReadOnly:
 		return nil, fmt.Errorf("open journal %s: %w (no run has been journaled here yet)", path, fs.ErrNotExist)
@@ -187,7 +202,11 @@ func Open(path string, opts *Options) (*Journal, error) {
 		return nil, fmt.Errorf("open journal %s: empty file: %w", path, ErrNotJournal)
 	case hardLinks(st) > 1:
 		// Its log is found by name: each name would have a log of its own.
-		return nil, fmt.Errorf("open journal %s: %w: the file has %d names (hard links), and its log is found by name; keep one name (a symbolic link is fine)", path, ErrInaccessible, hardLinks(st))
+		why := ""
+		if leftover != nil {
+			why = fmt.Sprintf(" (a name that an interrupted creation left could not be removed: %v)", leftover)
+		}
+		return nil, fmt.Errorf("open journal %s: %w: the file has %d names (hard links), and its log is found by name; keep one name (a symbolic link is fine)%s", path, ErrInaccessible, hardLinks(st), why)
 	}
 	var db *bolt.DB
 	var version uint64

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -569,6 +570,34 @@ func TestHardLinkedJournalRefused(t *testing.T) {
 	}
 	if _, err := journal.Open(path, nil); !errors.Is(err, journal.ErrInaccessible) || !strings.Contains(err.Error(), "hard link") {
 		t.Errorf("open: %v, want refused", err)
+	}
+}
+
+// A journal whose creation was killed after it linked the new file into
+// place has a second name, the creation's temporary one: it opens (read-
+// only too), that name is removed, and nothing of the journal is lost.
+func TestJournalLinkedByAnInterruptedCreationOpens(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "journal.db")
+	j := journaltest.OpenPath(t, path, nil)
+	run := newRun(t, j)
+	journaltest.CheckAndClose(t, j)
+	leftover := filepath.Join(dir, ".journal.db.2209337.tmp")
+	for _, readOnly := range []bool{true, false} {
+		if err := os.Link(path, leftover); err != nil {
+			t.Skip("no hard links here:", err)
+		}
+		j, err := journal.Open(path, &journal.Options{ReadOnly: readOnly})
+		if err != nil {
+			t.Fatalf("open (read-only %v): %v", readOnly, err)
+		}
+		if _, err := os.Lstat(leftover); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("read-only %v: the creation's name is still there: %v", readOnly, err)
+		}
+		if r, err := j.Run(run); err != nil || r.ID != run {
+			t.Errorf("read-only %v: run %v, %v", readOnly, r, err)
+		}
+		j.Close()
 	}
 }
 

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -38,5 +41,39 @@ steps:
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != exitJournal || !strings.Contains(errb.String(), "journal failure") {
 		t.Fatalf("exit %v, want 4 with a journal failure\n%s%s", err, out.String(), errb.String())
+	}
+}
+
+// TestJournalLeftLinkedByAKilledCreation: mcpflow killed while it created
+// the journal, after it linked the new file into place and before it
+// removed the temporary name, leaves the journal with two names (the crash
+// trials found this). The next command removes the temporary name and goes
+// on; a second name of the user's own is still refused.
+func TestJournalLeftLinkedByAKilledCreation(t *testing.T) {
+	c := newCLI(t)
+	hello := repoFile("examples", "workflows", "hello.yaml")
+	if r := c.run("run", hello); r.code != 0 {
+		t.Fatalf("first run: %+v", r)
+	}
+	leftover := filepath.Join(filepath.Dir(c.journalPath()), ".journal.db.3141592653.tmp")
+	if err := os.Link(c.journalPath(), leftover); err != nil {
+		t.Skip("no hard links here:", err)
+	}
+	if r := c.run("journal", "list"); r.code != 0 || !strings.Contains(r.stdout, "greet") {
+		t.Fatalf("journal list with the creation's name left: %+v", r)
+	}
+	if _, err := os.Lstat(leftover); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the creation's name is still there: %v", err)
+	}
+	if r := c.run("run", hello); r.code != 0 {
+		t.Fatalf("second run: %+v", r)
+	}
+
+	mine := filepath.Join(c.workspace, "journal-copy.db")
+	if err := os.Link(c.journalPath(), mine); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.run("journal", "list"); r.code != exitJournal || !strings.Contains(r.stderr, "hard links") {
+		t.Errorf("journal list with a second name of the user's: %+v, want exit 4 naming the hard links", r)
 	}
 }

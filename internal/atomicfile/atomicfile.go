@@ -11,6 +11,9 @@
 //     file systems is not atomic) and is removed on any error.
 //   - A leftover temporary file (the process was killed between creating
 //     and renaming it) starts with "." and the destination's name.
+//   - A Create killed between linking its file into place and removing the
+//     temporary name leaves the destination with a second name;
+//     RemoveLinkedLeftovers removes it.
 package atomicfile
 
 import (
@@ -18,6 +21,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // WriteFile replaces path with data, with mode perm.
@@ -47,6 +51,42 @@ func Create(path string, perm fs.FileMode, fill func(f *os.File) error) error {
 		}
 		return nil
 	})
+}
+
+// RemoveLinkedLeftovers removes the temporary names that a Create killed
+// after linking its file to path left on that file: names in path's
+// directory that Create gives its temporary files and that are path's
+// file itself. What the killed Create would have done next, and nothing
+// else: a temporary file that is another file (a Create not linked yet,
+// perhaps still running) is left alone. It returns the names removed.
+func RemoveLinkedLeftovers(path string) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+"."
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() || !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, ".tmp") {
+			continue
+		}
+		other := filepath.Join(dir, name)
+		if ost, err := os.Lstat(other); err != nil || !os.SameFile(st, ost) {
+			continue
+		}
+		switch err := os.Remove(other); {
+		case err == nil:
+			removed = append(removed, other)
+		case !errors.Is(err, fs.ErrNotExist): // else the Create removed it meanwhile
+			return removed, err
+		}
+	}
+	return removed, nil
 }
 
 func build(path string, perm fs.FileMode, fill func(*os.File) error, place func(tmp, path string) error) (err error) {

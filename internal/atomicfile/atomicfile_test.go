@@ -98,3 +98,39 @@ func TestCreateNeverClobbers(t *testing.T) {
 		t.Errorf("temporary files left: %v", l)
 	}
 }
+
+// A Create killed after it linked its file into place leaves the temporary
+// name on the file; RemoveLinkedLeftovers removes that name, and no other:
+// not another name of the file, not a temporary file that is another file.
+func TestRemoveLinkedLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "journal.db")
+	if err := Create(path, 0o600, func(f *os.File) error { _, err := f.Write([]byte("new")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	leftover := filepath.Join(dir, ".journal.db.123456.tmp")
+	if err := os.Link(path, leftover); err != nil { // as the killed Create left it
+		t.Skip("no hard links here:", err)
+	}
+	mine := filepath.Join(dir, "copy.db")
+	if err := os.Link(path, mine); err != nil {
+		t.Fatal(err)
+	}
+	pending := filepath.Join(dir, ".journal.db.654321.tmp") // a Create not linked yet
+	if err := os.WriteFile(pending, []byte("pending"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := RemoveLinkedLeftovers(path)
+	if err != nil || len(removed) != 1 || removed[0] != leftover {
+		t.Fatalf("removed %v, %v; want only %s", removed, err, leftover)
+	}
+	if got := leftovers(t, dir, "journal.db"); len(got) != 2 || got[0] != ".journal.db.654321.tmp" || got[1] != "copy.db" {
+		t.Errorf("left in the directory: %v, want the pending file and the other name", got)
+	}
+	if read(t, path) != "new" || read(t, pending) != "pending" {
+		t.Error("a file's contents changed")
+	}
+	if removed, err := RemoveLinkedLeftovers(path); err != nil || len(removed) != 0 {
+		t.Errorf("again: %v, %v; want nothing", removed, err)
+	}
+}
