@@ -169,20 +169,24 @@ func Open(path string, opts *Options) (*Journal, error) {
 			return nil, fmt.Errorf("open journal %s: %w: it is a symbolic link to %s, which does not exist", path, ErrInaccessible, target)
 		}
 	}
-	var leftover error
+	var leftover error // why looking for a name a creation left failed
 	if err == nil && hardLinks(st) > 1 {
 		// A creation killed after it linked the new file into place left
 		// its temporary name on the file: remove it, as the creation would
 		// have (another name is the user's, and refused below).
-		real, rerr := filepath.EvalSymlinks(path) // the creation named its temporary file after this
 		var removed []string
+		real, rerr := filepath.EvalSymlinks(path) // the creation named its temporary file after this
 		if rerr == nil {
 			removed, rerr = atomicfile.RemoveLinkedLeftovers(real)
 		}
-		if len(removed) > 0 {
+		switch {
+		case len(removed) > 0 && rerr != nil:
+			return nil, fmt.Errorf("open journal %s: %w: removing the name an interrupted creation left: %v", path, ErrInaccessible, rerr)
+		case len(removed) > 0:
 			st, err = os.Stat(path)
+		default:
+			leftover = rerr
 		}
-		leftover = rerr
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && o.ReadOnly:

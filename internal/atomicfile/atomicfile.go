@@ -86,6 +86,12 @@ func RemoveLinkedLeftovers(path string) ([]string, error) {
 			return removed, err
 		}
 	}
+	if len(removed) > 0 {
+		// The Create may have been killed before it synced the directory:
+		// path's name must survive a crash before anything is written to
+		// the file under it.
+		return removed, SyncDir(dir)
+	}
 	return removed, nil
 }
 
