@@ -133,7 +133,10 @@ type Journal struct {
 // Open opens the journal at path. When the file does not exist it is
 // created atomically (mode 0600, its directory 0700 when Open creates it):
 // a complete empty journal is built in a temporary file beside it, fsynced,
-// then linked into place, so a crash never leaves a half-made journal.
+// then linked into place, so a crash never leaves a half-made journal. A
+// creation killed after the link leaves its temporary name on the file:
+// the next open removes that name (and syncs the directory), as the
+// creation would have; any other second name is refused.
 //
 // An existing file is first validated read-only: its meta pages, its size,
 // its free list, the header of every page (every tree must be a tree), and
@@ -170,7 +173,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 		}
 	}
 	var leftover error // why looking for a name a creation left failed
-	if err == nil && hardLinks(st) > 1 {
+	if err == nil && st.Mode().IsRegular() && hardLinks(st) > 1 {
 		// A creation killed after it linked the new file into place left
 		// its temporary name on the file: remove it, as the creation would
 		// have (another name is the user's, and refused below).
@@ -182,7 +185,7 @@ func Open(path string, opts *Options) (*Journal, error) {
 		switch {
 		case len(removed) > 0 && rerr != nil:
 			return nil, fmt.Errorf("open journal %s: %w: removing the name an interrupted creation left: %v", path, ErrInaccessible, rerr)
-		case len(removed) > 0:
+		case rerr == nil: // the names now (a creation in progress may have removed its own)
 			st, err = os.Stat(path)
 		default:
 			leftover = rerr

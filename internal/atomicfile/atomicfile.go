@@ -72,7 +72,7 @@ func RemoveLinkedLeftovers(path string) ([]string, error) {
 	var removed []string
 	for _, e := range entries {
 		name := e.Name()
-		if !e.Type().IsRegular() || !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, ".tmp") {
+		if !e.Type().IsRegular() || !isTempName(name, prefix) {
 			continue
 		}
 		other := filepath.Join(dir, name)
@@ -93,6 +93,17 @@ func RemoveLinkedLeftovers(path string) ([]string, error) {
 		return removed, SyncDir(dir)
 	}
 	return removed, nil
+}
+
+// isTempName reports whether name is one that build's os.CreateTemp
+// gives a temporary file of prefix's destination: prefix, digits, ".tmp".
+func isTempName(name, prefix string) bool {
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return false
+	}
+	digits, ok := strings.CutSuffix(rest, ".tmp")
+	return ok && digits != "" && strings.Trim(digits, "0123456789") == ""
 }
 
 func build(path string, perm fs.FileMode, fill func(*os.File) error, place func(tmp, path string) error) (err error) {

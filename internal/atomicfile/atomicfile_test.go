@@ -104,6 +104,14 @@ func TestCreateNeverClobbers(t *testing.T) {
 // not another name of the file, not a temporary file that is another file.
 func TestRemoveLinkedLeftovers(t *testing.T) {
 	dir := t.TempDir()
+	for name, want := range map[string]bool{
+		".journal.db.123.tmp": true, ".journal.db.tmp": false, ".journal.db..tmp": false,
+		".journal.db.12a.tmp": false, ".journal.db.123.tmp.x": false, "journal.db.123.tmp": false, ".journal.dbx.123.tmp": false,
+	} {
+		if got := isTempName(name, ".journal.db."); got != want {
+			t.Errorf("isTempName(%q) = %v, want %v", name, got, want)
+		}
+	}
 	path := filepath.Join(dir, "journal.db")
 	if err := Create(path, 0o600, func(f *os.File) error { _, err := f.Write([]byte("new")); return err }); err != nil {
 		t.Fatal(err)
@@ -116,6 +124,11 @@ func TestRemoveLinkedLeftovers(t *testing.T) {
 	if err := os.Link(path, mine); err != nil {
 		t.Fatal(err)
 	}
+	// Named like a temporary file, but not one Create makes: the user's.
+	kept := filepath.Join(dir, ".journal.db.old.tmp")
+	if err := os.Link(path, kept); err != nil {
+		t.Fatal(err)
+	}
 	pending := filepath.Join(dir, ".journal.db.654321.tmp") // a Create not linked yet
 	if err := os.WriteFile(pending, []byte("pending"), 0o600); err != nil {
 		t.Fatal(err)
@@ -124,8 +137,8 @@ func TestRemoveLinkedLeftovers(t *testing.T) {
 	if err != nil || len(removed) != 1 || removed[0] != leftover {
 		t.Fatalf("removed %v, %v; want only %s", removed, err, leftover)
 	}
-	if got := leftovers(t, dir, "journal.db"); len(got) != 2 || got[0] != ".journal.db.654321.tmp" || got[1] != "copy.db" {
-		t.Errorf("left in the directory: %v, want the pending file and the other name", got)
+	if got := leftovers(t, dir, "journal.db"); len(got) != 3 || got[0] != ".journal.db.654321.tmp" || got[1] != ".journal.db.old.tmp" || got[2] != "copy.db" {
+		t.Errorf("left in the directory: %v, want the pending file and the other two names", got)
 	}
 	if read(t, path) != "new" || read(t, pending) != "pending" {
 		t.Error("a file's contents changed")
