@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -244,10 +245,13 @@ func Compact(path string) (before, after int64, err error) {
 // journal creation) left beside the journal at path.
 func removeLeftovers(path string) {
 	dir, base := filepath.Split(path)
-	for _, pattern := range []string{"." + base + ".*.tmp", "." + base + ".compact-*", "." + base + ".new-*"} {
-		matches, _ := filepath.Glob(filepath.Join(dir, pattern))
-		for _, m := range matches {
-			os.Remove(m)
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		name := e.Name()
+		// Earlier releases named their temporary files .NAME.compact-* and
+		// .NAME.new-*.
+		if atomicfile.IsTempName(name, path) || strings.HasPrefix(name, "."+base+".compact-") || strings.HasPrefix(name, "."+base+".new-") {
+			os.Remove(filepath.Join(dir, name))
 		}
 	}
 }

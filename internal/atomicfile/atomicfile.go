@@ -64,7 +64,7 @@ func RemoveLinkedLeftovers(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+"."
+	dir := filepath.Dir(path)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -72,7 +72,7 @@ func RemoveLinkedLeftovers(path string) ([]string, error) {
 	var removed []string
 	for _, e := range entries {
 		name := e.Name()
-		if !e.Type().IsRegular() || !isTempName(name, prefix) {
+		if !e.Type().IsRegular() || !IsTempName(name, path) {
 			continue
 		}
 		other := filepath.Join(dir, name)
@@ -95,10 +95,11 @@ func RemoveLinkedLeftovers(path string) ([]string, error) {
 	return removed, nil
 }
 
-// isTempName reports whether name is one that build's os.CreateTemp
-// gives a temporary file of prefix's destination: prefix, digits, ".tmp".
-func isTempName(name, prefix string) bool {
-	rest, ok := strings.CutPrefix(name, prefix)
+// IsTempName reports whether name, an entry of path's directory, is the
+// name of a temporary file that WriteFile, Replace or Create made for
+// path: a dot, path's name, a dot, digits, ".tmp".
+func IsTempName(name, path string) bool {
+	rest, ok := strings.CutPrefix(name, "."+filepath.Base(path)+".")
 	if !ok {
 		return false
 	}

@@ -108,8 +108,8 @@ func TestRemoveLinkedLeftovers(t *testing.T) {
 		".journal.db.123.tmp": true, ".journal.db.tmp": false, ".journal.db..tmp": false,
 		".journal.db.12a.tmp": false, ".journal.db.123.tmp.x": false, "journal.db.123.tmp": false, ".journal.dbx.123.tmp": false,
 	} {
-		if got := isTempName(name, ".journal.db."); got != want {
-			t.Errorf("isTempName(%q) = %v, want %v", name, got, want)
+		if got := IsTempName(name, filepath.Join(dir, "journal.db")); got != want {
+			t.Errorf("IsTempName(%q) = %v, want %v", name, got, want)
 		}
 	}
 	path := filepath.Join(dir, "journal.db")
