@@ -60,6 +60,10 @@ type fileWalker struct {
 	hwm      uint64   // pages below this id are in use or free
 	used     []uint64 // a bit per page: referenced already
 	full     bool
+	// bufs holds a page buffer per depth of the walk, reused: a walk of a
+	// large journal reads thousands of pages, and in a new process each
+	// fresh buffer costs page faults as well as an allocation.
+	bufs [maxDepth + 2][]byte
 }
 
 type metaPage struct {
@@ -148,16 +152,19 @@ func (w *fileWalker) height(id uint64) (int, error) {
 	return 0, fmt.Errorf("page %d: tree deeper than %d", id, maxDepth)
 }
 
-// page reads page id and its overflow pages.
-func (w *fileWalker) page(id uint64, flags ...uint16) ([]byte, error) {
+// page reads page id and its overflow pages, at depth depth of the walk:
+// the buffer it returns is that depth's, valid until the walk reads
+// another page at the same depth. A page of one page size, the usual, is
+// one read.
+func (w *fileWalker) page(id uint64, depth int, flags ...uint16) ([]byte, error) {
 	if id < 2 || id >= w.hwm {
 		return nil, fmt.Errorf("page %d: out of range [2, %d)", id, w.hwm)
 	}
-	hdr := make([]byte, pageHeaderSize)
-	if _, err := w.f.ReadAt(hdr, int64(id)*w.pageSize); err != nil {
+	p := w.buf(depth, w.pageSize)
+	if _, err := w.f.ReadAt(p, int64(id)*w.pageSize); err != nil {
 		return nil, fmt.Errorf("page %d: %v", id, err)
 	}
-	got, flag, overflow := ne.Uint64(hdr), ne.Uint16(hdr[8:]), uint64(ne.Uint32(hdr[12:]))
+	got, flag, overflow := ne.Uint64(p), ne.Uint16(p[8:]), uint64(ne.Uint32(p[12:]))
 	switch {
 	case got != id:
 		return nil, fmt.Errorf("page %d: header says page %d", id, got)
@@ -169,11 +176,24 @@ func (w *fileWalker) page(id uint64, flags ...uint16) ([]byte, error) {
 	if err := w.use(id, overflow); err != nil {
 		return nil, err
 	}
-	p := make([]byte, int64(overflow+1)*w.pageSize)
-	if _, err := w.f.ReadAt(p, int64(id)*w.pageSize); err != nil {
+	if overflow == 0 {
+		return p, nil
+	}
+	p = w.buf(depth, int64(overflow+1)*w.pageSize)
+	if _, err := w.f.ReadAt(p[w.pageSize:], int64(id+1)*w.pageSize); err != nil {
 		return nil, fmt.Errorf("page %d: %v", id, err)
 	}
 	return p, nil
+}
+
+// buf is depth's buffer, n bytes long, keeping what it held.
+func (w *fileWalker) buf(depth int, n int64) []byte {
+	b := w.bufs[depth]
+	if int64(cap(b)) < n {
+		b = append(b[:cap(b)], make([]byte, n-int64(cap(b)))...)
+	}
+	w.bufs[depth] = b[:n]
+	return b[:n]
 }
 
 func oneOf(f uint16, set []uint16) bool {
@@ -189,7 +209,7 @@ func (w *fileWalker) freelist(id uint64) error {
 	if id == 1<<64-1 {
 		return fmt.Errorf("free list not stored in the file")
 	}
-	p, err := w.page(id, flagFreelist)
+	p, err := w.page(id, 0, flagFreelist)
 	if err != nil {
 		return fmt.Errorf("free list: %w", err)
 	}
@@ -222,7 +242,7 @@ func (w *fileWalker) tree(id uint64, depth, leaves int, descend func([]byte) boo
 		}
 		return w.use(id, 0)
 	}
-	p, err := w.page(id, flagBranch, flagLeaf)
+	p, err := w.page(id, depth, flagBranch, flagLeaf)
 	if err != nil {
 		return err
 	}
