@@ -459,6 +459,11 @@ func TestCounts(t *testing.T) {
 			}
 			c.t = c.t.Add(time.Hour)
 		}
+		for i, st := range []journal.RunStatus{journal.RunRunning, journal.RunFailed, journal.RunRunning} {
+			if err := j.SetRunStatus(runs[i], st, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
 		all, _ := j.Invocations(journal.Filter{})
 		for _, f := range []journal.Filter{
 			{}, {Run: runs[1]}, {State: journal.StateIntent}, {Server: "srv", Tool: "y"}, {Server: "srv"},
@@ -484,6 +489,11 @@ func TestCounts(t *testing.T) {
 			{journal.RunFilter{Workflow: "a"}, []journal.ID{runs[2], runs[0]}},
 			{journal.RunFilter{Since: runs[1].Time()}, []journal.ID{runs[2], runs[1]}},
 			{journal.RunFilter{Workflow: "a", Before: runs[2]}, []journal.ID{runs[0]}},
+			{journal.RunFilter{}, []journal.ID{runs[2], runs[1], runs[0]}},
+			{journal.RunFilter{Before: runs[2]}, []journal.ID{runs[1], runs[0]}},
+			{journal.RunFilter{Status: journal.RunRunning}, []journal.ID{runs[2], runs[0]}},
+			{journal.RunFilter{Status: journal.RunRunning, Before: runs[2]}, []journal.ID{runs[0]}},
+			{journal.RunFilter{Status: journal.RunFailed}, []journal.ID{runs[1]}},
 		} {
 			list, _ := j.Runs(tc.f)
 			var got []journal.ID
@@ -495,5 +505,46 @@ func TestCounts(t *testing.T) {
 				t.Errorf("%+v: listed %v, counted %d (%v); want %v", tc.f, got, n, err, tc.want)
 			}
 		}
+		if n, more, _ := j.CountRuns(journal.RunFilter{}, 2); n != 2 || !more {
+			t.Errorf("bounded count of runs: %d, more %v; want 2, true", n, more)
+		}
 	})
+}
+
+// TestCountCompleted: completed invocations, which the state index leaves
+// out, are counted exactly, and up to a bound, among invocations in every
+// other state, and a legacy entry of the state index for a completed
+// invocation does not count twice.
+func TestCountCompleted(t *testing.T) {
+	j := journaltest.Open(t, nil)
+	run := newRun(t, j)
+	completed := 0
+	for i := range 40 {
+		in := begin(t, j, run, "srv", "t")
+		switch st := []journal.State{intent, done, failed, unknown, aborted, timedOut}[i%6]; st {
+		case intent:
+		case done:
+			finish(t, j, in, done)
+			completed++
+			if completed == 1 {
+				if err := j.PutStrayStateKey(done, in.ID, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+		default:
+			finish(t, j, in, st)
+		}
+	}
+	list, err := j.Invocations(journal.Filter{State: done})
+	if err != nil || len(list) != completed {
+		t.Fatalf("listed %d completed (%v), made %d", len(list), err, completed)
+	}
+	for _, c := range []struct {
+		most, want int
+		more       bool
+	}{{100, completed, false}, {completed, completed, false}, {completed - 1, completed - 1, true}, {0, 0, true}} {
+		if n, more, err := j.CountInvocations(journal.Filter{State: done}, c.most); n != c.want || more != c.more || err != nil {
+			t.Errorf("at most %d: counted %d, more %v (%v); want %d, %v", c.most, n, more, err, c.want, c.more)
+		}
+	}
 }
