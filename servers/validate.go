@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -74,15 +75,16 @@ func argsError(tool string, err error) *ArgsError {
 		}
 		return field + "." + name
 	}
-	if m := missingRe.FindStringSubmatch(msg); m != nil {
-		names := quotedRe.FindAllStringSubmatch(m[1], -1)
+	p := patterns()
+	if m := p.missing.FindStringSubmatch(msg); m != nil {
+		names := p.quoted.FindAllStringSubmatch(m[1], -1)
 		if len(names) == 1 {
 			return &ArgsError{Tool: tool, Field: join(names[0][1]), Reason: "missing (required)"}
 		}
 		return &ArgsError{Tool: tool, Field: field, Reason: "missing required " + m[1]}
 	}
-	if m := extraRe.FindStringSubmatch(msg); m != nil {
-		names := quotedRe.FindAllStringSubmatch(m[1], -1)
+	if m := p.extra.FindStringSubmatch(msg); m != nil {
+		names := p.quoted.FindAllStringSubmatch(m[1], -1)
 		if len(names) == 1 {
 			return &ArgsError{Tool: tool, Field: join(names[0][1]), Reason: "not accepted by the tool (unexpected additional property)"}
 		}
@@ -91,44 +93,56 @@ func argsError(tool string, err error) *ArgsError {
 	return &ArgsError{Tool: tool, Field: field, Reason: redactValues(msg)}
 }
 
-var (
-	missingRe = regexp.MustCompile(`^required: missing properties: (\[.*\])$`)
-	extraRe   = regexp.MustCompile(`^unexpected additional properties (\[.*\])$`)
-	quotedRe  = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
+// messagePatterns are the patterns that reword jsonschema-go's messages,
+// compiled when a message first needs them, not at every start of the
+// binary.
+type messagePatterns struct {
+	missing, extra, quoted, trailingZeros *regexp.Regexp
 	// messages of jsonschema-go that quote the instance's value
-	valueMsgs = []struct {
-		re  *regexp.Regexp
-		out string
-	}{
-		{regexp.MustCompile(`^type: .* has type ("[^"]*"), want (.*)$`), "has type $1, want $2"},
-		{regexp.MustCompile(`^enum: .* does not equal any of: (.*)$`), "not one of $1"},
-		{regexp.MustCompile(`^const: .* does not equal (.*)$`), "does not equal $1"},
-		{regexp.MustCompile(`^minimum: .* is less than (.*)$`), "less than the minimum $1"},
-		{regexp.MustCompile(`^maximum: .* is greater than (.*)$`), "greater than the maximum $1"},
-		{regexp.MustCompile(`^exclusiveMinimum: .* is less than or equal to (.*)$`), "not greater than $1"},
-		{regexp.MustCompile(`^exclusiveMaximum: .* is greater than or equal to (.*)$`), "not less than $1"},
-		{regexp.MustCompile(`^multipleOf: .* is not a multiple of (.*)$`), "not a multiple of $1"},
-		{regexp.MustCompile(`^minLength: .* contains (\d+) Unicode code points, fewer than (\d+)$`), "$1 characters, fewer than $2"},
-		{regexp.MustCompile(`^maxLength: .* contains (\d+) Unicode code points, more than (\d+)$`), "$1 characters, more than $2"},
-		{regexp.MustCompile(`^pattern: .* does not match regular expression (.*)$`), "does not match the pattern $1"},
-		{regexp.MustCompile(`^contains: .* does not have an item matching .*$`), "has no item the schema's contains accepts"},
+	values []valueMsg
+}
+
+type valueMsg struct {
+	re  *regexp.Regexp
+	out string
+}
+
+var patterns = sync.OnceValue(func() *messagePatterns {
+	return &messagePatterns{
+		missing:       regexp.MustCompile(`^required: missing properties: (\[.*\])$`),
+		extra:         regexp.MustCompile(`^unexpected additional properties (\[.*\])$`),
+		quoted:        regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`),
+		trailingZeros: regexp.MustCompile(`\b\d+\.\d*0\b`),
+		values: []valueMsg{
+			{regexp.MustCompile(`^type: .* has type ("[^"]*"), want (.*)$`), "has type $1, want $2"},
+			{regexp.MustCompile(`^enum: .* does not equal any of: (.*)$`), "not one of $1"},
+			{regexp.MustCompile(`^const: .* does not equal (.*)$`), "does not equal $1"},
+			{regexp.MustCompile(`^minimum: .* is less than (.*)$`), "less than the minimum $1"},
+			{regexp.MustCompile(`^maximum: .* is greater than (.*)$`), "greater than the maximum $1"},
+			{regexp.MustCompile(`^exclusiveMinimum: .* is less than or equal to (.*)$`), "not greater than $1"},
+			{regexp.MustCompile(`^exclusiveMaximum: .* is greater than or equal to (.*)$`), "not less than $1"},
+			{regexp.MustCompile(`^multipleOf: .* is not a multiple of (.*)$`), "not a multiple of $1"},
+			{regexp.MustCompile(`^minLength: .* contains (\d+) Unicode code points, fewer than (\d+)$`), "$1 characters, fewer than $2"},
+			{regexp.MustCompile(`^maxLength: .* contains (\d+) Unicode code points, more than (\d+)$`), "$1 characters, more than $2"},
+			{regexp.MustCompile(`^pattern: .* does not match regular expression (.*)$`), "does not match the pattern $1"},
+			{regexp.MustCompile(`^contains: .* does not have an item matching .*$`), "has no item the schema's contains accepts"},
+		},
 	}
-)
+})
 
 // redactValues rewords messages that quote an argument's value.
 func redactValues(msg string) string {
-	for _, v := range valueMsgs {
+	p := patterns()
+	for _, v := range p.values {
 		if v.re.MatchString(msg) {
 			// jsonschema-go prints bounds with %f: 1000.000000 → 1000
-			return trailingZeros.ReplaceAllStringFunc(v.re.ReplaceAllString(msg, v.out), func(n string) string {
+			return p.trailingZeros.ReplaceAllStringFunc(v.re.ReplaceAllString(msg, v.out), func(n string) string {
 				return strings.TrimSuffix(strings.TrimRight(n, "0"), ".")
 			})
 		}
 	}
 	return msg
 }
-
-var trailingZeros = regexp.MustCompile(`\b\d+\.\d*0\b`)
 
 // fieldOf maps a schema location ("root", "/properties/a/items") to an
 // argument path ("a[]"). ok is false for locations that are not a plain

@@ -23,6 +23,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -46,7 +47,9 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%d:%d: %s", e.Line, e.Column, e.Msg)
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+// yamlLine reads the line out of yaml.v3's messages; compiled when first
+// needed, not at every start of the binary.
+var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 // Parse reads the first document of src and returns its root node, with
 // aliases and merge keys resolved (see the package comment). An empty file,
@@ -78,7 +81,7 @@ func Parse(src []byte) (root *yaml.Node, err error) {
 		if errors.Is(err, io.EOF) {
 			return nil, nil
 		}
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		if m := yamlLine().FindStringSubmatch(err.Error()); m != nil {
 			line, _ := strconv.Atoi(m[1])
 			return nil, &Error{Line: line, Column: 1, Msg: m[2]}
 		}
@@ -94,7 +97,7 @@ func Parse(src []byte) (root *yaml.Node, err error) {
 			return nil, &Error{Line: n.Line, Column: n.Column, Msg: "a second YAML document (after ---): a file holds one"}
 		}
 	} else if !errors.Is(err, io.EOF) {
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		if m := yamlLine().FindStringSubmatch(err.Error()); m != nil {
 			line, _ := strconv.Atoi(m[1])
 			return nil, &Error{Line: line, Column: 1, Msg: m[2]}
 		}
