@@ -175,6 +175,13 @@ func deleteRun(tx *bolt.Tx, id ID, dryRun bool) (int, error) {
 				return 0, err
 			}
 		}
+		if !inv.State.indexed() {
+			// A journal written before the state index left completed
+			// invocations out may still list this one there.
+			if err := tx.Bucket(bucketByState).Delete(stateKey(inv.State, inv.ID)); err != nil {
+				return 0, err
+			}
+		}
 		if err := tx.Bucket(bucketInvs).Delete(inv.ID.key()); err != nil {
 			return 0, err
 		}

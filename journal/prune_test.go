@@ -219,3 +219,28 @@ func TestCompactRefuses(t *testing.T) {
 		}
 	})
 }
+
+// TestPruneRemovesALegacyStateEntry: a journal written before the state
+// index left completed invocations out may list one there; pruning its
+// run removes that entry too, and Check finds nothing after.
+func TestPruneRemovesALegacyStateEntry(t *testing.T) {
+	c := &clock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	j := journaltest.Open(t, &journal.Options{Now: c.now})
+	run := newRun(t, j)
+	in := begin(t, j, run, "srv", "tool")
+	finish(t, j, in, done)
+	if err := j.SetRunStatus(run, journal.RunSucceeded, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.PutStrayStateKey(done, in.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	c.t = c.t.Add(time.Hour)
+	if rep, err := j.Prune(c.now(), false); err != nil || rep.Runs != 1 {
+		t.Fatalf("prune: %+v, %v", rep, err)
+	}
+	probs, err := j.Check()
+	if err != nil || len(probs) != 0 {
+		t.Errorf("Check after the prune: %v %v", probs, err)
+	}
+}

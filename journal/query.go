@@ -127,7 +127,7 @@ func (j *Journal) CountInvocations(f Filter, most int) (n int, more bool, err er
 	f.Limit = 0
 	c := bounded{most: most}
 	err = j.view(func(tx *bolt.Tx) error {
-		if f == (Filter{State: StateCompleted}) {
+		if f == (Filter{State: StateCompleted}) && most >= 0 {
 			c = countCompleted(tx, most)
 			return nil
 		}
@@ -147,7 +147,7 @@ func countCompleted(tx *bolt.Tx, most int) bounded {
 	others := 0
 	c := tx.Bucket(bucketByState).Cursor()
 	for s := State(1); s < numStates; s++ {
-		if s == StateCompleted {
+		if !s.indexed() {
 			continue
 		}
 		p := []byte{byte(s)}
@@ -157,7 +157,7 @@ func countCompleted(tx *bolt.Tx, most int) bounded {
 	}
 	all := 0
 	c = tx.Bucket(bucketByRun).Cursor()
-	for k, _ := c.First(); k != nil && all <= others+most; k, _ = c.Next() {
+	for k, _ := c.First(); k != nil && all-others <= most; k, _ = c.Next() {
 		all++
 	}
 	n := max(all-others, 0)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -491,6 +492,7 @@ func TestCounts(t *testing.T) {
 			{journal.RunFilter{Workflow: "a", Before: runs[2]}, []journal.ID{runs[0]}},
 			{journal.RunFilter{}, []journal.ID{runs[2], runs[1], runs[0]}},
 			{journal.RunFilter{Before: runs[2]}, []journal.ID{runs[1], runs[0]}},
+			{journal.RunFilter{Before: runs[1]}, []journal.ID{runs[0]}},
 			{journal.RunFilter{Status: journal.RunRunning}, []journal.ID{runs[2], runs[0]}},
 			{journal.RunFilter{Status: journal.RunRunning, Before: runs[2]}, []journal.ID{runs[0]}},
 			{journal.RunFilter{Status: journal.RunFailed}, []journal.ID{runs[1]}},
@@ -542,7 +544,7 @@ func TestCountCompleted(t *testing.T) {
 	for _, c := range []struct {
 		most, want int
 		more       bool
-	}{{100, completed, false}, {completed, completed, false}, {completed - 1, completed - 1, true}, {0, 0, true}} {
+	}{{100, completed, false}, {completed, completed, false}, {completed - 1, completed - 1, true}, {0, 0, true}, {math.MaxInt, completed, false}} {
 		if n, more, err := j.CountInvocations(journal.Filter{State: done}, c.most); n != c.want || more != c.more || err != nil {
 			t.Errorf("at most %d: counted %d, more %v (%v); want %d, %v", c.most, n, more, err, c.want, c.more)
 		}

@@ -16,7 +16,8 @@ import (
 // smaller one).
 func TestWalkerReadsPagesAsTheFileHoldsThem(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "pages.db")
-	db, err := bolt.Open(path, 0o600, nil)
+	const pageSize = 4096
+	db, err := bolt.Open(path, 0o600, &bolt.Options{PageSize: pageSize})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,6 @@ func TestWalkerReadsPagesAsTheFileHoldsThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const pageSize = 4096
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
