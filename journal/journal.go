@@ -139,8 +139,8 @@ type Journal struct {
 // creation would have; any other second name is refused.
 //
 // An existing file is first validated read-only: its meta pages, its size,
-// its free list, the header of every page (every tree must be a tree), and
-// the schema marker. A file that is not a journal ([ErrNotJournal]), is
+// its free list, the branch pages of every tree (every tree must be a tree;
+// about one page in a hundred is read, each once), and the schema marker. A file that is not a journal ([ErrNotJournal]), is
 // damaged or truncated ([ErrDamaged]), or has a newer schema
 // ([ErrNewerSchema]) is refused and left byte-for-byte untouched. Damage
 // inside record pages is found by [Journal.Check]. Opening a valid journal
