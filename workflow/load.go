@@ -27,11 +27,20 @@ import (
 // servers configured outside the workflow (mcpflow.yaml, --servers); the
 // workflow's own servers: entries override them by name.
 func LoadFile(path string, external servers.Set) (*Workflow, error) {
+	src, err := ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Load(path, src, external)
+}
+
+// ReadFile reads the text of the workflow at path, for Load.
+func ReadFile(path string) ([]byte, error) {
 	src, err := inputfile.Read(path, 0)
 	if err != nil {
 		return nil, &PosError{File: path, Msg: fmt.Sprintf("cannot read the workflow: %v", unwrapPath(err))}
 	}
-	return Load(path, src, external)
+	return src, nil
 }
 
 // Load parses and validates a workflow (see LoadFile). Every error names the
@@ -97,7 +106,7 @@ func (l *loader) str(n *yaml.Node, what string) (string, error) {
 func (l *loader) boolean(n *yaml.Node, what string) (bool, error) {
 	var b bool
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-		return false, l.errAt(n, "%s: expected true or false, found %q", what, n.Value)
+		return false, l.errAt(n, "%s: expected true or false, found %s", what, yamlpos.KindName(n))
 	}
 	if err := n.Decode(&b); err != nil {
 		return false, l.errAt(n, "%s: %v", what, err)
@@ -519,7 +528,7 @@ func (l *loader) step(sn *yaml.Node, i int, sc scope) (*Step, error) {
 			return nil, l.errAt(v, "%s.concurrency: only a step with for_each runs calls concurrently", what)
 		}
 		if v.Tag != "!!int" || v.Decode(&st.Concurrency) != nil || st.Concurrency < 1 || st.Concurrency > 256 {
-			return nil, l.errAt(v, "%s.concurrency: expected a whole number from 1 to 256, found %q", what, v.Value)
+			return nil, l.errAt(v, "%s.concurrency: expected a whole number from 1 to 256, found %s", what, outOfRange(v))
 		}
 	}
 	if v, ok := f["timeout"]; ok {
@@ -534,7 +543,7 @@ func (l *loader) step(sn *yaml.Node, i int, sc scope) (*Step, error) {
 		}
 		if a, ok := rf["attempts"]; ok {
 			if a.Tag != "!!int" || a.Decode(&st.Retry.Attempts) != nil || st.Retry.Attempts < 1 || st.Retry.Attempts > 100 {
-				return nil, l.errAt(a, "%s.retry.attempts: expected a whole number from 1 to 100 (the total number of attempts), found %q", what, a.Value)
+				return nil, l.errAt(a, "%s.retry.attempts: expected a whole number from 1 to 100 (the total number of attempts), found %s", what, outOfRange(a))
 			}
 		}
 		st.Retry.Backoff = time.Second
@@ -592,7 +601,7 @@ func (l *loader) duration(n *yaml.Node, what string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, l.errAt(n, "%s: expected a positive duration such as 30s or 2m, found %q", what, s)
+		return 0, l.errAt(n, "%s: expected a positive duration such as 30s or 2m", what)
 	}
 	return d, nil
 }
@@ -822,4 +831,14 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// outOfRange says what a node that should be a whole number in a range
+// is: "a number out of range" for a whole number, else its kind — never its
+// value (see yamlpos.KindName).
+func outOfRange(n *yaml.Node) string {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!int" {
+		return "a number out of range"
+	}
+	return yamlpos.KindName(n)
 }

@@ -49,8 +49,9 @@ const (
 	Object
 )
 
-// KindName says what a value is, for errors: "null", true/false, "the
-// number 3", "the string \"x\"", "an array" or "an object".
+// KindName says what a value is, for errors: "null", true/false, "a
+// number", "a string", "an array" or "an object" — never a string's or a
+// number's value: a file read by mistake must not come back in an error.
 func (n *Node) KindName() string {
 	switch n.Kind {
 	case Null:
@@ -58,9 +59,9 @@ func (n *Node) KindName() string {
 	case Bool:
 		return fmt.Sprint(n.Bool)
 	case Number:
-		return "the number " + n.Str
+		return "a number"
 	case String:
-		return fmt.Sprintf("the string %q", n.Str)
+		return "a string"
 	case Array:
 		return "an array"
 	}

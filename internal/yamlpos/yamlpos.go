@@ -204,7 +204,9 @@ func (x *expander) mapping(n *yaml.Node, depth int) (*yaml.Node, error) {
 }
 
 // KindName says what a node is, for errors: "a mapping", "a list",
-// "nothing" (null), or the scalar's value quoted.
+// "nothing" (null), or the kind of scalar ("a string", "a number"…). It
+// never quotes a scalar's value: a file read by mistake (a key, a token)
+// must not come back in an error message.
 func KindName(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
@@ -216,8 +218,17 @@ func KindName(n *yaml.Node) string {
 	case yaml.DocumentNode:
 		return "a document"
 	}
-	if n.Tag == "!!null" {
+	switch n.Tag {
+	case "!!null":
 		return "nothing"
+	case "!!int", "!!float":
+		return "a number"
+	case "!!bool":
+		return "true or false"
+	case "!!timestamp":
+		return "a date"
+	case "!!binary":
+		return "binary data"
 	}
-	return fmt.Sprintf("%q", n.Value)
+	return "a string"
 }
