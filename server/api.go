@@ -7,7 +7,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -18,7 +17,8 @@ import (
 )
 
 // Handler is the server's HTTP handler: the API under /api/, the UI at /.
-// tcp adds the token check of a TCP listener.
+// tcp adds what a TCP listener checks before any handler runs: the Host
+// (see hosts.allow), then the token.
 func (s *Server) Handler(tcp bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) {
@@ -46,7 +46,7 @@ func (s *Server) Handler(tcp bool) http.Handler {
 	s.routeUI(mux)
 	var h http.Handler = mux
 	if tcp {
-		h = s.authorized(h)
+		h = s.checkHost(s.authorized(h))
 	}
 	return h
 }
@@ -142,11 +142,14 @@ func runDetail(rep *service.Report, payload bool) RunDetail {
 	return d
 }
 
-// SubmitRequest starts a workflow: a file the server reads (an absolute
-// path, or one relative to the workspace), with inputs: typed values, and
-// KEY=VALUE pairs typed by the workflow's declarations (pairs win).
+// SubmitRequest starts a workflow, with inputs: typed values, and
+// KEY=VALUE pairs typed by the workflow's declarations (pairs win). The
+// workflow is Source, its YAML text, named File; or, without Source, the
+// file File inside the server's workspace (absolute, or relative to it)
+// — the server reads no file outside it (see workspaceFile).
 type SubmitRequest struct {
 	File   string         `json:"file"`
+	Source string         `json:"source,omitempty"`
 	Inputs map[string]any `json:"inputs"`
 	Pairs  []string       `json:"input_pairs,omitempty"`
 	// Queue hands the run to whichever worker claims it first, when the
@@ -160,15 +163,15 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 	if !readJSON(w, r, &req) {
 		return
 	}
-	if req.File == "" {
-		writeError(w, http.StatusBadRequest, "invalid", "file is required: the workflow file to run")
+	if req.File == "" && req.Source == "" {
+		writeError(w, http.StatusBadRequest, "invalid", "file or source is required: the workflow to run")
 		return
 	}
-	file := req.File
-	if !filepath.IsAbs(file) && s.o.Workspace != "" {
-		file = filepath.Join(s.o.Workspace, file)
+	run := service.RunRequest{InputValues: req.Inputs, Inputs: req.Pairs}
+	if err := s.workflowOf(req.File, req.Source, &run.File, &run.Source); err != nil {
+		writeErr(w, err)
+		return
 	}
-	run := service.RunRequest{File: file, InputValues: req.Inputs, Inputs: req.Pairs}
 	var id journal.ID
 	var err error
 	if _, shared := s.pool(); shared && req.Queue {
@@ -266,9 +269,11 @@ type CallRequest struct {
 	// applied on top, typed by the tool's input schema.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	Args      []string        `json:"args,omitempty"`
-	// Workflow is a workflow file whose servers are used too (absolute, or
-	// relative to the workspace).
-	Workflow string `json:"workflow,omitempty"`
+	// Workflow is a workflow whose servers are used too: a file in the
+	// server's workspace (absolute, or relative to it), or, with
+	// WorkflowSource, the name of that text.
+	Workflow       string `json:"workflow,omitempty"`
+	WorkflowSource string `json:"workflow_source,omitempty"`
 }
 
 func (s *Server) submitCall(w http.ResponseWriter, r *http.Request) {
@@ -280,12 +285,15 @@ func (s *Server) submitCall(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "server and tool are required")
 		return
 	}
-	cr := service.CallRequest{Server: req.Server, Tool: req.Tool, Args: req.Args, Workflow: req.Workflow}
+	cr := service.CallRequest{Server: req.Server, Tool: req.Tool, Args: req.Args}
 	if !api.IsNull(req.Arguments) {
 		cr.ArgsJSON = string(req.Arguments)
 	}
-	if cr.Workflow != "" && !filepath.IsAbs(cr.Workflow) && s.o.Workspace != "" {
-		cr.Workflow = filepath.Join(s.o.Workspace, cr.Workflow)
+	if req.Workflow != "" || req.WorkflowSource != "" {
+		if err := s.workflowOf(req.Workflow, req.WorkflowSource, &cr.Workflow, &cr.WorkflowSource); err != nil {
+			writeErr(w, err)
+			return
+		}
 	}
 	id, err := s.call(s.traceOf(r), cr)
 	if err != nil {
@@ -303,6 +311,7 @@ func (s *Server) exportJournal(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	streaming(w)
 	w.Header().Set("Content-Type", "application/jsonl")
 	// The status is sent before the records: an export that fails on the
 	// way says so in the trailer, which a client reads after the body.
@@ -493,6 +502,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.hub.unsubscribe(sub)
+	streaming(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -608,15 +618,18 @@ func writeErr(w http.ResponseWriter, err error) {
 	writeError(w, status, code, err.Error())
 }
 
-// statusOf is the HTTP status of err and its code: 400 invalid, 404
-// unknown id, 409 not possible in this state (code nothing_to_resume,
+// statusOf is the HTTP status of err and its code: 400 invalid, 403
+// forbidden (a file outside the workspace), 404 unknown id, 409 not possible in this state (code nothing_to_resume,
 // not_running or running), 503 journal or stopping, 500 otherwise.
 func statusOf(err error) (int, string) {
 	var bad *badRequestError
+	var forbidden *forbiddenError
 	var nothing errNothingToResume
 	switch {
 	case errors.As(err, &bad):
 		return http.StatusBadRequest, "invalid"
+	case errors.As(err, &forbidden):
+		return http.StatusForbidden, "forbidden"
 	case errors.Is(err, journal.ErrNotFound):
 		return http.StatusNotFound, "not_found"
 	case errors.As(err, &nothing):

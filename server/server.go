@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/mcpflow/mcpflow/engine"
@@ -52,6 +54,13 @@ type Options struct {
 	MaxRuns int
 	// Poll is how often a worker looks for free runs. Default 1s.
 	Poll time.Duration
+	// AllowedHosts are host names a TCP listener answers to besides
+	// localhost, loopback addresses and the host of Listen (see
+	// hosts.allow): the names the operator reaches it by.
+	AllowedHosts []string
+	// Limits bound the connections of clients (see Limits; zero values
+	// are defaults).
+	Limits Limits
 }
 
 // Server is one long-running owner of a journal. Start it, then Stop it.
@@ -79,6 +88,7 @@ type Server struct {
 	serving   sync.WaitGroup
 	listeners []net.Listener
 	tcpAddr   net.Addr
+	hosts     hosts // what a TCP listener answers to
 }
 
 // New checks o and returns a Server that is not serving yet.
@@ -99,6 +109,8 @@ func New(o *Options) (*Server, error) {
 	if s.o.Poll <= 0 {
 		s.o.Poll = time.Second
 	}
+	s.o.Limits = s.o.Limits.withDefaults()
+	s.hosts = newHosts(s.o.Listen, s.o.AllowedHosts)
 	s.quit, s.poked = make(chan struct{}), make(chan struct{}, 1)
 	if s.o.Listen != "" && s.o.Token == "" && !loopback(s.o.Listen) {
 		return nil, fmt.Errorf("--listen %s is not a loopback address: a token is required (--token-file)", s.o.Listen)
@@ -137,7 +149,7 @@ func (s *Server) Start() error {
 		if err != nil {
 			return err
 		}
-		s.serve(l, s.Handler(false))
+		s.serve(l, s.socketServer(s.Handler(false)))
 	}
 	if s.o.Listen != "" {
 		l, err := net.Listen("tcp", s.o.Listen)
@@ -146,7 +158,7 @@ func (s *Server) Start() error {
 			return fmt.Errorf("listen %s: %w", s.o.Listen, err)
 		}
 		s.tcpAddr = l.Addr()
-		s.serve(l, s.Handler(true))
+		s.serve(capPerClient(l, s.o.Limits.PerClient), s.o.Limits.httpServer(s.Handler(true)))
 	}
 	if p, ok := s.pool(); ok {
 		s.working.Add(1)
@@ -159,8 +171,14 @@ func (s *Server) Start() error {
 // Addr is the TCP address served on (nil without Listen).
 func (s *Server) Addr() net.Addr { return s.tcpAddr }
 
-func (s *Server) serve(l net.Listener, h http.Handler) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+// socketServer serves the unix socket, private to the journal's owner:
+// no bound on how long the owner's requests take, only on a request's
+// headers and an idle connection.
+func (s *Server) socketServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: s.o.Limits.ReadHeader, IdleTimeout: s.o.Limits.Idle}
+}
+
+func (s *Server) serve(l net.Listener, srv *http.Server) {
 	s.servers = append(s.servers, srv)
 	s.listeners = append(s.listeners, l)
 	s.serving.Add(1)
@@ -180,18 +198,26 @@ func (s *Server) closeListeners() {
 
 // listenSocket listens on a unix socket at path, mode 0600. A socket that
 // nothing answers on is stale (its server died) and is replaced; one that
-// answers is another server's.
+// answers is another server's. Anything else at path — a file, a
+// directory, a link — is refused, never removed.
 func listenSocket(path string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, err
 	}
-	if _, err := os.Lstat(path); err == nil {
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("--socket %s: %s is there, not a socket: refusing to replace it (remove it yourself, or choose another --socket)", path, fileKind(st.Mode()))
+		}
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
 			c.Close()
 			return nil, fmt.Errorf("another mcpflow server is serving on %s", path)
 		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("--socket %s: a socket is there and cannot be told stale: %v", path, err)
+		}
 		if err := os.Remove(path); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--socket %s: remove the stale socket: %w", path, err)
 		}
 	}
 	l, err := net.Listen("unix", path)
@@ -203,6 +229,21 @@ func listenSocket(path string) (net.Listener, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// fileKind names what a file mode is, for messages.
+func fileKind(m fs.FileMode) string {
+	switch m.Type() {
+	case 0:
+		return "a regular file"
+	case fs.ModeDir:
+		return "a directory"
+	case fs.ModeSymlink:
+		return "a symbolic link"
+	case fs.ModeNamedPipe:
+		return "a named pipe"
+	}
+	return "a file of another kind"
 }
 
 // resumeInterrupted resumes, in the background, every run the journal has
@@ -255,7 +296,7 @@ func (s *Server) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if s.o.Socket != "" {
+	if st, err := os.Lstat(s.o.Socket); err == nil && st.Mode().Type() == fs.ModeSocket {
 		os.Remove(s.o.Socket)
 	}
 	return nil

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -86,7 +87,7 @@ func TestBadRequests(t *testing.T) {
 		status       int
 		says         string
 	}{
-		{"POST", "/api/runs", map[string]any{}, 400, "file is required"},
+		{"POST", "/api/runs", map[string]any{}, 400, "file or source is required"},
 		{"POST", "/api/runs", map[string]any{"file": "nope.yaml"}, 400, "nope.yaml"},
 		{"POST", "/api/runs", map[string]any{"file": "x.yaml", "trust_workspace": true}, 400, "unknown field"},
 		{"GET", "/api/runs/0123", nil, 404, "not found"},
@@ -144,12 +145,26 @@ func TestSocketAndToken(t *testing.T) {
 		t.Errorf("second server on the socket: %v", err)
 	}
 	stale := filepath.Join(t.TempDir(), "stale.sock")
-	os.WriteFile(stale, nil, 0o600)
+	l, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close() // as a server that died leaves it
 	third, _ := server.New(&server.Options{Service: r.svc, Socket: stale})
 	if err := third.Start(); err != nil {
 		t.Errorf("a stale socket was not replaced: %v", err)
 	}
 	third.Stop(context.Background())
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, []byte("keep"), 0o600)
+	fourth, _ := server.New(&server.Options{Service: r.svc, Socket: file})
+	if err := fourth.Start(); err == nil || !strings.Contains(err.Error(), "not a socket") {
+		t.Errorf("a file at --socket: %v", err)
+	}
+	if b, _ := os.ReadFile(file); string(b) != "keep" {
+		t.Errorf("the file at --socket was changed: %q", b)
+	}
 
 	if _, err := server.New(&server.Options{Service: svc, Listen: "0.0.0.0:0"}); err == nil || !strings.Contains(err.Error(), "token is required") {
 		t.Errorf("non-loopback without a token: %v", err)

@@ -231,7 +231,14 @@ func TestUIUnknownIDs(t *testing.T) {
 func TestUILogin(t *testing.T) {
 	const token = "0123456789abcdef-token"
 	r := newRig(t, &server.Options{Token: token})
-	h := r.srv.Handler(true)
+	if res, body := get(t, r.srv.Handler(true), "/login?token="+token); res.StatusCode != http.StatusForbidden || !strings.Contains(body, "DNS rebinding") {
+		t.Fatalf("TCP, Host example.com: %d %s", res.StatusCode, body)
+	}
+	tcp := r.srv.Handler(true)
+	h := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		req.Host = "localhost:7070" // httptest's requests are for example.com, which a TCP listener refuses
+		tcp.ServeHTTP(w, req)
+	})
 
 	res, _ := get(t, h, "/")
 	if res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/login" {

@@ -23,6 +23,9 @@ type CallRequest struct {
 	Args []string
 	// Workflow, when set, is a workflow file whose servers are used too.
 	Workflow string
+	// WorkflowSource, when set, is that workflow's text: Workflow then
+	// only names it (in errors), and no file is read.
+	WorkflowSource []byte
 	// TrustWorkspace trusts the workspace for this call only.
 	TrustWorkspace bool
 	// Events receives the call's progress.
@@ -35,7 +38,7 @@ type CallRequest struct {
 // arguments are typed by the tool's input schema and checked against it
 // before anything is journaled.
 func (s *Service) Call(ctx context.Context, req CallRequest) (*Report, error) {
-	set, err := s.ServerSet(req.Workflow)
+	set, err := s.serverSet(req.Workflow, req.WorkflowSource)
 	if err != nil {
 		return nil, err
 	}

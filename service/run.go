@@ -16,6 +16,9 @@ import (
 type RunRequest struct {
 	// File is the workflow file.
 	File string
+	// Source, when set, is the workflow's text: File then only names it
+	// (in errors and in the run's record), and no file is read.
+	Source []byte
 	// Inputs are KEY=VALUE pairs, typed by the workflow's declared inputs
 	// (a VALUE @FILE is read from FILE).
 	Inputs []string
@@ -98,7 +101,7 @@ func (s *Service) load(req RunRequest) (*workflow.Workflow, map[string]any, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	wf, err := workflow.LoadFile(req.File, external)
+	wf, err := loadWorkflow(req.File, req.Source, external)
 	if err != nil {
 		return nil, nil, err
 	}

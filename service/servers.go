@@ -17,18 +17,33 @@ import (
 // ServerSet is the configured servers: the workspace's and --servers', and
 // with workflowFile ("" for none) that workflow's own, which win.
 func (s *Service) ServerSet(workflowFile string) (servers.Set, error) {
+	return s.serverSet(workflowFile, nil)
+}
+
+// serverSet is ServerSet of a workflow given as its text (src), which
+// workflowFile then only names; with src nil, it reads workflowFile.
+func (s *Service) serverSet(workflowFile string, src []byte) (servers.Set, error) {
 	ext, err := s.External(s.o.Workspace)
 	if err != nil {
 		return nil, err
 	}
-	if workflowFile == "" {
+	if workflowFile == "" && src == nil {
 		return ext, nil
 	}
-	wf, err := workflow.LoadFile(workflowFile, ext)
+	wf, err := loadWorkflow(workflowFile, src, ext)
 	if err != nil {
 		return nil, err
 	}
 	return wf.Servers, nil
+}
+
+// loadWorkflow loads the workflow whose text is src, named file; with src
+// nil, the one file holds.
+func loadWorkflow(file string, src []byte, external servers.Set) (*workflow.Workflow, error) {
+	if src != nil {
+		return workflow.Load(file, src, external)
+	}
+	return workflow.LoadFile(file, external)
 }
 
 // ServerStatus is a configured server and, when checked, whether it

@@ -22,6 +22,7 @@ import (
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/server"
 	"github.com/mcpflow/mcpflow/service"
+	"github.com/mcpflow/mcpflow/workflow"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 )
@@ -81,7 +82,7 @@ func (e *apiError) Error() string { return e.msg }
 
 func (e *apiError) Unwrap() error {
 	switch {
-	case e.status == http.StatusBadRequest, e.status == http.StatusNotFound, e.code == "running":
+	case e.status == http.StatusBadRequest, e.status == http.StatusForbidden, e.status == http.StatusNotFound, e.code == "running":
 		return service.ErrInvalid
 	case e.code == "not_running":
 		return service.ErrNotRunning
@@ -384,20 +385,27 @@ func (c *client) Check() ([]journal.Problem, error) {
 var errNoTrustOverAPI = usageError("--trust-workspace does not go through mcpflow server, which never grants trust over its API: trust the workspace (mcpflow trust add), or stop the server and run without it")
 
 // submitRequest types a run's inputs here, where --input @FILE and
-// MCPFLOW_INPUT_* are the user's, and names the file absolutely.
+// MCPFLOW_INPUT_* are the user's, and sends the workflow's text, read here
+// as the user, named by its absolute path (the server reads files only
+// from its workspace).
 func (c *client) submitRequest(req service.RunRequest) (server.SubmitRequest, error) {
 	if req.TrustWorkspace {
 		return server.SubmitRequest{}, errNoTrustOverAPI
-	}
-	inputs, err := c.local.ParseInputs(req)
-	if err != nil {
-		return server.SubmitRequest{}, err
 	}
 	file, err := filepath.Abs(req.File)
 	if err != nil {
 		return server.SubmitRequest{}, err
 	}
-	return server.SubmitRequest{File: file, Inputs: inputs}, nil
+	if req.Source == nil {
+		if req.Source, err = workflow.ReadFile(req.File); err != nil {
+			return server.SubmitRequest{}, err
+		}
+	}
+	inputs, err := c.local.ParseInputs(req)
+	if err != nil {
+		return server.SubmitRequest{}, err
+	}
+	return server.SubmitRequest{File: file, Source: string(req.Source), Inputs: inputs}, nil
 }
 
 // Submit starts a workflow in the server and returns its run id.
@@ -458,7 +466,11 @@ func (c *client) Call(ctx context.Context, req service.CallRequest) (*service.Re
 		if err != nil {
 			return nil, err
 		}
-		body.Workflow = abs
+		src, err := workflow.ReadFile(req.Workflow)
+		if err != nil {
+			return nil, err
+		}
+		body.Workflow, body.WorkflowSource = abs, string(src)
 	}
 	rep, _, err := c.start(ctx, "/api/calls", body, req.Events)
 	return rep, err

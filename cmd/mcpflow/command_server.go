@@ -24,6 +24,7 @@ type serverOptions struct {
 	workerID  string
 	lease     time.Duration
 	maxRuns   int
+	hosts     []string
 }
 
 func newServerCommand(g *globals, runF func(context.Context, *serverOptions) error) *cobra.Command {
@@ -52,10 +53,17 @@ itself, and needs the journal's key (MCPFLOW_JOURNAL_KEY) when payloads are
 encrypted.
 
 A --listen address that is not loopback needs --token-file: a file private to
-you (mode 0600) holding the token clients send as "Authorization: Bearer TOKEN".`,
+you (mode 0600) holding the token clients send as "Authorization: Bearer TOKEN".
+
+On TCP the server answers only to the host names localhost, a loopback
+address, the host of --listen and the names given with --allowed-host; any
+other Host is refused (403), so that a web page whose name was made to resolve
+to this machine (DNS rebinding) cannot use the API. The API reads workflow
+files only from inside the workspace (outside .mcpflow); mcpflow commands send
+the workflow's text instead.`,
 		Example: `  mcpflow server
   mcpflow server --listen 127.0.0.1:7070
-  mcpflow server --listen 0.0.0.0:7070 --token-file ~/.config/mcpflow/token
+  mcpflow server --listen 0.0.0.0:7070 --token-file ~/.config/mcpflow/token --allowed-host ci.example.com
   MCPFLOW_JOURNAL=postgres://mcpflow@db/mcpflow mcpflow server --worker-id w1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -72,6 +80,7 @@ you (mode 0600) holding the token clients send as "Authorization: Bearer TOKEN".
 	cmd.Flags().StringVar(&o.socket, "socket", "", "the unix socket to serve on (default: mcpflow.sock beside the journal file, or in the workspace's .mcpflow for a PostgreSQL journal; commands in the workspace find the default one)")
 	cmd.Flags().StringVar(&o.workerID, "worker-id", "", "with a PostgreSQL journal: this worker's name, unique among live workers (default host:pid)")
 	cmd.Flags().DurationVar(&o.lease, "lease", journal.DefaultLease, "with a PostgreSQL journal: how long this worker's runs stay its own without a heartbeat")
+	cmd.Flags().StringArrayVar(&o.hosts, "allowed-host", nil, "a host name the TCP listener also answers to (repeatable): the name you reach it by, besides localhost, loopback addresses and the --listen host")
 	cmd.Flags().IntVar(&o.maxRuns, "max-runs", 32, "with a PostgreSQL journal: how many runs this worker keeps going at once (it claims free runs up to it)")
 	return cmd
 }
@@ -90,6 +99,14 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	if err != nil {
 		return err
 	}
+	if len(o.hosts) > 0 && o.listen == "" {
+		return usageError("--allowed-host names a host the TCP listener answers to: it needs --listen")
+	}
+	for _, h := range o.hosts {
+		if h == "" || strings.ContainsAny(h, "/:@ *") {
+			return usageError("--allowed-host %q: give a host name alone (ci.example.com), without a scheme, a port or a wildcard", h)
+		}
+	}
 	if o.lease < time.Second {
 		return usageError("--lease %s: use at least 1s (the heartbeat comes every third of it)", o.lease)
 	}
@@ -105,7 +122,7 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	defer done()
 	srv, err := server.New(&server.Options{
 		Service: svc, Workspace: o.g.workspace, Socket: socket, Listen: o.listen, Token: token, Grace: o.grace, By: osUser(),
-		MaxRuns: o.maxRuns,
+		MaxRuns: o.maxRuns, AllowedHosts: o.hosts,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(o.Err, "%s mcpflow server: %s\n", time.Now().Format(time.TimeOnly), fmt.Sprintf(format, args...))
 		},

@@ -54,10 +54,11 @@ func testOutput(t *testing.T) string {
 }
 
 // startServer starts `mcpflow server --listen 127.0.0.1:0` in c's
-// workspace and returns its base URL; cleanup stops it with SIGTERM.
-func startServer(t *testing.T, c *cli) string {
+// workspace, with extra flags, and returns its base URL; cleanup stops it
+// with SIGTERM.
+func startServer(t *testing.T, c *cli, extra ...string) string {
 	t.Helper()
-	cmd := c.command("server", "--listen", "127.0.0.1:0", "--grace", "2s")
+	cmd := c.command(append([]string{"server", "--listen", "127.0.0.1:0", "--grace", "2s"}, extra...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// hosts is the set of names a TCP listener answers to (see allowHosts).
+type hosts struct {
+	names map[string]bool // lower case, without a port
+	// anyIP: listening on an unspecified address (0.0.0.0, [::]), any IP
+	// literal is one of this machine's own.
+	anyIP bool
+}
+
+// newHosts is what a server listening on listen answers to: localhost, a
+// loopback address, the host given to listen, and extra (--allowed-host).
+func newHosts(listen string, extra []string) hosts {
+	h := hosts{names: map[string]bool{"localhost": true}}
+	if host, _, err := net.SplitHostPort(listen); err == nil && host != "" {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			h.anyIP = true
+		} else {
+			h.names[strings.ToLower(host)] = true
+		}
+	} else if host == "" && err == nil {
+		h.anyIP = true // ":7070" listens on every address
+	}
+	for _, name := range extra {
+		h.names[strings.ToLower(name)] = true
+	}
+	return h
+}
+
+// allow reports whether a request for host (the Host header, with or
+// without a port) may be served. A name not on the list is how a DNS
+// rebinding attack reaches a loopback server: a page of evil.example whose
+// name was made to resolve to 127.0.0.1 is same-origin with itself, and
+// would read and act through the API without a token. An IP literal
+// cannot be rebound, so a loopback one is always allowed.
+func (h hosts) allow(host string) bool {
+	if name, _, err := net.SplitHostPort(host); err == nil {
+		host = name
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	if host == "" {
+		return false
+	}
+	if h.names[host] {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback() || h.anyIP
+	}
+	return false
+}
+
+// list names what is allowed, for the refusal's message.
+func (h hosts) list() string {
+	var names []string
+	for n := range h.names {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	s := strings.Join(names, ", ") + ", a loopback address"
+	if h.anyIP {
+		s += ", any of this machine's IP addresses"
+	}
+	return s
+}
+
+// checkHost wraps h: a request whose Host is not allowed is refused with
+// 403 before any handler runs.
+func (s *Server) checkHost(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.hosts.allow(r.Host) {
+			writeError(w, http.StatusForbidden, "host_not_allowed",
+				"this mcpflow server does not answer to the host name "+quoteHost(r.Host)+
+					": it answers to "+s.hosts.list()+" (a page that reaches it under another name may be a DNS rebinding attack; "+
+					"to use a name of your own, start the server with --allowed-host NAME)")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// quoteHost is a Host header shown in a message: quoted, cut if long.
+func quoteHost(host string) string {
+	if len(host) > 100 {
+		host = host[:100]
+	}
+	return strconv.Quote(host)
+}
