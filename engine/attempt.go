@@ -332,6 +332,7 @@ func (r *runner) connect(ctx context.Context, u unit, old Session, afterLoss boo
 		}
 		if err == nil {
 			r.using(u.Server)
+			r.lendSecrets(s)
 			return s, nil
 		}
 		lastErr, old = err, nil

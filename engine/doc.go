@@ -12,6 +12,12 @@
 // the step runs on resume; rejected, it fails ([CodeApprovalRejected])
 // without an intent, and continue_on_error applies as to any failure.
 //
+// Secret inputs' values never reach what people read: the engine scrubs
+// them from events and journaled errors, and lends them to every session a
+// run calls through that keeps a server log (*servers.Session, through
+// [MCP]), from before the run's first call on it to the run's end, so that
+// the log shows them redacted too.
+//
 // # Caveats
 //
 //   - Resume re-reads the environment variables a workflow lists; the

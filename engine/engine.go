@@ -315,6 +315,9 @@ type runner struct {
 	outcomes int // how many of pending record a step's end
 	held     []Event
 	used     map[string]bool
+	// lent holds the release of each session the run lent its secrets to
+	// (secrets.go), until the run's end.
+	lent map[secretHolder]func()
 }
 
 // unit is one invocation's worth of a step: the step itself, or one item of
@@ -354,6 +357,7 @@ func (r *runner) vars(u unit) workflow.Vars {
 }
 
 func (r *runner) execute(ctx context.Context) (*journal.Run, error) {
+	defer r.returnSecrets()
 	r.start = r.e.now()
 	status, runErr := journal.RunSucceeded, (*journal.Error)(nil)
 	for _, st := range r.wf.Steps {

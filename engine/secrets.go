@@ -81,3 +81,49 @@ func (s scrubbing) EndRun(id journal.ID, st journal.RunStatus, e *journal.Error,
 	run, err := s.Journal.EndRun(id, st, s.r.scrubError(e), outputs)
 	return run, s.r.settled(err)
 }
+
+// secretHolder is a session that keeps what its server says for people to
+// read (a server log), and scrubs from it the secret values lent to it
+// until release is called. A session shared by several runs scrubs the
+// secrets of all of them. mcpSession is one; sessions that are not show
+// people nothing of their server. The run keys its loans by the holder:
+// an implementation must be comparable (a pointer, a struct of pointers).
+type secretHolder interface {
+	HoldSecrets(values []string) (release func())
+}
+
+var _ secretHolder = mcpSession{}
+
+func (m mcpSession) HoldSecrets(values []string) func() { return m.s.HoldSecrets(values) }
+
+// lendSecrets lends the run's secrets to a session it is about to call
+// through, once per session: from before the run's first call through it
+// to the run's end.
+func (r *runner) lendSecrets(s Session) {
+	h, ok := s.(secretHolder)
+	if !ok || len(r.secrets) == 0 {
+		return
+	}
+	r.dmu.Lock()
+	defer r.dmu.Unlock()
+	if r.lent[h] != nil {
+		return
+	}
+	if r.lent == nil {
+		r.lent = map[secretHolder]func(){}
+	}
+	r.lent[h] = h.HoldSecrets(r.secrets)
+}
+
+// returnSecrets ends the run's loans, when nothing of the run calls any
+// more. Each release first lets what the server said reach its log
+// scrubbed.
+func (r *runner) returnSecrets() {
+	r.dmu.Lock()
+	lent := r.lent
+	r.lent = nil
+	r.dmu.Unlock()
+	for _, release := range lent {
+		release()
+	}
+}

@@ -25,6 +25,10 @@
 // ([Session.LogPath]), and so do the log messages (notifications/message)
 // of any server that declares the logging capability, one line each with
 // time, level, logger and data; sessions ask for [LogLevel] and above.
+// Secret values lent to a session ([Session.HoldSecrets]; the engine lends
+// a run's secret inputs for as long as the run uses the session) show as
+// [Redacted] in both: log messages are scrubbed as they are read, stderr a
+// line at a time on its way to the file.
 //
 // [ParseEntry] is the one strict parser of mcpflow's own YAML entries,
 // used for a workflow's servers: and for mcpflow.yaml. Its errors, like
@@ -106,6 +110,15 @@
 //     and sessions made here put it in tools/call only: a server's messages
 //     while answering tools/list are not asked for. A log line holds what the
 //     server sent (its data cut at 16 KiB); nothing of the call is added.
+//   - Secrets are scrubbed from the log as the text given: a server that
+//     writes one transformed (escaped in JSON on stderr, encoded, cut by a
+//     line break) leaves it readable. A stderr line begun before a holder
+//     released its secrets and ended after keeps a secret that straddles
+//     the release; anything the server writes after the release is not
+//     scrubbed of those secrets any more.
+//   - stderr reaches the log a line at a time (pieces of 64 KiB for longer
+//     lines). After the server exits, its children have a second to close
+//     their copies of its stderr; what they write later is lost.
 //   - This package never decides whether a call may be replayed: that is
 //     package replay's job.
 package servers

@@ -110,10 +110,15 @@ func oneLine(s string) string {
 	return s
 }
 
-// writeLog appends one line to the server's log, opening it on first use
-// for http and sse servers (a stdio server's log is its stderr's file,
-// open from the start). After Close it does nothing.
-func (s *Session) writeLog(line string) {
+// writeLog appends one line to the server's log.
+func (s *Session) writeLog(line string) { s.appendLog([]byte(line + "\n")) }
+
+// appendLog appends b, whole lines, to the server's log in one write,
+// opening it on first use for http and sse servers (a stdio server's log
+// is open from the start, for its stderr). Log messages and stderr lines
+// come through here one at a time, so they never cut into each other.
+// After Close it does nothing.
+func (s *Session) appendLog(b []byte) {
 	s.logMu.Lock()
 	defer s.logMu.Unlock()
 	if s.logClosed {
@@ -126,5 +131,5 @@ func (s *Session) writeLog(line string) {
 		}
 		s.log = f
 	}
-	s.log.WriteString(line + "\n")
+	s.log.Write(b)
 }

@@ -82,6 +82,10 @@ type Session struct {
 	logMu     sync.Mutex
 	log       *os.File
 	logClosed bool
+	// stderr copies a stdio server's stderr into the log (nil for http
+	// and sse); secrets are scrubbed from both (HoldSecrets).
+	stderr  *stderrPump
+	secrets secretSet
 	// logInMeta: the server logs, and the protocol wants the log level in
 	// each request's _meta.
 	logInMeta bool
@@ -141,6 +145,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	}
 	s := &Session{server: srv, tap: newWireTap(), progress: map[any]func(float64, float64, string){},
 		workspace: o.Workspace, logPath: filepath.Join(logDir(o.Workspace), logName(srv.Name))}
+	s.tap.secrets = &s.secrets
 	inner, err := s.transport(o)
 	if err != nil {
 		s.release()
@@ -180,6 +185,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	}
 	if err != nil {
 		transport.closeConn() // go-sdk does not close it on every failure path
+		s.stopStderr()        // the server's last words reach its log
 		tail := s.stderrTail()
 		s.release()
 		return nil, fmt.Errorf("connect to server %q (%s): %w%s%s", srv.Name, srv.Transport(), err, tail, authHint(srv, err))
@@ -299,7 +305,12 @@ func (s *Session) command(o Options) (*exec.Cmd, error) {
 		return nil, err
 	}
 	s.log = f // not yet shared: the connection starts later
-	cmd.Stderr = f
+	pump, err := newStderrPump(&s.secrets, s.appendLog)
+	if err != nil {
+		return nil, fmt.Errorf("server %q: %w", srv.Name, err)
+	}
+	s.stderr = pump
+	cmd.Stderr = pump.w
 	return cmd, nil
 }
 
@@ -371,8 +382,18 @@ func (s *Session) stderrTail() string {
 	return "\nserver stderr (" + s.logPath + "):\n" + strings.TrimRight(string(b), "\n")
 }
 
-// release frees what a session holds besides its MCP connection.
+// stopStderr closes a stdio server's stderr pump, once the server has
+// exited: what it wrote is in the log when it returns.
+func (s *Session) stopStderr() {
+	if s.stderr != nil {
+		s.stderr.close()
+	}
+}
+
+// release frees what a session holds besides its MCP connection, once the
+// server has exited (or was never started).
 func (s *Session) release() {
+	s.stopStderr()
 	s.logMu.Lock()
 	if s.log != nil {
 		s.log.Close()

@@ -28,6 +28,12 @@ type wireTap struct {
 
 	calls atomic.Int64
 
+	// secrets are scrubbed from log messages (notifications/message) as
+	// they are read: a message the server sent before its answer to a call
+	// is scrubbed with the secrets held while the call was made, however
+	// late go-sdk hands it to the log. The log is the messages' one use.
+	secrets *secretSet
+
 	mu        sync.Mutex
 	listIDs   map[any]bool
 	annotated map[string]rawTool
@@ -99,6 +105,9 @@ func (c *wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if frameTooLarge(err) {
 		c.tap.tooLarge.Store(true)
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.Method == "notifications/message" && c.tap.secrets != nil {
+		req.Params = c.tap.secrets.scrubJSON(req.Params)
 	}
 	if resp, ok := msg.(*jsonrpc.Response); ok && err == nil && resp.ID.IsValid() {
 		c.tap.mu.Lock()

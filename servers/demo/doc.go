@@ -31,7 +31,9 @@
 //	                                               image, audio, resource_link, resource
 //	                                               (text, then blob)
 //	log                 message (required),        notifications/message (logger "demo")    readOnlyHint:true
-//	                    level ("info")             at level, and one at debug; "logged at LEVEL"
+//	                    level ("info"),            at level, and one at debug; with stderr,
+//	                    stderr (false)             the line "demo: log LEVEL: MESSAGE" on
+//	                                               stderr first; "logged at LEVEL"
 //
 // go-sdk servers always send readOnlyHint and idempotentHint, false or not.
 // The demo server instead rewrites its tools/list results to the declared

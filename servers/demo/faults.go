@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"net"
@@ -82,6 +83,7 @@ type demo struct {
 	// annotations replace what tools declare (Config.Annotations).
 	annotations map[string]json.RawMessage
 	done        <-chan struct{} // closed when Serve shuts down; nil = never
+	stderr      io.Writer       // the log tool's stderr lines; io.Discard unless Serve says
 	conns       connRegistry
 }
 
@@ -119,6 +121,7 @@ func newDemo(cfg Config) (*demo, error) {
 		ledger:      ledger{path: cfg.Ledger},
 		marker:      cfg.Ledger + ".fault-fired",
 		annotations: overrides,
+		stderr:      io.Discard,
 	}
 	switch cfg.AfterFault {
 	case "":

@@ -117,6 +117,9 @@ func Serve(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer, s
 		return err
 	}
 	d.done = ctx.Done()
+	if stderr != nil {
+		d.stderr = stderr
+	}
 	if cfg.HTTPAddr == "" && cfg.SSEAddr == "" {
 		return d.serveStdio(ctx, stdin, stdout)
 	}

@@ -165,6 +165,7 @@ type (
 	logIn struct {
 		Message string           `json:"message"`
 		Level   mcp.LoggingLevel `json:"level"`
+		Stderr  bool             `json:"stderr"`
 	}
 )
 
@@ -184,7 +185,8 @@ var logSchema = json.RawMessage(`{
 	"type": "object",
 	"properties": {
 		"message": {"type": "string", "description": "the data of the log message"},
-		"level": {"type": "string", "enum": ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"], "default": "info", "description": "its level"}
+		"level": {"type": "string", "enum": ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"], "default": "info", "description": "its level"},
+		"stderr": {"type": "boolean", "default": false, "description": "also write the message to stderr, as a line"}
 	},
 	"required": ["message"],
 	"additionalProperties": false
@@ -258,11 +260,15 @@ func (d *demo) newServer(drop dropFunc) *mcp.Server {
 		func(context.Context, *mcp.CallToolRequest, struct{}, int) (*mcp.CallToolResult, any, error) {
 			return mediaResult(), nil, nil
 		})
-	addTool(d, s, drop, "log", "Send a log message (notifications/message, logger \"demo\") at the given level, and one at debug.", logSchema,
+	addTool(d, s, drop, "log", "Send a log message (notifications/message, logger \"demo\") at the given level, and one at debug; with stderr, also write it to stderr.", logSchema,
 		func(ctx context.Context, req *mcp.CallToolRequest, in logIn, _ int) (*mcp.CallToolResult, any, error) {
 			level := in.Level
 			if level == "" {
 				level = "info"
+			}
+			if in.Stderr {
+				// Before the reply, as a server that echoes its arguments does.
+				fmt.Fprintf(d.stderr, "demo: log %s: %s\n", level, in.Message)
 			}
 			// Sent only to a client that asked for this level or a lower one.
 			for _, p := range []*mcp.LoggingMessageParams{
