@@ -102,7 +102,8 @@ func runCall(ctx context.Context, o *callOptions) error {
 		}
 		return nil
 	})
-	if err != nil {
+	// The call's outcome stands, output closed by its reader or not.
+	if err := ignoreClosedOutput(err); err != nil {
 		return err
 	}
 	switch {

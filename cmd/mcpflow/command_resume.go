@@ -128,7 +128,7 @@ func resumeOne(ctx context.Context, o *resumeOptions, svc backend, ref string) (
 		printOutputs(w, rep.Run.Outputs)
 		return nil
 	})
-	if err != nil {
+	if err := ignoreClosedOutput(err); err != nil {
 		return 0, err
 	}
 	reportEnd(o.Err, rep)

@@ -156,13 +156,14 @@ func afterInterrupt(s ioStreams, b backend, err error, rep *service.Report, canc
 
 // reportRun prints a run's end as run and resume do: its outputs (table) or
 // the run object (json, jsonl), and on stderr what a blocked run waits for.
-// It returns the exit code of the run's status.
+// It returns the exit code of the run's status, output closed by its reader
+// or not.
 func reportRun(g *globals, s ioStreams, rep *service.Report) error {
 	err := g.printer(s.Out).print(api.RunOf(rep.Run, rep.Invocations), func(w io.Writer) error {
 		printOutputs(w, rep.Run.Outputs)
 		return nil
 	})
-	if err != nil {
+	if err := ignoreClosedOutput(err); err != nil {
 		return err
 	}
 	reportEnd(s.Err, rep)

@@ -24,6 +24,10 @@ const (
 	exitBlocked     = 3
 	exitJournal     = 4
 	exitInterrupted = 130
+	// exitPipe: the reader of stdout or stderr went away before a command
+	// that only reports had said everything; 128+SIGPIPE, as the shell
+	// reports a command a closed pipe killed (output.go).
+	exitPipe = 141
 )
 
 const exitCodesHelp = `Exit codes:
@@ -33,7 +37,10 @@ const exitCodesHelp = `Exit codes:
   3    blocked: an invocation's outcome is unknown (resolve it), or a step waits
        for approval (approve or reject it); then resume
   4    journal unavailable (locked, damaged, cannot be opened, or written by a newer mcpflow)
-  130  interrupted`
+  130  interrupted
+  141  output closed by its reader (mcpflow ... | head -1) before a command that
+       only reports was done; a command that runs or follows a run goes on to the
+       run's end and exits with the run's code`
 
 // exitError carries an exit code through cobra.
 type exitError struct {
@@ -90,7 +97,12 @@ func statusCode(s journal.RunStatus) int {
 // run executes the CLI and returns the process exit code. The first SIGINT
 // or SIGTERM cancels the command's context (the run is journaled as
 // cancelled and servers are stopped); a second one exits at once.
+//
+// A closed stdout or stderr does not end it (output.go): the command goes
+// on, and says nothing of the pipe.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	keepRunningOnClosedPipes()
+	stdout, stderr = viewOf(stdout), viewOf(stderr)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 2)
@@ -137,6 +149,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		// Cobra rejected the command line before any command ran.
 		fmt.Fprintf(stderr, "mcpflow: %v\nRun 'mcpflow --help' for usage.\n", err)
 		return exitUsage
+	}
+	if errors.Is(err, errOutputClosed) {
+		return exitPipe // the reader left: nothing to say, and no one to say it to
 	}
 	var ee *exitError
 	if err != nil && !(errors.As(err, &ee) && ee.err == nil) {
