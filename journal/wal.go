@@ -378,11 +378,13 @@ const walMaxRead = 256 << 20
 // readWAL returns the entries of the log of the journal whose id is id
 // after applied, in order, and the highest sequence number of any entry
 // of the journal in the log (0 when none): the next entry's number must be
-// above it. Entries after applied must follow it without a gap. An entry
-// that cannot be read is the end of the log (a torn append), unless an
-// intact entry of the journal with a higher number comes after it: then,
-// when every entry in between is applied already, reading goes on from
-// there; otherwise the log is damaged. A log that is not this journal's —
+// above it. Entries after applied must follow it without a gap. Where
+// the entry after the last one read belongs, an entry that cannot be read
+// (a torn append) or an older one (what is left of older entries after a
+// reuse of the log) is the end of the log, unless an intact entry of the
+// journal with a higher number is there or comes after it: then, when
+// every entry in between is applied already, reading goes on from there;
+// otherwise the log is damaged. A log that is not this journal's —
 // a file that is not a log, or entries of another journal (of any journal,
 // when id is nil: this journal never had a log) — is refused.
 func readWAL(r io.ReaderAt, size int64, applied uint64, id []byte) (entries []walEntry, highest uint64, err error) {
@@ -409,10 +411,10 @@ func readWAL(r io.ReaderAt, size int64, applied uint64, id []byte) (entries []wa
 	var last uint64 // the entry just read, 0 before the first
 	for off := 0; ; {
 		seq, _, p, ok := walEntryAt(data, off)
-		if ok && off > 0 && seq != last+1 {
-			break // what is left of older entries after a reuse
-		}
-		if !ok {
+		if !ok || (off > 0 && seq != last+1) {
+			// Not the entry after last: a torn append, what is left of
+			// older entries after a reuse — or damage, when an intact
+			// entry after last comes here or later.
 			from := max(last, applied) // the entries after it are missing here
 			if off > 0 {
 				from = last
@@ -441,16 +443,15 @@ func readWAL(r io.ReaderAt, size int64, applied uint64, id []byte) (entries []wa
 		}
 		entries = append(entries, walEntry{seq, recs, walNext(0, len(p))})
 	}
-	return entries, highest, nil
 }
 
-// walEntryAfter looks past off, block by block, for an intact entry of
-// the journal id with a sequence number after seq (what an unreadable
-// entry at off may hide), and returns where it is and its number (0: none).
-// Entries left from before a reuse of the log have lower numbers than any
-// written since.
+// walEntryAfter looks from off on, block by block, for an intact entry of
+// the journal id with a sequence number after seq (what an unreadable or
+// older entry at off may hide, or an entry at off that skips numbers), and
+// returns where it is and its number (0: none). Entries left from before
+// a reuse of the log have lower numbers than any written since.
 func walEntryAfter(data []byte, off int, seq uint64, id []byte) (int, uint64) {
-	for i := off + walAlign; i+walHeader <= len(data); i += walAlign {
+	for i := off; i+walHeader <= len(data); i += walAlign {
 		if next, eid, _, ok := walEntryAt(data, i); ok && next > seq && bytes.Equal(eid, id) {
 			return i, next
 		}

@@ -153,6 +153,12 @@ func TestLogDamageIsRefused(t *testing.T) {
 		{"the first entry missing", func(log []byte, offs []int64) []byte {
 			return append([]byte(nil), log[offs[1]:]...)
 		}},
+		{"an entry missing between intact ones", func(log []byte, offs []int64) []byte {
+			return append(log[:offs[1]:offs[1]], log[offs[2]:]...)
+		}},
+		{"an older entry where the next belongs", func(log []byte, offs []int64) []byte {
+			return append(append(log[:offs[1]:offs[1]], log[:offs[1]]...), log[offs[2]:]...)
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "journal.db")
