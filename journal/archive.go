@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	bolt "go.etcd.io/bbolt"
@@ -125,6 +126,38 @@ type archived struct {
 	line int // the run's line
 }
 
+// check returns what is wrong with the run and its invocations: what
+// [Journal.Check] would report once they were written (the rules of
+// check.go), an invocation listed twice, and an invocation that was sent
+// but carries no arguments, sealed or in clear (the engine journals them,
+// at least {}, before any send: one without them lost them, its "sealed"
+// removed from the archive).
+func (a *archived) check() []Problem {
+	var probs []Problem
+	add := func(rec, format string, args ...any) {
+		probs = append(probs, Problem{rec, fmt.Sprintf(format, args...)})
+	}
+	checkRun(a.run, add)
+	var unsettled *Invocation
+	seen := make(map[ID]bool, len(a.invs))
+	for _, inv := range a.invs {
+		name := "invocation " + inv.ID.String()
+		if seen[inv.ID] {
+			add(name, "listed twice")
+		}
+		seen[inv.ID] = true
+		checkInvocation(inv, name, add)
+		if inv.State != StateSkipped && inv.Arguments == nil && inv.Sealed == "" {
+			add(name, "state %s without its arguments, sealed or in clear (was %q removed from the archive?)", inv.State, "sealed")
+		}
+		if unsettled == nil && inv.State.Unsettled() {
+			unsettled = inv
+		}
+	}
+	checkSucceeded(a.run.ID, a.run.Status, unsettled, add)
+	return probs
+}
+
 // Import writes the runs of an archive (see [Journal.Archive]) into the
 // journal as they are — states, attempts, decisions, resolutions and
 // approvals — each run with its invocations in one commit, several runs per
@@ -132,9 +165,23 @@ type archived struct {
 // invocations (counted Present). Sealed payloads must be sealed with this
 // journal's key (the arguments' digests are keyed by it too): an archive
 // made with another key is refused, and so is a run or an invocation whose
-// id a record of the other kind has (ErrExists). The first bad line stops
-// the import, with its number; the runs committed before stay whole (a
-// second import completes it).
+// id a record of the other kind has (ErrExists).
+//
+// Before a run is committed, it and its invocations are checked with the
+// rules [Journal.Check] applies to records (attempts, states, idempotency
+// keys, finish times, approvals, a succeeded run's calls all settled), and
+// an invocation that was sent must carry its arguments, sealed or in clear
+// (one whose "sealed" was removed has neither). A run that breaks a rule
+// is refused whole — nothing of it is written — and the import goes on
+// with the next run, so that one pass names every problem of the archive.
+// The runs that pass are written; the error is then an [*ImportError]
+// listing each refused run with its line and problems (it wraps
+// ErrInvalid). Once the archive is fixed, importing it again writes the
+// runs that were refused and leaves the others as they are.
+//
+// A line that is not a record of an archive, or whose payload this journal
+// cannot open, stops the import, with its number; the runs committed
+// before stay whole (a second import completes it).
 func (w *writer) Import(r io.Reader) (ImportReport, error) {
 	var rep ImportReport
 	sc := bufio.NewScanner(r)
@@ -167,12 +214,17 @@ func (w *writer) Import(r io.Reader) (ImportReport, error) {
 		return first
 	}
 	var cur *archived
+	var refused []RefusedRun
 	queue := func() error {
 		if cur == nil {
 			return nil
 		}
 		a, wrote := cur, new(bool)
 		cur = nil
+		if probs := a.check(); len(probs) > 0 {
+			refused = append(refused, RefusedRun{Run: a.run.ID, Line: a.line, Problems: probs})
+			return nil
+		}
 		p, err := w.writeLater(func(st store) error {
 			*wrote = false
 			if has, err := st.hasRun(a.run.ID); err != nil || has {
@@ -188,7 +240,7 @@ func (w *writer) Import(r io.Reader) (ImportReport, error) {
 				if err := otherKind(st.hasRun, inv.ID); err != nil {
 					return err
 				}
-				if err := st.putInv(nil, inv); err != nil {
+				if err := insertInv(st, inv); err != nil {
 					return err
 				}
 			}
@@ -204,11 +256,17 @@ func (w *writer) Import(r io.Reader) (ImportReport, error) {
 		}
 		return nil
 	}
+	refusal := func() error {
+		if len(refused) == 0 {
+			return nil
+		}
+		return &ImportError{Runs: refused}
+	}
 	fail := func(err error) (ImportReport, error) {
 		if ferr := flush(); ferr != nil {
 			err = ferr
 		}
-		return rep, err
+		return rep, errors.Join(err, refusal())
 	}
 	for n := 1; sc.Scan(); n++ {
 		line := bytes.TrimSpace(sc.Bytes())
@@ -237,8 +295,45 @@ func (w *writer) Import(r io.Reader) (ImportReport, error) {
 	if err := queue(); err != nil {
 		return fail(err)
 	}
-	return rep, flush()
+	return rep, errors.Join(flush(), refusal())
 }
+
+// ImportError is Import's refusal of the runs of an archive that break the
+// journal's rules. Nothing of them was written; the archive's other runs
+// were. It wraps ErrInvalid.
+type ImportError struct {
+	Runs []RefusedRun
+}
+
+// RefusedRun is a run of an archive that Import refused, with the line it
+// is on and every problem found in it or in its invocations.
+type RefusedRun struct {
+	Run      ID
+	Line     int
+	Problems []Problem
+}
+
+func (e *ImportError) Error() string {
+	var b strings.Builder
+	if len(e.Runs) == 1 {
+		b.WriteString("a run of the archive refused, whole (nothing of it written):")
+	} else {
+		fmt.Fprintf(&b, "%d runs of the archive refused, each whole (nothing of them written):", len(e.Runs))
+	}
+	for _, r := range e.Runs {
+		run := "run " + r.Run.String()
+		for _, p := range r.Problems {
+			fmt.Fprintf(&b, "\n  line %d: %s: ", r.Line, run)
+			if p.Record != run {
+				b.WriteString(p.Record + ": ")
+			}
+			b.WriteString(p.Message)
+		}
+	}
+	return b.String()
+}
+
+func (e *ImportError) Unwrap() error { return ErrInvalid }
 
 // otherKind refuses an id that a record of the other kind has (has looks
 // for it): ids are unique across runs and invocations, which the journal

@@ -107,13 +107,7 @@ func checkRecords(tx *bolt.Tx, add func(rec, format string, args ...any)) {
 		if tx.Bucket(bucketRunStatus).Get(runStatusKey(r.Status, r.ID)) == nil {
 			add(name, "missing from the status index")
 		}
-		if r.Status.Finished() != (r.FinishedAt != nil) {
-			add(name, "status %s but finished_at %v", r.Status, r.FinishedAt)
-		}
-		if len(r.Definition) > 0 && r.Digest != Digest(r.Definition) {
-			add(name, "digest %s does not match the definition", r.Digest)
-		}
-		checkApprovals(r, name, add)
+		checkRun(r, add)
 		runs[r.ID] = &runInfo{status: r.Status}
 		return nil
 	})
@@ -167,9 +161,7 @@ func checkRecords(tx *bolt.Tx, add func(rec, format string, args ...any)) {
 		})
 	}
 	for id, r := range runs {
-		if r.status == RunSucceeded && r.unsettled != nil {
-			add("run "+id.String(), "succeeded while invocation %s is %s", r.unsettled.ID, r.unsettled.State)
-		}
+		checkSucceeded(id, r.status, r.unsettled, add)
 	}
 }
 
@@ -219,6 +211,38 @@ func checkIndexCount(tx *bolt.Tx, idx []byte, want int, records []byte, add func
 	})
 }
 
+// The rules of the records themselves, which Check (on either backend)
+// and Import apply: checkRun to a run record, checkInvocation to an
+// invocation record, checkSucceeded to a run and its invocations.
+
+// checkRun adds the problems of a run record: a run is finished exactly
+// when it has FinishedAt, its digest is its definition's, and its
+// approvals are consistent (checkApprovals).
+func checkRun(r *Run, add func(string, string, ...any)) {
+	name := "run " + r.ID.String()
+	if r.Status.Finished() != (r.FinishedAt != nil) {
+		add(name, "status %s but finished_at %v", r.Status, r.FinishedAt)
+	}
+	if len(r.Definition) > 0 && r.Digest != Digest(r.Definition) {
+		add(name, "digest %s does not match the definition", r.Digest)
+	}
+	checkApprovals(r, name, add)
+}
+
+// checkSucceeded adds the problem of a succeeded run with an unsettled
+// invocation ([State.Unsettled]): unsettled is the first one found of the
+// run's invocations, nil when there is none.
+func checkSucceeded(run ID, status RunStatus, unsettled *Invocation, add func(string, string, ...any)) {
+	if status == RunSucceeded && unsettled != nil {
+		add("run "+run.String(), "succeeded while invocation %s is %s", unsettled.ID, unsettled.State)
+	}
+}
+
+// checkInvocation adds the problems of an invocation record: its
+// idempotency key is its id; it has an intent (attempt 1) unless skipped,
+// its attempts are numbered 1..n, only the last may be open, and a settled
+// state has no open attempt; resolutions go from a state that waits for
+// one to completed, failed or retry_approved.
 func checkInvocation(inv *Invocation, name string, add func(string, string, ...any)) {
 	if inv.IdempotencyKey != inv.ID.String() {
 		add(name, "idempotency key %q is not the invocation id", inv.IdempotencyKey)

@@ -26,6 +26,9 @@ var (
 	ErrExists = errors.New("exists already")
 	// ErrAmbiguous: an id prefix matches more than one record.
 	ErrAmbiguous = errors.New("ambiguous id prefix")
+	// ErrInvalid: records break the journal's rules (what Check reports
+	// of a journal); nothing of them was written (see ImportError).
+	ErrInvalid = errors.New("records break the journal's rules")
 	// ErrTransition: an illegal state transition; nothing was written.
 	ErrTransition = errors.New("illegal state transition")
 	// ErrClosed: the journal was closed.

@@ -818,20 +818,14 @@ func (p *Postgres) check(tx pgx.Tx) (probs []Problem, err error) {
 		if status != r.Status.String() || workflow != r.Workflow {
 			add(name, "columns say %s %q, the record %s %q", status, workflow, r.Status, r.Workflow)
 		}
-		if r.Status.Finished() != (r.FinishedAt != nil) {
-			add(name, "status %s but finished_at %v", r.Status, r.FinishedAt)
-		}
-		if len(r.Definition) > 0 && r.Digest != Digest(r.Definition) {
-			add(name, "digest %s does not match the definition", r.Digest)
-		}
-		checkApprovals(r, name, add)
+		checkRun(r, add)
 		statuses[r.ID] = r.Status
 		return nil
 	})
 	if err != nil {
 		return probs, p.connErr(err)
 	}
-	reported := map[ID]bool{}
+	sawUnsettled := map[ID]bool{} // runs whose first unsettled invocation was checked
 	rows, _ = tx.Query(bg, `SELECT id, state, server, tool, tool_error, record FROM mcpflow_invocations ORDER BY id`)
 	_, err = pgx.ForEachRow(rows, []any{&id, &state, &server, &tool, &toolError, &rec}, func() error {
 		inv, err := decodeInv(p.sealer, rec)
@@ -849,9 +843,9 @@ func (p *Postgres) check(tx pgx.Tx) (probs []Problem, err error) {
 		checkInvocation(inv, name, add)
 		if st, ok := statuses[inv.RunID]; !ok {
 			add(name, "belongs to missing run %s", inv.RunID)
-		} else if st == RunSucceeded && inv.State.Unsettled() && !reported[inv.RunID] {
-			reported[inv.RunID] = true
-			add("run "+inv.RunID.String(), "succeeded while invocation %s is %s", inv.ID, inv.State)
+		} else if inv.State.Unsettled() && !sawUnsettled[inv.RunID] {
+			sawUnsettled[inv.RunID] = true
+			checkSucceeded(inv.RunID, st, inv, add)
 		}
 		return nil
 	})

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -69,8 +70,11 @@ func runJournalImport(o *journalImportOptions) error {
 	defer done()
 	rep, err := svc.Import(in)
 	where := journal.Redact(o.g.journalPath)
+	if errors.Is(err, journal.ErrInvalid) {
+		return fmt.Errorf("import %s into %s (imported: %d runs, %d invocations): %w\nfix the refused runs in %s and import it again: the runs imported are left as they are", o.file, where, rep.Runs, rep.Invocations, err, o.file)
+	}
 	if err != nil {
-		return fmt.Errorf("import %s into %s: %w (imported before it: %d runs, %d invocations)", o.file, where, err, rep.Runs, rep.Invocations)
+		return fmt.Errorf("import %s into %s (imported: %d runs, %d invocations): %w", o.file, where, rep.Runs, rep.Invocations, err)
 	}
 	return o.g.printer(o.Out).print(rep, func(w io.Writer) error {
 		_, err := fmt.Fprintf(w, "imported %d runs and %d invocations into %s (%d records were there already)\n", rep.Runs, rep.Invocations, where, rep.Present)
