@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/mcpflow/mcpflow/api"
@@ -166,6 +167,12 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 	if req.File == "" && req.Source == "" {
 		writeError(w, http.StatusBadRequest, "invalid", "file or source is required: the workflow to run")
 		return
+	}
+	for _, p := range req.Pairs {
+		if k, v, _ := strings.Cut(p, "="); len(v) > 1 && v[0] == '@' {
+			writeErr(w, &forbiddenError{fmt.Sprintf("input_pairs: %s=@…: the server reads no file a request names (a pair's @FILE is the CLI's, read where you type it); send the value itself, in inputs", k)})
+			return
+		}
 	}
 	run := service.RunRequest{InputValues: req.Inputs, Inputs: req.Pairs}
 	if err := s.workflowOf(req.File, req.Source, &run.File, &run.Source); err != nil {

@@ -126,6 +126,7 @@ func TestServerReadsWorkflowsOnlyFromWorkspace(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.writeFile(filepath.Join(c.workspace, "scalar.yaml"), secret+"\n")
+	c.workflow("greet.yaml", "name: greet\ninputs:\n  name: {type: string}\nservers:\n  demo: {builtin: demo}\nsteps:\n  - {id: hi, server: demo, tool: greet, with: {name: \"${{ inputs.name }}\"}}\n")
 	c.writeFile(filepath.Join(c.workspace, "number.yaml"), "name: x\nservers:\n  demo: {builtin: demo}\nsteps:\n  - {id: a, server: demo, tool: greet, timeout: 31337x}\n")
 	base := startServer(t, c)
 
@@ -141,9 +142,10 @@ func TestServerReadsWorkflowsOnlyFromWorkspace(t *testing.T) {
 			{"/api/runs", `{"file": ".mcpflow/notes.yaml"}`},
 			{"/api/runs", `{"file": ".mcpflow/journal.db"}`},
 			{"/api/calls", `{"server": "demo", "tool": "greet", "workflow": "` + key + `"}`},
+			{"/api/runs", `{"file": "greet.yaml", "input_pairs": ["name=@` + key + `"]}`},
 		} {
 			code, body := request(t, client, "POST", url+tc.path, tc.body, nil)
-			if code != http.StatusForbidden || !strings.Contains(body, "workspace") || strings.Contains(body, secret) {
+			if code != http.StatusForbidden || !strings.Contains(body, `"forbidden"`) || strings.Contains(body, secret) {
 				t.Errorf("POST %s %s: %d\n%s", tc.path, tc.body, code, body)
 			}
 		}
