@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +49,10 @@ func (s *Server) Handler(tcp bool) http.Handler {
 	var h http.Handler = mux
 	if tcp {
 		h = s.checkHost(s.authorized(h))
+		inner := h
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			inner.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tcpKey{}, true)))
+		})
 	}
 	return h
 }
@@ -175,7 +180,7 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	run := service.RunRequest{InputValues: req.Inputs, Inputs: req.Pairs}
-	if err := s.workflowOf(req.File, req.Source, &run.File, &run.Source); err != nil {
+	if err := s.workflowOf(r, req.File, req.Source, &run.File, &run.Source); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -297,7 +302,7 @@ func (s *Server) submitCall(w http.ResponseWriter, r *http.Request) {
 		cr.ArgsJSON = string(req.Arguments)
 	}
 	if req.Workflow != "" || req.WorkflowSource != "" {
-		if err := s.workflowOf(req.Workflow, req.WorkflowSource, &cr.Workflow, &cr.WorkflowSource); err != nil {
+		if err := s.workflowOf(r, req.Workflow, req.WorkflowSource, &cr.Workflow, &cr.WorkflowSource); err != nil {
 			writeErr(w, err)
 			return
 		}
@@ -318,7 +323,6 @@ func (s *Server) exportJournal(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	streaming(w)
 	w.Header().Set("Content-Type", "application/jsonl")
 	// The status is sent before the records: an export that fails on the
 	// way says so in the trailer, which a client reads after the body.
@@ -498,23 +502,27 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		run = rep.Run.ID.String()
 	}
-	flusher, ok := w.(http.Flusher)
-	if !ok {
-		writeError(w, http.StatusInternalServerError, "internal", "streaming is not supported here")
-		return
-	}
 	sub, ok := s.hub.subscribe(run)
 	if !ok {
 		writeErr(w, ErrStopping)
 		return
 	}
 	defer s.hub.unsubscribe(sub)
-	streaming(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": mcpflow events\n\n")
-	flusher.Flush()
+	// send writes and flushes; it fails when the client is gone or stopped
+	// reading (a write past its deadline), which ends the stream.
+	rc := http.NewResponseController(w)
+	send := func(format string, args ...any) bool {
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send(": mcpflow events\n\n") {
+		return
+	}
 	keepAlive := time.NewTicker(15 * time.Second)
 	defer keepAlive.Stop()
 	for {
@@ -522,15 +530,17 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-keepAlive.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
-			flusher.Flush()
+			if !send(": keep-alive\n\n") {
+				return
+			}
 		case e, ok := <-sub.ch:
 			if !ok {
 				return
 			}
 			b, _ := json.Marshal(e)
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Kind, b)
-			flusher.Flush()
+			if !send("event: %s\ndata: %s\n\n", e.Kind, b) {
+				return
+			}
 		}
 	}
 }

@@ -3,7 +3,6 @@ package server
 import (
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -58,29 +57,26 @@ func (h hosts) allow(host string) bool {
 	return false
 }
 
-// list names what is allowed, for the refusal's message.
-func (h hosts) list() string {
-	var names []string
-	for n := range h.names {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	s := strings.Join(names, ", ") + ", a loopback address"
-	if h.anyIP {
-		s += ", any of this machine's IP addresses"
-	}
-	return s
-}
-
 // checkHost wraps h: a request whose Host is not allowed is refused with
-// 403 before any handler runs.
+// 403 before any handler runs, and so is a browser's request for the API
+// or the metrics from another site (a page cannot read the answer, but
+// could still start servers, decrypt the journal for nothing or hold the
+// browser's connections to this host with event streams).
 func (s *Server) checkHost(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.hosts.allow(r.Host) {
+			named := "a request without a Host"
+			if r.Host != "" {
+				named = "the host name " + quoteHost(r.Host)
+			}
 			writeError(w, http.StatusForbidden, "host_not_allowed",
-				"this mcpflow server does not answer to the host name "+quoteHost(r.Host)+
-					": it answers to "+s.hosts.list()+" (a page that reaches it under another name may be a DNS rebinding attack; "+
-					"to use a name of your own, start the server with --allowed-host NAME)")
+				"this mcpflow server does not answer to "+named+": only to localhost, a loopback address and the names it was started with (--listen, --allowed-host); "+
+					"a page that reaches it under another name may be a DNS rebinding attack")
+			return
+		}
+		if site := r.Header.Get("Sec-Fetch-Site"); (site == "cross-site" || site == "same-site") &&
+			(strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == "/metrics") {
+			writeError(w, http.StatusForbidden, "cross_site", "cross-site requests are refused")
 			return
 		}
 		h.ServeHTTP(w, r)

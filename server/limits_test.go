@@ -67,10 +67,11 @@ func TestSlowClientsAreCut(t *testing.T) {
 	}
 }
 
-// TestEventStreamOutlivesWriteTimeout: the write timeout bounds answers,
-// not the event stream, which lasts as long as the client listens.
-func TestEventStreamOutlivesWriteTimeout(t *testing.T) {
-	r := newRig(t, &server.Options{Listen: "127.0.0.1:0", Limits: server.Limits{Read: 300 * time.Millisecond, Write: 300 * time.Millisecond}})
+// TestWriteTimeoutIsPerWrite: the write timeout bounds each write of an
+// answer, not how long the answer takes to compute (a call connects its
+// server first) nor how long an event stream lasts.
+func TestWriteTimeoutIsPerWrite(t *testing.T) {
+	r := newRig(t, &server.Options{Listen: "127.0.0.1:0", Limits: server.Limits{Read: 300 * time.Millisecond, Write: 50 * time.Millisecond}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.srv.Addr().String()+"/api/events", nil)
@@ -88,9 +89,16 @@ func TestEventStreamOutlivesWriteTimeout(t *testing.T) {
 		}
 	}()
 	time.Sleep(time.Second) // past both timeouts
-	r.workflow("hello.yaml", "name: hello\nsteps:\n  - {id: greet, server: demo, tool: greet, with: {name: Ada}}\n")
-	if code := r.do(http.MethodPost, "/api/runs", server.SubmitRequest{File: "hello.yaml"}, nil); code != http.StatusAccepted {
-		t.Fatalf("submit: %d", code)
+	// Over TCP: the call starts the demo server and lists its tools
+	// before it answers, far longer than 50ms.
+	res2, err := http.Post("http://"+r.srv.Addr().String()+"/api/calls", "application/json",
+		strings.NewReader(`{"server": "demo", "tool": "greet", "args": ["name=Ada"]}`))
+	if err != nil {
+		t.Fatalf("a call over TCP: %v", err)
+	}
+	res2.Body.Close()
+	if res2.StatusCode != http.StatusAccepted {
+		t.Fatalf("a call over TCP: %d", res2.StatusCode)
 	}
 	for line := range lines {
 		if strings.HasPrefix(line, "event: run_finished") {
@@ -132,6 +140,21 @@ func TestConnectionsPerClientAreCapped(t *testing.T) {
 			t.Fatalf("a place freed was not taken again: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	// Every loopback address is one client: 127.0.0.2 gets no more.
+	other, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close() // 127.0.0.1 holds the cap again (three held, the GET's kept-alive one)
+	time.Sleep(100 * time.Millisecond)
+	from2, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer from2.Close()
+	if !closedWithin(t, from2, 3*time.Second) {
+		t.Error("a connection from 127.0.0.2 was kept while 127.0.0.1 held the cap: loopback is one client")
 	}
 	// The unix socket has no cap: the owner's commands always get through.
 	if code := r.do(http.MethodGet, "/api/health", nil, nil); code != http.StatusOK {

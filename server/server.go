@@ -88,7 +88,8 @@ type Server struct {
 	serving   sync.WaitGroup
 	listeners []net.Listener
 	tcpAddr   net.Addr
-	hosts     hosts // what a TCP listener answers to
+	hosts     hosts       // what a TCP listener answers to
+	socket    os.FileInfo // the socket listened on, to remove at Stop
 }
 
 // New checks o and returns a Server that is not serving yet.
@@ -145,16 +146,18 @@ func loopback(addr string) bool {
 // returns once listening.
 func (s *Server) Start() error {
 	if s.o.Socket != "" {
-		l, err := listenSocket(s.o.Socket)
+		l, st, err := listenSocket(s.o.Socket)
 		if err != nil {
 			return err
 		}
+		s.socket = st
 		s.serve(l, s.socketServer(s.Handler(false)))
 	}
 	if s.o.Listen != "" {
 		l, err := net.Listen("tcp", s.o.Listen)
 		if err != nil {
 			s.closeListeners()
+			s.removeSocket()
 			return fmt.Errorf("listen %s: %w", s.o.Listen, err)
 		}
 		s.tcpAddr = l.Addr()
@@ -199,36 +202,51 @@ func (s *Server) closeListeners() {
 // listenSocket listens on a unix socket at path, mode 0600. A socket that
 // nothing answers on is stale (its server died) and is replaced; one that
 // answers is another server's. Anything else at path — a file, a
-// directory, a link — is refused, never removed.
-func listenSocket(path string) (net.Listener, error) {
+// directory, a link — is refused, never removed. It returns the socket's
+// file, which Stop removes only if it is still there.
+func listenSocket(path string) (net.Listener, os.FileInfo, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if st, err := os.Lstat(path); err == nil {
 		if st.Mode().Type() != fs.ModeSocket {
-			return nil, fmt.Errorf("--socket %s: %s is there, not a socket: refusing to replace it (remove it yourself, or choose another --socket)", path, fileKind(st.Mode()))
+			return nil, nil, fmt.Errorf("--socket %s: %s is there, not a socket: refusing to replace it (remove it yourself, or choose another --socket)", path, fileKind(st.Mode()))
 		}
 		c, err := net.DialTimeout("unix", path, time.Second)
-		if err == nil {
+		switch {
+		case err == nil:
 			c.Close()
-			return nil, fmt.Errorf("another mcpflow server is serving on %s", path)
-		}
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("--socket %s: a socket is there and cannot be told stale: %v", path, err)
-		}
-		if err := os.Remove(path); err != nil {
-			return nil, fmt.Errorf("--socket %s: remove the stale socket: %w", path, err)
+			return nil, nil, fmt.Errorf("another mcpflow server is serving on %s", path)
+		case errors.Is(err, fs.ErrNotExist):
+			// gone since: nothing to remove
+		case errors.Is(err, syscall.ECONNREFUSED):
+			// Stale: remove it, if it is still the socket looked at.
+			if now, err := os.Lstat(path); err == nil && os.SameFile(st, now) {
+				if err := os.Remove(path); err != nil {
+					return nil, nil, fmt.Errorf("--socket %s: remove the stale socket: %w", path, err)
+				}
+			}
+		case errors.Is(err, fs.ErrPermission):
+			return nil, nil, fmt.Errorf("--socket %s: a socket you may not use is there (another user's, or left by a server run as root): remove it, or choose another --socket", path)
+		default:
+			return nil, nil, fmt.Errorf("--socket %s: a socket is there and cannot be told stale: %v", path, err)
 		}
 	}
 	l, err := net.Listen("unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
+		return nil, nil, fmt.Errorf("listen on %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	// Closing must not remove what is at path then: see Stop.
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	st, err := os.Lstat(path)
+	if err == nil {
+		err = os.Chmod(path, 0o600)
+	}
+	if err != nil {
 		l.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	return l, nil
+	return l, st, nil
 }
 
 // fileKind names what a file mode is, for messages.
@@ -296,10 +314,16 @@ func (s *Server) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if st, err := os.Lstat(s.o.Socket); err == nil && st.Mode().Type() == fs.ModeSocket {
+	s.removeSocket()
+	return nil
+}
+
+// removeSocket removes the socket listened on if it is still there: not a
+// file put in its place since.
+func (s *Server) removeSocket() {
+	if st, err := os.Lstat(s.o.Socket); err == nil && s.socket != nil && os.SameFile(st, s.socket) {
 		os.Remove(s.o.Socket)
 	}
-	return nil
 }
 
 func (s *Server) logf(format string, args ...any) {

@@ -1,9 +1,15 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/mcpflow/mcpflow/internal/inputfile"
 )
 
 // forbiddenError is a request for something the server does not give
@@ -12,74 +18,117 @@ type forbiddenError struct{ msg string }
 
 func (e *forbiddenError) Error() string { return e.msg }
 
-// workflowOf sets *file and *src to the workflow a request names: its
-// text src named name, or else the file name inside the workspace (see
-// workspaceFile), which the service will read.
-func (s *Server) workflowOf(name, src string, file *string, source *[]byte) error {
+// workflowOf sets *file and *source to the workflow a request names: its
+// text src named name (over the unix socket only), or else the file name
+// inside the workspace (see readWorkspaceFile).
+func (s *Server) workflowOf(r *http.Request, name, src string, file *string, source *[]byte) error {
 	if src != "" {
+		if overTCP(r) {
+			// Trust is granted by the user, never by a text someone else
+			// wrote: a workflow sent by a client could declare servers that
+			// run any command as the server's user, or read its environment.
+			return &forbiddenError{"a workflow's text is taken only over the unix socket (by the journal's owner): over TCP, the API runs workflow files of the server's workspace"}
+		}
 		if name == "" {
 			name = "workflow.yaml"
 		}
 		*file, *source = name, []byte(src)
 		return nil
 	}
-	path, err := s.workspaceFile(name)
+	path, b, err := s.readWorkspaceFile(name)
 	if err != nil {
 		return err
 	}
-	*file = path
+	*file, *source = path, b
 	return nil
 }
 
-// workspaceFile is the path of the workflow file name (absolute, or
-// relative to the workspace) if it lies inside the server's workspace,
-// symbolic links followed, and outside its .mcpflow (the journal, logs,
-// the socket); anything else is a forbiddenError. The API must not be a
-// way to read the server user's other files — a key, a token — whatever
-// an error message would then say of them. mcpflow commands send the
-// workflow's text instead, read as their user.
-func (s *Server) workspaceFile(name string) (string, error) {
+// readWorkspaceFile reads the workflow file name (absolute, or relative to
+// the workspace) if it lies inside the server's workspace, symbolic links
+// followed, and outside its .mcpflow (the journal, logs, the socket);
+// anything else is a forbiddenError, and is not opened. The API must not
+// be a way to read the server user's other files — a key, a token —
+// whatever an error message would then say of them. The file is read
+// through an os.Root of the workspace, so a link swapped in after the
+// check cannot lead out of it.
+func (s *Server) readWorkspaceFile(name string) (string, []byte, error) {
 	ws := s.o.Workspace
 	if ws == "" {
-		return "", &forbiddenError{"this server has no workspace to read workflow files from: send the workflow's text (source)"}
+		return "", nil, &forbiddenError{"this server has no workspace to read workflow files from"}
+	}
+	refuse := func(why string) error {
+		return &forbiddenError{fmt.Sprintf("%s: %s; the API reads workflow files only from the server's workspace %s, outside .mcpflow", name, why, ws)}
+	}
+	realWS, err := filepath.EvalSymlinks(ws)
+	if err != nil {
+		return "", nil, refuse("the workspace cannot be resolved")
 	}
 	path := name
 	if !filepath.IsAbs(path) {
 		path = filepath.Join(ws, path)
 	}
 	path = filepath.Clean(path)
-	refuse := func(why string) error {
-		return &forbiddenError{fmt.Sprintf("%s: %s; the API reads workflow files only from the server's workspace %s, outside .mcpflow (send the workflow's text as source instead)", name, why, ws)}
-	}
-	realWS, err := filepath.EvalSymlinks(ws)
-	if err != nil {
-		return "", refuse("the workspace cannot be resolved")
-	}
 	// Lexically first, so that nothing is even looked at outside; then
 	// with links followed.
+	var rel string
 	for _, dir := range []string{ws, realWS} {
-		if within(dir, path) {
-			if within(filepath.Join(dir, ".mcpflow"), path) {
-				return "", refuse("inside the workspace's .mcpflow")
-			}
-			real, err := filepath.EvalSymlinks(path)
-			switch {
-			case err != nil:
-				return path, nil // the service says what is wrong with it
-			case !within(realWS, real):
-				return "", refuse("a link that leads outside the workspace")
-			case within(filepath.Join(realWS, ".mcpflow"), real):
-				return "", refuse("a link into the workspace's .mcpflow")
-			}
-			return real, nil
+		if r, ok := relWithin(dir, path); ok {
+			rel = r
+			break
 		}
 	}
-	return "", refuse("outside the workspace")
+	switch {
+	case rel == "":
+		return "", nil, refuse("outside the workspace")
+	case inMcpflow(rel):
+		return "", nil, refuse("inside the workspace's .mcpflow")
+	}
+	real, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, badRequest("%s: no such file in the workspace", name)
+	} else if err != nil {
+		return "", nil, refuse("it cannot be resolved")
+	}
+	realRel, ok := relWithin(realWS, real)
+	switch {
+	case !ok:
+		return "", nil, refuse("a link that leads outside the workspace")
+	case inMcpflow(realRel):
+		return "", nil, refuse("a link into the workspace's .mcpflow")
+	}
+	f, err := os.OpenInRoot(realWS, realRel)
+	if err != nil {
+		return "", nil, refuse("it cannot be opened within the workspace")
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return "", nil, badRequest("%s: not a regular file", name)
+	}
+	b, err := inputfile.ReadReader(f, name, 0)
+	if err != nil {
+		return "", nil, badRequest("%s: %v", name, err)
+	}
+	return real, b, nil
 }
 
-// within reports whether path is dir or lies under it (both clean and
-// absolute).
-func within(dir, path string) bool {
+// relWithin is path relative to dir when it is dir or lies under it (both
+// clean and absolute).
+func relWithin(dir, path string) (string, bool) {
 	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) || filepath.IsAbs(rel) {
+		return "", false
+	}
+	return rel, true
 }
+
+// inMcpflow reports whether rel (relative to the workspace) is in its
+// .mcpflow, in any case (a case-insensitive file system has one).
+func inMcpflow(rel string) bool {
+	first, _, _ := strings.Cut(rel, string(filepath.Separator))
+	return strings.EqualFold(first, ".mcpflow")
+}
+
+type tcpKey struct{}
+
+// overTCP reports whether r came through a TCP listener (see Handler).
+func overTCP(r *http.Request) bool { return r.Context().Value(tcpKey{}) != nil }

@@ -21,6 +21,7 @@ func TestErrorsNeverQuoteValues(t *testing.T) {
 		{"a duration", "name: x\nservers: {s: {builtin: demo}}\nsteps:\n  - {id: a, server: s, tool: t, timeout: " + secret + "}\n", "expected a positive duration"},
 		{"a concurrency", "name: x\nservers: {s: {builtin: demo}}\nsteps:\n  - {id: a, server: s, tool: t, for_each: '${{ [1] }}', concurrency: 31337}\n", "found a number out of range"},
 		{"retry attempts", "name: x\nservers: {s: {builtin: demo}}\nsteps:\n  - {id: a, server: s, tool: t, retry: {attempts: " + secret + "}}\n", "found a string"},
+		{"an alias", "a: *" + secret + "\n", "an alias names an anchor"},
 		{"a server entry", "name: x\nservers: {s: " + secret + "}\nsteps: []\n", "found a string"},
 	} {
 		_, err := workflow.Load("f.yaml", []byte(tc.src), nil)

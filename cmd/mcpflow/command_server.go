@@ -103,8 +103,8 @@ func runServer(ctx context.Context, o *serverOptions) error {
 		return usageError("--allowed-host names a host the TCP listener answers to: it needs --listen")
 	}
 	for _, h := range o.hosts {
-		if h == "" || strings.ContainsAny(h, "/:@ *") {
-			return usageError("--allowed-host %q: give a host name alone (ci.example.com), without a scheme, a port or a wildcard", h)
+		if h == "" || strings.ContainsAny(h, "/:@ *,") || strings.HasSuffix(h, ".") {
+			return usageError("--allowed-host %q: give one host name (ci.example.com), without a scheme, a port, a wildcard or a final dot; repeat the flag for more (loopback addresses are always allowed)", h)
 		}
 	}
 	if o.lease < time.Second {

@@ -96,6 +96,15 @@ func TestServerRefusesOtherHostNames(t *testing.T) {
 		t.Fatalf("%d runs after the refused requests, want the 1 run before them", n)
 	}
 
+	// A page of another site may send requests it cannot read the answers
+	// of: the API and the metrics refuse them, whatever the method.
+	for _, path := range []string{"/api/servers", "/api/journal/export?decrypt=true", "/api/events", "/metrics"} {
+		code, body := request(t, http.DefaultClient, "GET", base+path, "", map[string]string{"Sec-Fetch-Site": "cross-site"})
+		if code != http.StatusForbidden || !strings.Contains(body, "cross_site") {
+			t.Errorf("GET %s from another site: %d\n%s", path, code, body)
+		}
+	}
+
 	for _, host := range []string{"127.0.0.1:" + port, "localhost:" + port, "LOCALHOST:" + port, "mcpflow.test:" + port, "[::1]:" + port, "127.0.0.2"} {
 		code, body := request(t, http.DefaultClient, "GET", base+"/api/journal/export?decrypt=true", "", map[string]string{"Host": host})
 		if code != http.StatusOK || !strings.Contains(body, "Ada") {
@@ -157,12 +166,22 @@ func TestServerReadsWorkflowsOnlyFromWorkspace(t *testing.T) {
 		}
 	}
 
-	// A workflow's text, sent inline, runs; so does a workflow outside the
-	// workspace run by the CLI through the server.
+	// A workflow's text is taken over the socket, from the journal's owner;
+	// over TCP it is refused: it could declare a server that runs any
+	// command as the server's user. The CLI sends the text of a workflow
+	// outside the workspace through the socket.
 	hi := "name: hi\nservers:\n  demo: {builtin: demo}\nsteps:\n  - {id: hi, server: demo, tool: greet, with: {name: inline}}\n"
 	b, _ := json.Marshal(map[string]string{"file": "/elsewhere/hi.yaml", "source": hi})
-	if code, body := request(t, http.DefaultClient, "POST", base+"/api/runs", string(b), nil); code != http.StatusAccepted {
-		t.Errorf("an inline workflow: %d\n%s", code, body)
+	if code, body := request(t, http.DefaultClient, "POST", base+"/api/runs", string(b), nil); code != http.StatusForbidden || !strings.Contains(body, "unix socket") {
+		t.Errorf("an inline workflow over TCP: %d\n%s", code, body)
+	}
+	b, _ = json.Marshal(map[string]string{"server": "demo", "tool": "greet", "workflow_source": hi})
+	if code, body := request(t, http.DefaultClient, "POST", base+"/api/calls", string(b), nil); code != http.StatusForbidden {
+		t.Errorf("a call with an inline workflow over TCP: %d\n%s", code, body)
+	}
+	b, _ = json.Marshal(map[string]string{"file": "/elsewhere/hi.yaml", "source": hi})
+	if code, body := request(t, socketClient(c), "POST", "http://mcpflow/api/runs", string(b), nil); code != http.StatusAccepted {
+		t.Errorf("an inline workflow over the socket: %d\n%s", code, body)
 	}
 	away := filepath.Join(outside, "away.yaml")
 	c.writeFile(away, strings.ReplaceAll(hi, "inline", "away"))
@@ -209,5 +228,25 @@ func TestServerSocketNeverReplacesAFile(t *testing.T) {
 	c.stopServer(cmd, wait)
 	if _, err := os.Lstat(stale); !os.IsNotExist(err) {
 		t.Errorf("the socket is left after the server stopped: %v", err)
+	}
+
+	// A file put in the socket's place while the server ran is not the
+	// server's to remove when it stops.
+	sock := filepath.Join(c.workspace, "own.sock")
+	cmd, wait = c.background("server", "--socket", sock, "--grace", "100ms")
+	for !serverOn(sock) {
+		if time.Now().After(deadline) {
+			r := wait()
+			t.Fatalf("no server on %s: exit %d\n%s", sock, r.code, r.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	c.writeFile(sock, "keep me\n")
+	c.stopServer(cmd, wait)
+	if b, err := os.ReadFile(sock); err != nil || string(b) != "keep me\n" {
+		t.Errorf("the file put in the socket's place, after the server stopped: %q, %v", b, err)
 	}
 }

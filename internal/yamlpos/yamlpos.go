@@ -51,6 +51,16 @@ func (e *Error) Error() string {
 // needed, not at every start of the binary.
 var yamlLine = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
+// withoutText rewords the one message of yaml.v3 that quotes the
+// document's text (an alias's name), so that no error shows what a file
+// read by mistake holds.
+func withoutText(msg string) string {
+	if strings.HasPrefix(msg, "unknown anchor ") {
+		return "an alias names an anchor that is not defined before it"
+	}
+	return msg
+}
+
 // Parse reads the first document of src and returns its root node, with
 // aliases and merge keys resolved (see the package comment). An empty file,
 // or one holding only comments, returns nil and no error. Every error is an
@@ -83,9 +93,9 @@ func Parse(src []byte) (root *yaml.Node, err error) {
 		}
 		if m := yamlLine().FindStringSubmatch(err.Error()); m != nil {
 			line, _ := strconv.Atoi(m[1])
-			return nil, &Error{Line: line, Column: 1, Msg: m[2]}
+			return nil, &Error{Line: line, Column: 1, Msg: withoutText(m[2])}
 		}
-		return nil, &Error{Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+		return nil, &Error{Msg: withoutText(strings.TrimPrefix(err.Error(), "yaml: "))}
 	}
 	if len(doc.Content) == 0 {
 		return nil, nil
@@ -130,7 +140,7 @@ func (x *expander) expand(n *yaml.Node, depth int) (*yaml.Node, error) {
 	switch n.Kind {
 	case yaml.AliasNode:
 		if n.Alias == nil {
-			return nil, &Error{Line: n.Line, Column: n.Column, Msg: fmt.Sprintf("unknown anchor %q", n.Value)}
+			return nil, &Error{Line: n.Line, Column: n.Column, Msg: "an alias names an anchor that is not defined before it"}
 		}
 		return x.expand(n.Alias, depth+1)
 	case yaml.SequenceNode:

@@ -76,7 +76,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"syntax", "a: [1, 2\n", 1, "did not find expected ',' or ']'"},
 		{"tab indent", "a:\n\tb: 1\n", 2, "found character that cannot start any token"},
-		{"unknown anchor", "a: *nope\n", 0, "unknown anchor 'nope' referenced"},
+		{"unknown anchor", "a: *nope\n", 0, "an alias names an anchor that is not defined before it"},
 		{"alias bomb", bomb, 0, "expands to more than 100000 nodes"},
 		{"merge of a scalar", "m: {<<: 1}\n", 1, "<<: expected a mapping or a list of mappings to merge"},
 		{"second document", "name: x\n---\nname: y\n", 3, "a second YAML document"},
