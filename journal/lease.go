@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"time"
@@ -73,6 +74,12 @@ type leases struct {
 	owner  *pgx.Conn // the session's connection: its liveness is the process's
 	stop   chan struct{}
 	beaten sync.WaitGroup // the heartbeat
+
+	// unfreed (under mu) are runs let go whose release failed (the
+	// database was restarting, say), at the epochs they were held at: the
+	// database still gives them to this live session, so no worker would
+	// claim them while the process lives. The heartbeat frees them.
+	unfreed map[ID]int64
 }
 
 // lostEpoch marks a run this session lost: its writes stay refused for as
@@ -83,7 +90,7 @@ const lostEpoch = -1
 // heartbeat.
 func join(ctx context.Context, pool *pgxpool.Pool, where string, o Options, ids *idGen, now time.Time) (*leases, error) {
 	l := &leases{worker: o.Worker, session: ids.next(now), ttl: o.Lease, serves: o.Serves, pool: pool, where: where,
-		held: map[ID]int64{}, stop: make(chan struct{})}
+		held: map[ID]int64{}, unfreed: map[ID]int64{}, stop: make(chan struct{})}
 	if l.ttl <= 0 {
 		l.ttl = DefaultLease
 	}
@@ -187,6 +194,7 @@ func (l *leases) beat() {
 		l.loseAll()
 		return
 	}
+	l.freeAgain()
 	l.mu.Lock()
 	took := make(map[ID]int64, len(l.held)) // the runs held now, at their epochs
 	ids := make([][16]byte, 0, len(l.held))
@@ -262,7 +270,40 @@ func (l *leases) epoch(run ID) (int64, bool) {
 func (l *leases) hold(run ID, epoch int64) {
 	l.mu.Lock()
 	l.held[run] = epoch
+	delete(l.unfreed, run) // taken again: not to be freed
 	l.mu.Unlock()
+}
+
+// free lets run go in the database if this session still holds it at
+// epoch.
+func (l *leases) free(q querier, run ID, epoch int64) error {
+	_, err := q.Exec(bg, `UPDATE mcpflow_runs SET owner = NULL, session = NULL WHERE id = $1 AND session = $2 AND epoch = $3`,
+		uuidOf(run), uuidOf(l.session), epoch)
+	return err
+}
+
+// freeAgain retries the releases that failed (see Postgres.Release); a
+// run taken again since (hold) is no longer one of them.
+func (l *leases) freeAgain() {
+	l.mu.Lock()
+	retry := maps.Clone(l.unfreed)
+	l.mu.Unlock()
+	for id, e := range retry {
+		l.mu.Lock()
+		_, still := l.unfreed[id]
+		l.mu.Unlock()
+		if !still {
+			continue
+		}
+		if err := l.free(l.owner, id, e); err != nil {
+			return // the next beat tries again
+		}
+		l.mu.Lock()
+		if l.unfreed[id] == e {
+			delete(l.unfreed, id)
+		}
+		l.mu.Unlock()
+	}
 }
 
 // lose marks a held run lost and tells the lost callback, once. The
@@ -402,9 +443,13 @@ func (p *Postgres) Release(run ID) error {
 	l.mu.Lock()
 	delete(l.held, run)
 	l.mu.Unlock()
-	_, err := p.pool.Exec(bg, `UPDATE mcpflow_runs SET owner = NULL, session = NULL WHERE id = $1 AND session = $2 AND epoch = $3`,
-		uuidOf(run), uuidOf(l.session), e)
-	if err != nil {
+	if err := l.free(p.pool, run, e); err != nil {
+		// The run stays this live session's in the database, out of every
+		// other worker's reach while this process lives: the heartbeat
+		// frees it once the database answers.
+		l.mu.Lock()
+		l.unfreed[run] = e
+		l.mu.Unlock()
 		return p.connErr(err)
 	}
 	return nil

@@ -237,27 +237,61 @@ type noJournal string
 func (e noJournal) Error() string { return string(e) }
 func (e noJournal) Unwrap() error { return fs.ErrNotExist }
 
-// apply runs fns in one transaction: groupCommit.apply.
+// apply runs fns in one transaction: groupCommit.apply. A transaction
+// whose connection the database ended before its commit — a worker paused
+// in the middle of it past idle_in_transaction_session_timeout, a
+// connection terminated, one of the pool's connections left dead by a
+// restart — committed nothing, and no write of it is at fault: fns run
+// again in a new transaction, their fences checked again (fns may run more
+// than once: groupCommit.do). A database that cannot be reached fails the
+// write at once, as does a commit whose outcome is unknown.
 func (p *Postgres) apply(fns []func(pgx.Tx) error) (int, error) {
 	if p.readOnly {
 		return -1, fmt.Errorf("journal %s was opened read-only", p.where)
 	}
+	for try := 1; ; try++ {
+		failed, ended, err := p.applyOnce(fns)
+		if !ended || try == pgApplyTries || p.closed.Load() {
+			return failed, err
+		}
+	}
+}
+
+// pgApplyTries bounds the transactions of one apply whose connection was
+// ended before their commit (each new connection the pool hands out may be
+// another one the database ended).
+const pgApplyTries = 3
+
+// applyOnce runs fns in one transaction; ended says the database ended the
+// transaction before its commit (nothing of it committed).
+func (p *Postgres) applyOnce(fns []func(pgx.Tx) error) (failed int, ended bool, err error) {
 	ctx := context.Background()
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
-		return -1, p.connErr(err)
+		var ce *pgconn.ConnectError
+		return -1, !errors.As(err, &ce), p.connErr(err) // a dead pooled connection; not a database that is down
 	}
 	defer tx.Rollback(ctx)
 	for i, fn := range fns {
 		if err := fn(tx); err != nil {
-			return i, err
+			if tx.Conn().IsClosed() {
+				return -1, true, p.connErr(err)
+			}
+			return i, false, err
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return -1, p.connErr(err)
+		// The connection gone during the commit, it may have committed;
+		// ended while idle, it did not: the commit never arrived.
+		var pe *pgconn.PgError
+		return -1, errors.As(err, &pe) && pe.Code == pgIdleInTransactionTimeout, p.connErr(err)
 	}
-	return -1, nil
+	return -1, false, nil
 }
+
+// pgIdleInTransactionTimeout is the SQLSTATE of a session the database
+// ended because its transaction sat idle (see OpenPostgres).
+const pgIdleInTransactionTimeout = "25P03"
 
 func (p *Postgres) storeWrite(fn func(store) error) error {
 	return p.gc.do(func(tx pgx.Tx) error { return fn(p.store(tx)) })

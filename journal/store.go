@@ -87,10 +87,15 @@ var _ Store = (*Journal)(nil)
 
 // OpenStore opens the journal at location: a PostgreSQL URL
 // (postgres://… or postgresql://…, see [OpenPostgres]) or the path of a
-// bbolt file (see [Open]).
+// bbolt file (see [Open]). On an error the Store is nil, not a nil
+// *Postgres or *Journal in a Store: a caller's j != nil means open.
 func OpenStore(location string, o *Options) (Store, error) {
 	if IsPostgres(location) {
-		return OpenPostgres(context.Background(), location, o)
+		p, err := OpenPostgres(context.Background(), location, o)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
 	}
 	j, err := Open(location, o)
 	if err != nil {
