@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
+	"net/url"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -21,9 +25,16 @@ import (
 )
 
 var (
-	workerRuns = flag.Int("worker-runs", 200, "runs the multi-worker test submits")
-	workerSeed = flag.Uint64("worker-seed", 0, "seed of the multi-worker test's kills (default: from the clock; printed)")
+	workerRuns   = flag.Int("worker-runs", 0, "runs the multi-worker campaign submits (default 200; 60 with database restarts)")
+	workerSeed   = flag.Uint64("worker-seed", 0, "seed of the multi-worker campaign's faults (default: from the clock; printed)")
+	workerPauses = flag.Float64("worker-pauses", 0.3, "share of the multi-worker campaign's faults that pause a worker (SIGSTOP, SIGCONT later) rather than kill it")
+	pgRestarts   = flag.Int("pg-restarts", 2, "database restarts of TestWorkersSurviveDatabaseRestarts (run with "+pgRestartEnv+"=1)")
 )
+
+// pgRestartEnv opts in to the campaign that restarts the database: a
+// restart breaks every other test using it at that moment, so it runs on
+// its own, never in the parallel `go test ./...`.
+const pgRestartEnv = "MCPFLOW_TEST_PG_RESTART"
 
 // worker is one `mcpflow server` process on the shared journal, which the
 // test kills and restarts under the same worker id.
@@ -32,9 +43,8 @@ type worker struct {
 	id   string
 	args []string
 
-	mu    sync.Mutex
-	cmd   []*workerProc // every process it ran, the live one last
-	kills int
+	mu  sync.Mutex
+	cmd []*workerProc // every process it ran, the live one last
 }
 
 type workerProc struct {
@@ -61,14 +71,11 @@ func (w *worker) live() *workerProc {
 	return w.cmd[len(w.cmd)-1]
 }
 
-// kill SIGKILLs the live process and waits for it.
+// kill SIGKILLs the live process (stopped or not) and waits for it.
 func (w *worker) kill() {
 	p := w.live()
 	syscall.Kill(p.pid, syscall.SIGKILL)
 	p.wait()
-	w.mu.Lock()
-	w.kills++
-	w.mu.Unlock()
 }
 
 // stop SIGTERMs the live process and checks it exits cleanly.
@@ -79,6 +86,18 @@ func (w *worker) stop(t *testing.T) {
 	if r := p.wait(); r.code != 0 {
 		t.Errorf("worker %s: exit %d after SIGTERM\n%s", w.id, r.code, r.stderr)
 	}
+}
+
+// logs is what every process the worker ran wrote to stderr.
+func (w *worker) logs() string {
+	w.mu.Lock()
+	procs := slices.Clone(w.cmd)
+	w.mu.Unlock()
+	var b strings.Builder
+	for _, p := range procs {
+		b.WriteString(p.wait().stderr)
+	}
+	return b.String()
 }
 
 // openShared opens the shared journal read-only for the test's checks.
@@ -114,27 +133,65 @@ var workersKey = journal.NewKey().Encode()
 // TestWorkersShareRunsAndSurviveKills is the multi-worker promise: three
 // `mcpflow server` workers on one PostgreSQL journal share 200 submitted
 // runs mixing safe and unsafe calls against the demo server's ledger,
-// while the test SIGKILLs a random worker every second or two and
-// restarts it. Every run ends; a call in flight in a killed worker is
-// replayed by the worker that takes the run over only when the replay
-// rule clears it (safe tool, trusted server and workspace), otherwise it
-// is outcome_unknown and the run blocks until an operator resolves it
-// from the ledger; no unsafe call runs twice; no result is lost; `journal
-// check` passes. A longer campaign:
+// while the test, every second or two, SIGKILLs a random worker and
+// restarts it, or pauses one (SIGSTOP) for a moment or past its lease and
+// continues it (SIGCONT). Every run ends; a call in flight in a killed or
+// paused worker is replayed by the worker that takes the run over only
+// when the replay rule clears it (safe tool, trusted server and
+// workspace), otherwise it is outcome_unknown and the run blocks until an
+// operator resolves it from the ledger; a paused worker that lost its runs
+// writes nothing more for them; no unsafe call runs twice; no result is
+// lost; `journal check` passes. A longer campaign:
 //
 //	go test ./cmd/mcpflow -run TestWorkersShareRuns -worker-runs 2000 -worker-seed 7
 func TestWorkersShareRunsAndSurviveKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the multi-worker campaign is long")
 	}
+	workerCampaign(t, journaltest.PostgresURL(t), 200, 0)
+}
+
+// TestWorkersSurviveDatabaseRestarts is the same campaign, on fewer runs
+// by default, with the database restarted (`pg_ctlcluster VERSION NAME
+// restart`, fast or immediate shutdown) while runs go: every connection of
+// every worker breaks, in the middle of transactions and calls. Workers
+// live through it, every run ends without a fault helping it along, and
+// the promise holds. It restarts the local cluster serving
+// MCPFLOW_TEST_POSTGRES, which breaks any other test using it at that
+// moment: it runs only with MCPFLOW_TEST_PG_RESTART=1, on its own.
+//
+//	MCPFLOW_TEST_PG_RESTART=1 go test ./cmd/mcpflow -run TestWorkersSurviveDatabaseRestarts -worker-runs 700 -pg-restarts 5 -worker-seed 7
+func TestWorkersSurviveDatabaseRestarts(t *testing.T) {
+	if os.Getenv(pgRestartEnv) != "1" {
+		t.Skipf("restarts the database, breaking every other test using it: run it on its own with %s=1", pgRestartEnv)
+	}
 	location := journaltest.PostgresURL(t)
+	pgCluster(t, location) // fail early on a database this cannot restart
+	workerCampaign(t, location, 60, max(*pgRestarts, 1))
+}
+
+// workerCampaign submits runs (-worker-runs, or runs) to three workers on
+// the journal at location while it kills and pauses them at random, and
+// restarts the database restarts times, at even intervals of the
+// submissions; then it lets every run end, settles the runs blocked on an
+// unknown outcome from the ledger, and checks the promise.
+func workerCampaign(t *testing.T, location string, runs, restarts int) {
 	seed := *workerSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	n := *workerRuns
-	t.Logf("multi-worker: %d runs, seed %d (rerun: go test ./cmd/mcpflow -run TestWorkersShareRuns -worker-runs %d -worker-seed %d)", n, seed, n, seed)
+	n := runs
+	if *workerRuns > 0 {
+		n = *workerRuns
+	}
+	pauseShare := *workerPauses
+	rerun := fmt.Sprintf("go test ./cmd/mcpflow -run %s -worker-runs %d -worker-seed %d -worker-pauses %g", t.Name(), n, seed, pauseShare)
+	if restarts > 0 {
+		rerun = fmt.Sprintf("%s=1 %s -pg-restarts %d", pgRestartEnv, rerun, restarts)
+	}
+	t.Logf("multi-worker: %d runs, seed %d (rerun: %s)", n, seed, rerun)
 	rng := rand.New(rand.NewPCG(seed, 3))
+	const lease = 2 * time.Second
 
 	c := newCLI(t)
 	c.env = quickExit("MCPFLOW_JOURNAL="+location, journal.KeyEnv+"="+workersKey, "MCPFLOW_DEMO_DELAY=40ms")
@@ -147,10 +204,12 @@ func TestWorkersShareRunsAndSurviveKills(t *testing.T) {
 
 	workers := []*worker{}
 	for i := 1; i <= 3; i++ {
-		workers = append(workers, startWorker(c, fmt.Sprintf("w%d", i), "--lease", "2s", "--max-runs", "6"))
+		workers = append(workers, startWorker(c, fmt.Sprintf("w%d", i), "--lease", lease.String(), "--max-runs", "6"))
 	}
 
 	// Submit every run, four commands at a time, each for any worker.
+	// While the database restarts, a submission fails: it is tried again
+	// (the first try may have committed all the same, one run more).
 	files := make([]string, n)
 	for i := range files {
 		server := http
@@ -160,6 +219,8 @@ func TestWorkersShareRunsAndSurviveKills(t *testing.T) {
 		src, _ := trialWorkflow(rng, server)
 		files[i] = c.workflow(fmt.Sprintf("run%03d.yaml", i), src)
 	}
+	var fig figures
+	var resubmits atomic.Int64
 	submitted := make(chan error, n)
 	var wg sync.WaitGroup
 	next := make(chan string)
@@ -168,10 +229,19 @@ func TestWorkersShareRunsAndSurviveKills(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for f := range next {
-				cmd := c.command("run", f, "--detach")
-				out, err := cmd.CombinedOutput()
-				if err != nil {
-					err = fmt.Errorf("run --detach %s: %v\n%s", filepath.Base(f), err, out)
+				var err error
+				for try := 0; ; try++ {
+					out, e := c.command("run", f, "--detach").CombinedOutput()
+					if e == nil {
+						err = nil
+						break
+					}
+					err = fmt.Errorf("run --detach %s: %v\n%s", filepath.Base(f), e, out)
+					if restarts == 0 || try == 30 {
+						break
+					}
+					resubmits.Add(1)
+					time.Sleep(500 * time.Millisecond)
 				}
 				submitted <- err
 			}
@@ -184,13 +254,23 @@ func TestWorkersShareRunsAndSurviveKills(t *testing.T) {
 		close(next)
 	}()
 
-	// Kill a random worker every 0.5–2 s until every run has ended.
+	// Faults, one every 0.5–2 s, until every run was submitted (and the
+	// database restarted as often as asked): kill a random worker and
+	// start it again, or pause one for 0.1–1.5 s, or past its lease for
+	// 2.5–6 s. A worker continues when its pause is over.
+	var cluster [2]string
+	if restarts > 0 {
+		cluster = pgCluster(t, location)
+	}
 	j := openShared(t, location)
 	defer j.Close()
-	deadline := time.Now().Add(6 * time.Minute)
-	kills, done := 0, 0
+	began := time.Now()
+	deadline := began.Add(2*time.Minute + time.Duration(n)*time.Second + time.Duration(restarts)*30*time.Second)
+	paused := make([]time.Time, len(workers)) // when each paused worker continues
+	done, restarted := 0, 0
+	nextFault := time.Now().Add(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
 	for {
-		time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
+		time.Sleep(50 * time.Millisecond)
 	drain:
 		for {
 			select {
@@ -203,43 +283,117 @@ func TestWorkersShareRunsAndSurviveKills(t *testing.T) {
 				break drain
 			}
 		}
-		running, _, err := j.CountRuns(journal.RunFilter{Status: journal.RunRunning}, n)
-		if err != nil {
-			t.Fatal(err)
+		now := time.Now()
+		for i, w := range workers {
+			if !paused[i].IsZero() && now.After(paused[i]) {
+				sendSignal(t, w.live().pid, syscall.SIGCONT)
+				paused[i] = time.Time{}
+			}
+			if p := w.live(); paused[i].IsZero() && exited(p.pid) {
+				// Started while the database was down, a worker cannot
+				// open its journal and says so (exit 4): a supervisor
+				// starts it again. Any other exit is a fault of its own.
+				r := p.wait()
+				if r.code != exitJournal || strings.Contains(r.stdout, "mcpflow server: journal") {
+					t.Errorf("worker %s exited by itself (seed %d): exit %d\n%s%s", w.id, seed, r.code, r.stdout, r.stderr)
+				}
+				fig.refused++
+				w.start()
+			}
 		}
-		if done == n && running == 0 {
+		if restarted < restarts && done >= n*(restarted+1)/(restarts+1) {
+			restartCluster(t, cluster, rng)
+			restarted++
+			fig.restarts++
+			continue
+		}
+		if done == n && restarted == restarts {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d runs still running after 6 minutes (%d submitted, %d kills, seed %d)", running, n, done, kills, seed)
+		if now.After(deadline) {
+			t.Fatalf("%d of %d runs submitted after %v (%v, seed %d)", done, n, time.Since(began).Round(time.Second), fig, seed)
 		}
-		w := workers[rng.IntN(len(workers))]
-		w.kill()
-		kills++
+		if now.Before(nextFault) {
+			continue
+		}
+		nextFault = now.Add(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
+		i := rng.IntN(len(workers))
+		w := workers[i]
+		if rng.Float64() < pauseShare {
+			if !paused[i].IsZero() {
+				continue // paused already
+			}
+			pause := time.Duration(100+rng.IntN(1400)) * time.Millisecond
+			if rng.IntN(2) == 0 {
+				pause = time.Duration(2500+rng.IntN(3500)) * time.Millisecond
+				fig.longPauses++
+			}
+			sendSignal(t, w.live().pid, syscall.SIGSTOP)
+			paused[i] = now.Add(pause)
+			fig.pauses++
+			continue
+		}
+		w.kill() // a paused worker too: SIGKILL ends a stopped process
+		paused[i] = time.Time{}
+		fig.kills++
 		time.Sleep(time.Duration(rng.IntN(400)) * time.Millisecond)
 		w.start()
 	}
 	wg.Wait()
-	for _, w := range workers {
-		w.stop(t)
+	fig.resubmits = int(resubmits.Load())
+	for i, w := range workers {
+		if !paused[i].IsZero() {
+			sendSignal(t, w.live().pid, syscall.SIGCONT)
+		}
 	}
-	t.Logf("%d kills", kills)
-	if kills < 3 {
-		t.Errorf("only %d kills: the campaign proved little", kills)
+	if fig.kills < 3 {
+		t.Errorf("only %d kills: the campaign proved little", fig.kills)
 	}
 
-	// Every run ended: succeeded, or blocked on a call whose outcome is
-	// unknown. An operator settles each blocked one from the ledger and
-	// resumes it.
-	runs, err := j.Runs(journal.RunFilter{})
+	// No more faults: every run ends on its own, succeeded or blocked on a
+	// call whose outcome is unknown. A run left running now is one no
+	// fault can help along any more.
+	j.Close()
+	j = openShared(t, location) // connections made after the last restart
+	defer j.Close()
+	for quiet := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		running, err := j.Runs(journal.RunFilter{Status: journal.RunRunning})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(running) == 0 {
+			break
+		}
+		if time.Now().After(quiet) {
+			var held string
+			if p, ok := j.(*journal.Postgres); ok {
+				ws, _ := p.Workers()
+				b, _ := json.MarshalIndent(ws, "", " ")
+				held = string(b)
+			}
+			for _, w := range workers {
+				w.stop(t)
+				t.Logf("worker %s:\n%s", w.id, w.logs())
+			}
+			t.Fatalf("%d runs still running a minute after the last fault (seed %d): %s…\nworkers: %s", len(running), seed, running[0].ID, held)
+		}
+	}
+	for _, w := range workers {
+		w.stop(t)
+		fig.resumes += strings.Count(w.logs(), "claimed run ")
+	}
+
+	// An operator settles each blocked run from the ledger and resumes it.
+	all, err := j.Runs(journal.RunFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(runs) != n {
-		t.Fatalf("%d runs journaled, want %d", len(runs), n)
+	if len(all) < n || len(all) > n+fig.resubmits {
+		t.Fatalf("%d runs journaled, want %d (and up to %d more, submissions tried again)", len(all), n, fig.resubmits)
 	}
+	fig.resumes -= len(all) // a run's first claim starts it
 	blocked := 0
-	for _, run := range runs {
+	for _, run := range all {
 		for round := 0; run.Status != journal.RunSucceeded; round++ {
 			if run.Status != journal.RunBlocked || round > 5 {
 				t.Fatalf("run %s is %s after %d resumes (seed %d): %+v", run.ID.Short(), run.Status, round, seed, run.Error)
@@ -252,8 +406,9 @@ func TestWorkersShareRunsAndSurviveKills(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, inv := range invs {
-				if inv.State == journal.StateOutcomeUnknown || inv.State == journal.StateAborted || inv.State == journal.StateTimedOut {
+				if waitUnsettled(inv) {
 					resolveFromLedger(t, c, inv)
+					fig.resolved++
 				}
 			}
 			if r := c.run("resume", run.ID.String()); r.code != 0 && r.code != exitBlocked {
@@ -266,54 +421,62 @@ func TestWorkersShareRunsAndSurviveKills(t *testing.T) {
 			run = *got
 		}
 	}
-	t.Logf("%d runs blocked on an unknown outcome, settled from the ledger", blocked)
 
 	// The promise, run by run, against the ledger.
-	rows := map[string]int{}
-	for _, r := range c.ledger() {
-		k, _ := r["idempotency_key"].(string)
-		rows[k]++
-	}
-	replayed := 0
-	for _, run := range runs {
+	rows := c.ledgerByKey()
+	for _, run := range all {
 		invs, err := j.RunInvocations(run.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, inv := range invs {
-			unsafe := false
-			for _, tool := range trialTools {
-				if tool.name == inv.Tool {
-					unsafe = tool.unsafe
-				}
-			}
-			if unsafe && rows[inv.IdempotencyKey] > 1 {
-				t.Errorf("unsafe %s (invocation %s) executed %d times (seed %d)", inv.Tool, inv.ID.Short(), rows[inv.IdempotencyKey], seed)
-			}
-			if inv.State != journal.StateCompleted {
-				t.Errorf("invocation %s of a succeeded run is %s", inv.ID.Short(), inv.State)
-			}
-			if rows[inv.IdempotencyKey] == 0 {
-				t.Errorf("%s (invocation %s) is completed but never executed (seed %d)", inv.Tool, inv.ID.Short(), seed)
-			}
-			for _, dec := range inv.Decisions {
-				switch {
-				case dec.View == verdict.Operator:
-					// The operator's resolution from the ledger, above.
-				case unsafe && dec.Verdict == verdict.Replay:
-					t.Errorf("unsafe %s (invocation %s) was decided replay: %s, %s (seed %d)", inv.Tool, inv.ID.Short(), dec.Reason, dec.View, seed)
-				case !unsafe && dec.Verdict == verdict.OutcomeUnknown:
-					t.Errorf("safe %s (invocation %s), trusted, was decided outcome_unknown: %s (seed %d)", inv.Tool, inv.ID.Short(), dec.Reason, seed)
-				case dec.Verdict == verdict.Replay:
-					replayed++
-				}
-			}
-		}
+		checkSettled(t, invs, rows, &fig, seed)
 	}
-	t.Logf("%d calls in flight at a kill replayed by the worker that took over", replayed)
+	t.Logf("multi-worker campaign: %d runs (%d blocked on an unknown outcome, settled from the ledger); %v", len(all), blocked, fig)
 	if r := c.run("journal", "check"); r.code != 0 {
 		t.Errorf("journal check: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// pgCluster is the local PostgreSQL cluster (version and name, as
+// pg_ctlcluster takes them) serving location, found by its port.
+func pgCluster(t *testing.T, location string) [2]string {
+	t.Helper()
+	u, err := url.Parse(location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := u.Port()
+	if port == "" {
+		port = "5432"
+	}
+	out, err := exec.Command("pg_lsclusters", "--no-header").Output()
+	if err != nil {
+		t.Fatalf("pg_lsclusters: %v: the database restarts need a local cluster run by pg_ctlcluster", err)
+	}
+	for _, l := range lines(string(out)) {
+		if f := strings.Fields(l); len(f) >= 3 && f[2] == port {
+			return [2]string{f[0], f[1]}
+		}
+	}
+	t.Fatalf("no local cluster on port %s (pg_lsclusters):\n%s", port, out)
+	return [2]string{}
+}
+
+// restartCluster restarts the cluster as an operator does (pg_ctlcluster
+// as root), with a fast shutdown (every transaction rolled back, every
+// connection closed) or an immediate one (a crash: recovery at start).
+func restartCluster(t *testing.T, cluster [2]string, rng *rand.Rand) {
+	t.Helper()
+	mode := "fast"
+	if rng.IntN(2) == 0 {
+		mode = "immediate"
+	}
+	start := time.Now()
+	out, err := exec.Command("pg_ctlcluster", "-m", mode, cluster[0], cluster[1], "restart").CombinedOutput()
+	if err != nil {
+		t.Fatalf("pg_ctlcluster -m %s %s %s restart: %v\n%s", mode, cluster[0], cluster[1], err, out)
+	}
+	t.Logf("database restarted (%s shutdown) in %v", mode, time.Since(start).Round(time.Millisecond))
 }
 
 // TestPausedWorkerIsFenced: a worker stopped with SIGSTOP in the middle of
