@@ -158,7 +158,8 @@ func TestWorkersShareRunsAndSurviveKills(t *testing.T) {
 // live through it, every run ends without a fault helping it along, and
 // the promise holds. It restarts the local cluster serving
 // MCPFLOW_TEST_POSTGRES, which breaks any other test using it at that
-// moment: it runs only with MCPFLOW_TEST_PG_RESTART=1, on its own.
+// moment: it runs only with MCPFLOW_TEST_PG_RESTART=1, on its own, and is
+// never t.Parallel (a sequential test runs alone in its package).
 //
 //	MCPFLOW_TEST_PG_RESTART=1 go test ./cmd/mcpflow -run TestWorkersSurviveDatabaseRestarts -worker-runs 700 -pg-restarts 5 -worker-seed 7
 func TestWorkersSurviveDatabaseRestarts(t *testing.T) {
