@@ -59,6 +59,7 @@ func TestCrashTrials(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash trials are long")
 	}
+	t.Parallel() // long, and mostly waiting: beside the other campaigns, after the rest
 	n := *crashTrials
 	if n == 0 {
 		n = 12

@@ -12,6 +12,7 @@ import (
 
 // TestExamples runs every workflow in examples/workflows through the CLI.
 func TestExamples(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(repoFile("examples", "workflows", "*.yaml"))
 	if err != nil || len(files) < 6 {
 		t.Fatalf("examples: %v (%d files)", err, len(files))

@@ -13,6 +13,7 @@ import (
 // newest first, and the last page says nothing; JSON output and --limit 0
 // are never cut.
 func TestListPages(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	hello := repoFile("examples", "workflows", "hello.yaml")
 	for range 3 {

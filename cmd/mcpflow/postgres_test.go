@@ -46,6 +46,7 @@ func TestPostgresJournalCommands(t *testing.T) {
 // still hold); and the PostgreSQL journal moves back into a new file the
 // same way. Each journal passes check.
 func TestJournalMovesBetweenBackends(t *testing.T) {
+	t.Parallel()
 	location := journaltest.PostgresURL(t)
 	c := newCLI(t)
 	wf := c.workflow("ship.yaml", `name: ship

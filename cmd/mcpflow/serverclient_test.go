@@ -73,6 +73,7 @@ var runIDLine = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f
 // their own (they would get "journal in use" without it); runs watch
 // follows a run that runs cancel stops; exclusive commands refuse.
 func TestServerClient(t *testing.T) {
+	t.Parallel()
 	c := newCLI(t)
 	quick := c.workflow("quick.yaml", quickWorkflow)
 	hang := c.workflow("hang.yaml", hangWorkflow)
