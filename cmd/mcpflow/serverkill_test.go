@@ -46,6 +46,7 @@ func TestServerKillCampaign(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the server kill campaign is long")
 	}
+	t.Parallel() // long, and mostly waiting: beside the other campaigns, after the rest
 	kills := *serverKills
 	if kills == 0 {
 		kills = 12
