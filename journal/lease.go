@@ -330,6 +330,7 @@ func (l *leases) loseAt(run ID, epoch int64) {
 
 func (l *leases) loseAll() {
 	l.mu.Lock()
+	clear(l.unfreed) // the session is gone: nothing of it holds them
 	ids := make([]ID, 0, len(l.held))
 	for id, e := range l.held {
 		if e != lostEpoch {
@@ -407,11 +408,17 @@ func (p *Postgres) Acquire(run ID) error {
 	if l == nil {
 		return fmt.Errorf("journal %s was opened read-only", p.where)
 	}
+	// The epoch stays only for a run this process holds now. One it let
+	// go (a release that failed, retried by the heartbeat at the old
+	// epoch) or lost is taken at a new epoch, which fences off the retry
+	// and any write left of the old hold.
+	e, holding := l.epoch(run)
+	holding = holding && e != lostEpoch
 	var epoch int64
 	err := p.pool.QueryRow(bg, `UPDATE mcpflow_runs r SET owner = $2, session = $3,
-			epoch = CASE WHEN r.session IS NOT DISTINCT FROM $3 THEN r.epoch ELSE r.epoch + 1 END
+			epoch = CASE WHEN r.session IS NOT DISTINCT FROM $3 AND $4 THEN r.epoch ELSE r.epoch + 1 END
 		WHERE id = $1 AND (r.session IS NULL OR r.session = $3 OR NOT `+liveSession("r.session")+`)
-		RETURNING epoch`, uuidOf(run), l.worker, uuidOf(l.session)).Scan(&epoch)
+		RETURNING epoch`, uuidOf(run), l.worker, uuidOf(l.session), holding).Scan(&epoch)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var owner string
 		if err := p.pool.QueryRow(bg, `SELECT coalesce(owner, '') FROM mcpflow_runs WHERE id = $1`, uuidOf(run)).Scan(&owner); errors.Is(err, pgx.ErrNoRows) {

@@ -83,6 +83,46 @@ func TestLeaseReleaseThatFailedIsRetried(t *testing.T) {
 	}
 }
 
+// TestRunTakenBackAfterAFailedReleaseStaysHeld: a release that failed is
+// retried by the heartbeat at the epoch the run was held at; when the
+// process takes the run back first (an operator resolved it, and this
+// server resumes it), the retry must not free the run under it — a worker
+// would claim a healthy run going here. Taking it back raises the epoch,
+// so a retry that lands late matches nothing.
+func TestRunTakenBackAfterAFailedReleaseStaysHeld(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	a, name := openNamed(t, location, "a")
+	b := openWorker(t, location, "b", true)
+	run := newRun(t, a)
+	conn, err := pgx.Connect(context.Background(), location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var session string
+	var epoch int64
+	if err := conn.QueryRow(context.Background(), `SELECT session::text, epoch FROM mcpflow_runs WHERE id = $1::uuid`, run.String()).Scan(&session, &epoch); err != nil {
+		t.Fatal(err)
+	}
+	sql(t, location, `SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+		WHERE application_name = $1 AND pid NOT IN (SELECT backend_pid FROM mcpflow_workers)`, name)
+	if err := a.Release(run); err == nil {
+		t.Fatal("release on an ended connection succeeded: the test ended nothing")
+	}
+	if err := a.Acquire(run); err != nil {
+		t.Fatalf("taking the run back: %v", err)
+	}
+	// The heartbeat's retry of the release, landing after the take-back.
+	sql(t, location, `UPDATE mcpflow_runs SET owner = NULL, session = NULL WHERE id = $1::uuid AND session = $2::uuid AND epoch = $3`, run.String(), session, epoch)
+	time.Sleep(1500 * time.Millisecond) // a heartbeat or more
+	if ids, err := b.Claim(1); err != nil || len(ids) != 0 {
+		t.Fatalf("another worker claimed %v (%v): a run taken back was freed under its holder", ids, err)
+	}
+	if err := a.SetRunStatus(run, journal.RunBlocked, &journal.Error{Code: "TEST", Message: "blocked"}); err != nil {
+		t.Fatalf("the holder's write: %v", err)
+	}
+}
+
 // TestWriteWhoseTransactionWasEndedIsRetried: the database ends a write's
 // transaction before its commit (here the write waits for a row lock when
 // its connection is terminated; a worker paused past

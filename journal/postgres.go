@@ -239,12 +239,15 @@ func (e noJournal) Unwrap() error { return fs.ErrNotExist }
 
 // apply runs fns in one transaction: groupCommit.apply. A transaction
 // whose connection the database ended before its commit — a worker paused
-// in the middle of it past idle_in_transaction_session_timeout, a
-// connection terminated, one of the pool's connections left dead by a
-// restart — committed nothing, and no write of it is at fault: fns run
-// again in a new transaction, their fences checked again (fns may run more
-// than once: groupCommit.do). A database that cannot be reached fails the
-// write at once, as does a commit whose outcome is unknown.
+// in the middle of it past idle_in_transaction_session_timeout (25P03 at
+// the commit), a connection terminated while the writes went, one of the
+// pool's connections left dead by a restart — committed nothing, and no
+// write of it is at fault: fns run again in a new transaction, their
+// fences checked again (fns may run more than once: groupCommit.do). A
+// database that cannot be reached fails the write at once, as does a
+// commit whose outcome is unknown — a connection lost at the commit, or a
+// termination (57P01) the commit is the first to hear of, though nothing
+// committed then either: the rule is to retry only what provably did not.
 func (p *Postgres) apply(fns []func(pgx.Tx) error) (int, error) {
 	if p.readOnly {
 		return -1, fmt.Errorf("journal %s was opened read-only", p.where)
