@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
@@ -33,10 +34,11 @@ var errOutputClosed = errors.New("output closed by its reader")
 // pipe fails with EPIPE rather than ending the process. signal.Ignore
 // would do as much, but an ignored signal stays ignored in the servers
 // mcpflow starts; a handler does not survive exec. Nothing reads the
-// channel: the signal only has to be caught.
-func keepRunningOnClosedPipes() {
+// channel: the signal only has to be caught, once a process (the tests
+// call run many times).
+var keepRunningOnClosedPipes = sync.OnceFunc(func() {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
-}
+})
 
 // viewOf returns w as the commands write to it: as it is when it is a
 // terminal (which cannot be a closed pipe, and whose descriptor the live
