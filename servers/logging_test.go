@@ -57,16 +57,7 @@ func TestLogNotifications(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws := t.TempDir()
-			s, err := Connect(context.Background(), tc.srv(t), &Options{Self: self(t), Workspace: ws,
-				LookupEnv: func(k string) (string, bool) {
-					if k == "MCPFLOW_DEMO_LEDGER" {
-						return filepath.Join(ws, "ledger.jsonl"), true
-					}
-					return "", false
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := connectDemo(t, tc.srv(t), ws)
 			for _, args := range []string{`{"message":"first"}`, `{"message":"second, with {data}","level":"error"}`} {
 				res, err := s.Call(context.Background(), "log", json.RawMessage(args), map[string]any{"io.mcpflow/idempotency-key": "k"}, nil)
 				if err != nil || res.IsError {

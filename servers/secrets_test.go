@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -136,17 +135,7 @@ func TestSessionScrubsSecretsFromLog(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ws := t.TempDir()
-			s, err := Connect(context.Background(), tc.srv(t), &Options{Self: self(t), Workspace: ws,
-				LookupEnv: func(k string) (string, bool) {
-					if k == "MCPFLOW_DEMO_LEDGER" {
-						return filepath.Join(ws, "ledger.jsonl"), true
-					}
-					return "", false
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := connectDemo(t, tc.srv(t), ws)
 			say := func(word string) {
 				t.Helper()
 				args, _ := json.Marshal(map[string]any{"message": word + " pw-A pw-B", "stderr": true})
@@ -189,16 +178,7 @@ func TestSessionScrubsSecretsFromLog(t *testing.T) {
 // server's stderr written just before it exits is in the log.
 func TestStderrPumpEnds(t *testing.T) {
 	ws := t.TempDir()
-	s, err := Connect(context.Background(), &Server{Name: "demo", Builtin: "demo"}, &Options{Self: self(t), Workspace: ws,
-		LookupEnv: func(k string) (string, bool) {
-			if k == "MCPFLOW_DEMO_LEDGER" {
-				return filepath.Join(ws, "ledger.jsonl"), true
-			}
-			return "", false
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := connectDemo(t, &Server{Name: "demo", Builtin: "demo"}, ws)
 	if _, err := s.Call(context.Background(), "log", json.RawMessage(`{"message":"bye","stderr":true}`), nil, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -153,6 +153,18 @@ func connect(t *testing.T, srv *Server, opts *Options) *Session {
 	return s
 }
 
+// connectDemo connects to srv, a demo server, with ws as the workspace
+// (its log under ws/.mcpflow/logs) and the ledger in ws.
+func connectDemo(t *testing.T, srv *Server, ws string) *Session {
+	t.Helper()
+	return connect(t, srv, &Options{Self: self(t), Workspace: ws, LookupEnv: func(k string) (string, bool) {
+		if k == "MCPFLOW_DEMO_LEDGER" {
+			return filepath.Join(ws, "ledger.jsonl"), true
+		}
+		return "", false
+	}})
+}
+
 // checkDiscovery lists the tools and compares their annotations with what
 // the demo declares, byte for byte.
 func checkDiscovery(t *testing.T, s *Session) map[string]Tool {
