@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 )
@@ -243,18 +241,7 @@ func TestLeaseSurvivesASlowDatabase(t *testing.T) {
 	b := openWorker(t, location, "b", true)
 	run := newRun(t, a)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, location)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM mcpflow_workers WHERE id = 'a' FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	_, tx := lockRows(t, location, `SELECT 1 FROM mcpflow_workers WHERE id = 'a' FOR UPDATE`)
 	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		if ids, err := b.Claim(1); err != nil || len(ids) != 0 {
 			tx.Rollback(ctx)

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 )
@@ -94,11 +92,7 @@ func TestRunTakenBackAfterAFailedReleaseStaysHeld(t *testing.T) {
 	a, name := openNamed(t, location, "a")
 	b := openWorker(t, location, "b", true)
 	run := newRun(t, a)
-	conn, err := pgx.Connect(context.Background(), location)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn := dbConn(t, location)
 	var session string
 	var epoch int64
 	if err := conn.QueryRow(context.Background(), `SELECT session::text, epoch FROM mcpflow_runs WHERE id = $1::uuid`, run.String()).Scan(&session, &epoch); err != nil {
@@ -134,19 +128,7 @@ func TestWriteWhoseTransactionWasEndedIsRetried(t *testing.T) {
 	a, name := openNamed(t, location, "a")
 	run := newRun(t, a)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, location)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM mcpflow_runs FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
+	conn, tx := lockRows(t, location, `SELECT 1 FROM mcpflow_runs FOR UPDATE`)
 	done := make(chan error, 1)
 	go func() {
 		done <- a.SetRunStatus(run, journal.RunBlocked, &journal.Error{Code: "TEST", Message: "blocked"})

@@ -30,6 +30,36 @@ func sql(t *testing.T, location string, stmt string, args ...any) {
 	}
 }
 
+// dbConn is a connection of the test's own to the database of a journal
+// URL, closed when the test ends.
+func dbConn(t *testing.T, location string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// lockRows locks the rows stmt (SELECT … FOR UPDATE) selects, in a
+// transaction of a connection of its own; the writes that need them wait
+// until the caller rolls it back (or the test ends). It returns the
+// connection, for the test's other statements.
+func lockRows(t *testing.T, location, stmt string) (*pgx.Conn, pgx.Tx) {
+	t.Helper()
+	conn := dbConn(t, location)
+	tx, err := conn.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(context.Background(), stmt); err != nil {
+		t.Fatal(err)
+	}
+	return conn, tx
+}
+
 // TestPostgresSealedPayloads: with a key, payloads are encrypted in the
 // database's rows; reading needs the key; another key, or a write without
 // one, is refused.
