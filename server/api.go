@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,10 +48,6 @@ func (s *Server) Handler(tcp bool) http.Handler {
 	var h http.Handler = mux
 	if tcp {
 		h = s.checkHost(s.authorized(h))
-		inner := h
-		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			inner.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tcpKey{}, true)))
-		})
 	}
 	return h
 }
@@ -174,18 +169,18 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, p := range req.Pairs {
-		if k, v, _ := strings.Cut(p, "="); len(v) > 1 && v[0] == '@' {
+		if k, v, _ := strings.Cut(p, "="); workflow.IsInputFile(v) {
 			writeErr(w, &forbiddenError{fmt.Sprintf("input_pairs: %s=@…: the server reads no file a request names (a pair's @FILE is the CLI's, read where you type it); send the value itself, in inputs", k)})
 			return
 		}
 	}
-	run := service.RunRequest{InputValues: req.Inputs, Inputs: req.Pairs}
-	if err := s.workflowOf(r, req.File, req.Source, &run.File, &run.Source); err != nil {
+	file, src, err := s.workflowOf(r, req.File, req.Source)
+	if err != nil {
 		writeErr(w, err)
 		return
 	}
+	run := service.RunRequest{File: file, Source: src, InputValues: req.Inputs, Inputs: req.Pairs}
 	var id journal.ID
-	var err error
 	if _, shared := s.pool(); shared && req.Queue {
 		id, err = s.enqueue(s.traceOf(r), run)
 	} else {
@@ -302,7 +297,8 @@ func (s *Server) submitCall(w http.ResponseWriter, r *http.Request) {
 		cr.ArgsJSON = string(req.Arguments)
 	}
 	if req.Workflow != "" || req.WorkflowSource != "" {
-		if err := s.workflowOf(r, req.Workflow, req.WorkflowSource, &cr.Workflow, &cr.WorkflowSource); err != nil {
+		var err error
+		if cr.Workflow, cr.WorkflowSource, err = s.workflowOf(r, req.Workflow, req.WorkflowSource); err != nil {
 			writeErr(w, err)
 			return
 		}

@@ -1,16 +1,17 @@
 package server
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 )
 
-// hosts is the set of names a TCP listener answers to (see allowHosts).
+// hosts is the set of names a TCP listener answers to (see allow).
 type hosts struct {
 	names map[string]bool // lower case, without a port
-	// anyIP: listening on an unspecified address (0.0.0.0, [::]), any IP
+	// anyIP: listening on every address (0.0.0.0, [::], ":PORT"), any IP
 	// literal is one of this machine's own.
 	anyIP bool
 }
@@ -19,14 +20,14 @@ type hosts struct {
 // loopback address, the host given to listen, and extra (--allowed-host).
 func newHosts(listen string, extra []string) hosts {
 	h := hosts{names: map[string]bool{"localhost": true}}
-	if host, _, err := net.SplitHostPort(listen); err == nil && host != "" {
-		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-			h.anyIP = true
-		} else {
-			h.names[strings.ToLower(host)] = true
-		}
-	} else if host == "" && err == nil {
-		h.anyIP = true // ":7070" listens on every address
+	host, _, err := net.SplitHostPort(listen)
+	ip := net.ParseIP(host)
+	switch {
+	case err != nil:
+	case host == "" || ip != nil && ip.IsUnspecified():
+		h.anyIP = true
+	default:
+		h.names[strings.ToLower(host)] = true
 	}
 	for _, name := range extra {
 		h.names[strings.ToLower(name)] = true
@@ -57,11 +58,12 @@ func (h hosts) allow(host string) bool {
 	return false
 }
 
-// checkHost wraps h: a request whose Host is not allowed is refused with
-// 403 before any handler runs, and so is a browser's request for the API
-// or the metrics from another site (a page cannot read the answer, but
-// could still start servers, decrypt the journal for nothing or hold the
-// browser's connections to this host with event streams).
+// checkHost wraps h, the handler of a TCP listener: a request whose Host
+// is not allowed is refused with 403 before any handler runs, and so is a
+// browser's request for the API or the metrics from another site (a page
+// cannot read the answer, but could still start servers, decrypt the
+// journal for nothing or hold the browser's connections to this host with
+// event streams). What passes is marked as come over TCP (see overTCP).
 func (s *Server) checkHost(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.hosts.allow(r.Host) {
@@ -79,7 +81,7 @@ func (s *Server) checkHost(h http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, "cross_site", "cross-site requests are refused")
 			return
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tcpKey{}, true)))
 	})
 }
 
@@ -90,3 +92,8 @@ func quoteHost(host string) string {
 	}
 	return strconv.Quote(host)
 }
+
+type tcpKey struct{}
+
+// overTCP reports whether r came through a TCP listener (see checkHost).
+func overTCP(r *http.Request) bool { return r.Context().Value(tcpKey{}) != nil }

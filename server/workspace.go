@@ -18,29 +18,23 @@ type forbiddenError struct{ msg string }
 
 func (e *forbiddenError) Error() string { return e.msg }
 
-// workflowOf sets *file and *source to the workflow a request names: its
-// text src named name (over the unix socket only), or else the file name
+// workflowOf is the workflow a request names, as a file name and its
+// text: src named name (over the unix socket only), or else the file name
 // inside the workspace (see readWorkspaceFile).
-func (s *Server) workflowOf(r *http.Request, name, src string, file *string, source *[]byte) error {
-	if src != "" {
-		if overTCP(r) {
-			// Trust is granted by the user, never by a text someone else
-			// wrote: a workflow sent by a client could declare servers that
-			// run any command as the server's user, or read its environment.
-			return &forbiddenError{"a workflow's text is taken only over the unix socket (by the journal's owner): over TCP, the API runs workflow files of the server's workspace"}
-		}
-		if name == "" {
-			name = "workflow.yaml"
-		}
-		*file, *source = name, []byte(src)
-		return nil
+func (s *Server) workflowOf(r *http.Request, name, src string) (string, []byte, error) {
+	if src == "" {
+		return s.readWorkspaceFile(name)
 	}
-	path, b, err := s.readWorkspaceFile(name)
-	if err != nil {
-		return err
+	if overTCP(r) {
+		// Trust is granted by the user, never by a text someone else
+		// wrote: a workflow sent by a client could declare servers that
+		// run any command as the server's user, or read its environment.
+		return "", nil, &forbiddenError{"a workflow's text is taken only over the unix socket (by the journal's owner): over TCP, the API runs workflow files of the server's workspace"}
 	}
-	*file, *source = path, b
-	return nil
+	if name == "" {
+		name = "workflow.yaml"
+	}
+	return name, []byte(src), nil
 }
 
 // readWorkspaceFile reads the workflow file name (absolute, or relative to
@@ -127,8 +121,3 @@ func inMcpflow(rel string) bool {
 	first, _, _ := strings.Cut(rel, string(filepath.Separator))
 	return strings.EqualFold(first, ".mcpflow")
 }
-
-type tcpKey struct{}
-
-// overTCP reports whether r came through a TCP listener (see Handler).
-func overTCP(r *http.Request) bool { return r.Context().Value(tcpKey{}) != nil }

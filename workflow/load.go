@@ -624,6 +624,10 @@ func (w *Workflow) ParseInputs(pairs []string) (map[string]any, error) {
 	return w.ParseInputsFrom(nil, pairs)
 }
 
+// IsInputFile reports whether an input pair's value is "@FILE": a value
+// read from FILE (see ParseInputs).
+func IsInputFile(value string) bool { return len(value) > 1 && value[0] == '@' }
+
 // ReadInputFile reads an inputs file (--input-file): a YAML (or JSON)
 // mapping of input names to values, typed as written.
 func ReadInputFile(path string) (map[string]any, error) {
@@ -677,8 +681,8 @@ func (w *Workflow) ParseInputsFrom(file map[string]any, pairs []string) (map[str
 		if !ok {
 			return nil, fmt.Errorf("%w: %q: expected key=value", ErrInput, p)
 		}
-		if file, isFile := strings.CutPrefix(v, "@"); isFile && file != "" {
-			b, err := inputfile.Read(file, 1<<20)
+		if IsInputFile(v) {
+			b, err := inputfile.Read(v[1:], 1<<20)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s: %v", ErrInput, k, err)
 			}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -48,12 +47,9 @@ func request(t *testing.T, client *http.Client, method, url, body string, header
 	return res.StatusCode, string(b)
 }
 
-// socketClient speaks HTTP over the server's unix socket.
+// socketClient speaks HTTP over the server's unix socket, as the CLI does.
 func socketClient(c *cli) *http.Client {
-	socket := filepath.Join(c.workspace, ".mcpflow", "mcpflow.sock")
-	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-	}}}
+	return newClient(filepath.Join(c.workspace, ".mcpflow", "mcpflow.sock"), nil).http
 }
 
 // TestServerRefusesOtherHostNames: a page whose name was made to resolve
