@@ -249,65 +249,20 @@ func resolveFromLedger(t *testing.T, c *cli, inv journal.Invocation) {
 	}
 }
 
-// checkTrial checks the ledger against the journal once the run succeeded.
-// It returns the duplicated unsafe calls and the lost results it found.
+// checkTrial checks the ledger against the journal once the run succeeded,
+// with the kill campaigns' check (checkSettled). It returns the duplicated
+// unsafe calls and the lost results it found.
 func checkTrial(t *testing.T, c *cli, seed uint64, src string) (duplicated, lost int) {
 	t.Helper()
-	rows := map[string][]map[string]any{}
-	for _, r := range c.ledger() {
-		k, _ := r["idempotency_key"].(string)
-		rows[k] = append(rows[k], r)
-	}
 	j := c.openJournal()
 	defer j.Close()
 	_, invs := c.onlyRun(j)
-	for _, inv := range invs {
-		if inv.State == journal.StateSkipped {
-			continue // never sent
-		}
-		unsafe := false
-		for _, tool := range trialTools {
-			if tool.name == inv.Tool {
-				unsafe = tool.unsafe
-			}
-		}
-		got := rows[inv.IdempotencyKey]
-		if unsafe && len(got) > 1 {
-			duplicated++
-			t.Errorf("unsafe %s (invocation %s) executed %d times (seed %d)\n%s\nledger rows: %v\ninvocations:%s", inv.Tool, inv.ID.Short(), len(got), seed, src, got, describe(invs))
-		}
-		if inv.State != journal.StateCompleted {
-			t.Errorf("invocation %s of a succeeded run is %s", inv.ID.Short(), inv.State)
-			continue
-		}
-		if len(got) == 0 {
-			lost++
-			t.Errorf("%s (invocation %s) is completed but never executed (seed %d)", inv.Tool, inv.ID.Short(), seed)
-			continue
-		}
-		// The journaled result is the one an execution produced.
-		if inv.Tool == "ledger_append" || inv.Tool == "not_idempotent" {
-			var res struct {
-				Row int `json:"row"`
-			}
-			if inv.Result == nil || json.Unmarshal(inv.Result.StructuredContent, &res) != nil {
-				lost++
-				t.Errorf("%s (invocation %s) has no result (seed %d)", inv.Tool, inv.ID.Short(), seed)
-				continue
-			}
-			match := false
-			for _, r := range got {
-				if int(r["seq"].(float64)) == res.Row {
-					match = true
-				}
-			}
-			if !match {
-				lost++
-				t.Errorf("%s (invocation %s): journaled row %d is not an execution of it (seed %d)", inv.Tool, inv.ID.Short(), res.Row, seed)
-			}
-		}
+	var f figures
+	checkSettled(t, invs, c.ledgerByKey(), &f, seed)
+	if f.duplicated+f.lost > 0 {
+		t.Logf("workflow:\n%s\ninvocations:%s", src, describe(invs))
 	}
-	return duplicated, lost
+	return f.duplicated, f.lost
 }
 
 // trialHasRun reports whether the journal exists and holds a run.
