@@ -3,9 +3,11 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -71,7 +73,14 @@ func TestSlowClientsAreCut(t *testing.T) {
 // answer, not how long the answer takes to compute (a call connects its
 // server first) nor how long an event stream lasts.
 func TestWriteTimeoutIsPerWrite(t *testing.T) {
-	r := newRig(t, &server.Options{Listen: "127.0.0.1:0", Limits: server.Limits{Read: 300 * time.Millisecond, Write: 50 * time.Millisecond}})
+	r := newRig(t, &server.Options{Listen: "127.0.0.1:0", Limits: server.Limits{Read: 300 * time.Millisecond, Write: 300 * time.Millisecond}})
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A server that takes a second to start: the call's answer waits for
+	// it, far past the write timeout.
+	r.workflow("slow.yaml", fmt.Sprintf("name: slow\nservers:\n  slow: {command: sh, args: [-c, 'sleep 1; exec \"$0\" demo-server', %q]}\nsteps:\n  - {id: a, server: slow, tool: greet, with: {name: x}}\n", exe))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.srv.Addr().String()+"/api/events", nil)
@@ -89,10 +98,10 @@ func TestWriteTimeoutIsPerWrite(t *testing.T) {
 		}
 	}()
 	time.Sleep(time.Second) // past both timeouts
-	// Over TCP: the call starts the demo server and lists its tools
-	// before it answers, far longer than 50ms.
+	// Over TCP: the call starts its server and lists its tools before it
+	// answers.
 	res2, err := http.Post("http://"+r.srv.Addr().String()+"/api/calls", "application/json",
-		strings.NewReader(`{"server": "demo", "tool": "greet", "args": ["name=Ada"]}`))
+		strings.NewReader(`{"server": "slow", "tool": "greet", "args": ["name=Ada"], "workflow": "slow.yaml"}`))
 	if err != nil {
 		t.Fatalf("a call over TCP: %v", err)
 	}
