@@ -73,7 +73,7 @@ func runCall(ctx context.Context, o *callOptions) error {
 	defer done()
 	if e, ok := svc.(embedded); ok { // through a server, its environment serves its servers
 		if set, err := e.ServerSet(o.workflow); err == nil {
-			if err := askInputs(o.ioStreams, set, []string{o.server}); err != nil {
+			if err := askInputs(ctx, o.ioStreams, set, []string{o.server}); err != nil {
 				return err
 			}
 		}

@@ -114,7 +114,7 @@ func runRun(ctx context.Context, o *runOptions) error {
 		// Through a server (or workers) its own environment serves its
 		// servers.
 		set, use := runServers(e.Service, o.file)
-		if err := askInputs(o.ioStreams, set, use); err != nil {
+		if err := askInputs(ctx, o.ioStreams, set, use); err != nil {
 			return err
 		}
 	}

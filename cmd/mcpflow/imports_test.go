@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcpflow/mcpflow/journal"
 )
 
 // TestGeminiToolFilters: a Gemini CLI settings.json's includeTools and
@@ -123,5 +125,27 @@ func TestVSCodeInputAskedOnATerminal(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(c.workspace, "typed-ledger.jsonl")); err != nil || !strings.Contains(string(b), `"entry":"e"`) {
 		t.Errorf("the answer did not reach the server: %v", err)
+	}
+}
+
+// TestVSCodeInputQuestionEndsOnCtrlC: Ctrl-C at the question ends the
+// command as interrupted, with nothing started, and does not wait for a
+// line that will never come.
+func TestVSCodeInputQuestionEndsOnCtrlC(t *testing.T) {
+	c := newCLI(t)
+	mcp := filepath.Join(c.workspace, ".vscode", "mcp.json")
+	c.writeFile(mcp, `{
+  "inputs": [{"type": "promptString", "id": "ledger", "description": "Ledger file", "password": true}],
+  "servers": {"keyed": {"command": "${env:MCPFLOW_EXE}", "args": ["demo-server"], "env": {"MCPFLOW_TEST_AS_MAIN": "1", "MCPFLOW_DEMO_LEDGER": "${input:ledger}"}}}
+}`)
+	c.env = []string{"MCPFLOW_EXE=" + c.exe()}
+	code, out := ptyKeys(t, c, "server keyed asks for a VS Code input (MCPFLOW_INPUT_LEDGER): ", "\x03", "call", "keyed", "ledger_append", "--servers", mcp, "--arg", "entry=e")
+	if code != exitInterrupted {
+		t.Errorf("exit %d, want %d:\n%s", code, exitInterrupted, out)
+	}
+	if _, err := os.Stat(c.journalPath()); err == nil {
+		if runs, _ := c.openJournal().Runs(journal.RunFilter{}); len(runs) != 0 {
+			t.Errorf("Ctrl-C at the question started %d runs", len(runs))
+		}
 	}
 }

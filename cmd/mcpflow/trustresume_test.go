@@ -67,6 +67,14 @@ func TestResumeKeepsTheTrustItStartedWith(t *testing.T) {
 // is asked, and returns the exit code and everything written.
 func ptyAnswer(t *testing.T, c *cli, question, answer string, args ...string) (int, string) {
 	t.Helper()
+	return ptyKeys(t, c, question, answer+"\n", args...)
+}
+
+// ptyKeys runs mcpflow on a pseudo-terminal, types keys as they are when
+// question is asked, and returns the exit code and everything written. A
+// command still going 20 s later is killed and fails the test.
+func ptyKeys(t *testing.T, c *cli, question, keys string, args ...string) (int, string) {
+	t.Helper()
 	cmd := c.command(args...)
 	ptmx, err := pty.Start(cmd)
 	if err != nil {
@@ -87,7 +95,12 @@ func ptyAnswer(t *testing.T, c *cli, question, answer string, args ...string) (i
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	ptmx.Write([]byte(answer + "\n"))
+	ptmx.Write([]byte(keys))
+	hung := time.AfterFunc(20*time.Second, func() {
+		t.Errorf("still going 20 s after %q was typed; killed", keys)
+		cmd.Process.Kill()
+	})
+	defer hung.Stop()
 	err = cmd.Wait()
 	<-copied
 	code := 0

@@ -1,12 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
-
-	"golang.org/x/term"
 
 	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/service"
@@ -20,7 +19,7 @@ import (
 // environment, where the servers' entries read it when they start. Off a
 // terminal nothing is asked: the server that needs the input reports what
 // to set.
-func askInputs(s ioStreams, set servers.Set, use []string) error {
+func askInputs(ctx context.Context, s ioStreams, set servers.Set, use []string) error {
 	in, ok := s.In.(*os.File)
 	if !ok || !interactive(s) {
 		return nil
@@ -35,9 +34,7 @@ func askInputs(s ioStreams, set servers.Set, use []string) error {
 			if _, set := os.LookupEnv(v); set || !strings.HasPrefix(v, "MCPFLOW_INPUT_") || slices.Contains(asked, v) {
 				continue
 			}
-			fmt.Fprintf(s.Err, "server %s asks for a VS Code input (%s): ", name, v)
-			b, err := term.ReadPassword(int(in.Fd()))
-			fmt.Fprintln(s.Err)
+			b, err := askSecret(ctx, in, s.Err, fmt.Sprintf("server %s asks for a VS Code input (%s): ", name, v))
 			if err != nil {
 				return fmt.Errorf("reading %s: %w", v, err)
 			}
