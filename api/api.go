@@ -109,6 +109,7 @@ type Run struct {
 // Step is one invocation of a run, as the run lists it.
 type Step struct {
 	Step       string            `json:"step"`
+	Item       *int              `json:"item,omitempty"` // the for_each index
 	Invocation string            `json:"invocation"`
 	Server     string            `json:"server"`
 	Tool       string            `json:"tool"`
@@ -129,10 +130,15 @@ func RunOf(r *journal.Run, invs []journal.Invocation) Run {
 		v.Approvals = append(v.Approvals, ApprovalOf(a))
 	}
 	for _, inv := range invs {
-		v.Steps = append(v.Steps, Step{
+		st := Step{
 			Step: inv.Step, Invocation: inv.ID.String(), Server: inv.Server, Tool: inv.Tool,
 			State: inv.State.String(), Attempts: attemptList(&inv), Error: inv.Error,
-		})
+		}
+		if inv.Item >= 0 {
+			item := inv.Item
+			st.Item = &item
+		}
+		v.Steps = append(v.Steps, st)
 	}
 	return v
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -28,6 +27,7 @@ func (s *Server) Handler(tcp bool) http.Handler {
 	mux.HandleFunc("GET /api/runs", s.listRuns)
 	mux.HandleFunc("POST /api/runs", s.submitRun)
 	mux.HandleFunc("GET /api/runs/{id}", s.getRun)
+	mux.HandleFunc("GET /api/resumable", s.listResumable)
 	mux.HandleFunc("POST /api/runs/{id}/resume", s.resumeRun)
 	mux.HandleFunc("POST /api/runs/{id}/cancel", s.cancelRun)
 	mux.HandleFunc("POST /api/runs/{id}/approve", s.decideStep(journal.ApprovalApproved))
@@ -52,42 +52,6 @@ func (s *Server) Handler(tcp bool) http.Handler {
 	return h
 }
 
-// RunList is a page of runs, newest first; NextCursor continues it.
-type RunList struct {
-	Runs       []api.Run `json:"runs"`
-	NextCursor *string   `json:"next_cursor"`
-	// Total, with ?count=true, is how many runs the query matches.
-	Total *Count `json:"total,omitempty"`
-}
-
-// Count is how many items a query matches: N, or at least N when More
-// (counting stops at 10,000).
-type Count struct {
-	N    int  `json:"n"`
-	More bool `json:"more"`
-}
-
-// RunDetail is a run with every invocation in detail, and the path its
-// definition was read from.
-type RunDetail struct {
-	api.Run
-	Source      string                 `json:"source"`
-	Invocations []api.InvocationDetail `json:"invocations"`
-}
-
-// InvocationList is a page of invocations, newest first.
-type InvocationList struct {
-	Invocations []api.Invocation `json:"invocations"`
-	NextCursor  *string          `json:"next_cursor"`
-	// Total, with ?count=true, is how many invocations the query matches.
-	Total *Count `json:"total,omitempty"`
-}
-
-// Started answers a request that started (or resumed) a run.
-type Started struct {
-	Run string `json:"run"`
-}
-
 func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	limit, err := limitOf(q.Get("limit"))
@@ -105,7 +69,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out := RunList{Runs: make([]api.Run, len(runs))}
+	out := api.RunList{Runs: make([]api.Run, len(runs))}
 	for i := range runs {
 		out.Runs[i] = api.RunOf(&runs[i].Run, runs[i].Invocations)
 	}
@@ -119,7 +83,20 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, err)
 			return
 		}
-		out.Total = &Count{N: c.N, More: c.More}
+		out.Total = &api.Count{N: c.N, More: c.More}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) listResumable(w http.ResponseWriter, r *http.Request) {
+	ids, err := s.svc.Resumable()
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := api.Resumable{Runs: []string{}}
+	for _, id := range ids {
+		out.Runs = append(out.Runs, id.String())
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -135,32 +112,23 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 
 // runDetail is a run in detail, its invocations' arguments and results
 // with payload.
-func runDetail(rep *service.Report, payload bool) RunDetail {
-	d := RunDetail{Run: api.RunOf(rep.Run, rep.Invocations), Source: rep.Run.Source, Invocations: []api.InvocationDetail{}}
+func runDetail(rep *service.Report, payload bool) api.RunDetail {
+	d := api.RunDetail{
+		Run: api.RunOf(rep.Run, rep.Invocations), Source: rep.Run.Source, Definition: string(rep.Run.Definition),
+		Secrets: rep.Run.Secrets, UpdatedAt: rep.Run.UpdatedAt, TraceParent: rep.Run.TraceParent,
+		Invocations: []api.InvocationDetail{},
+	}
+	if d.Secrets == nil {
+		d.Secrets = []string{}
+	}
 	for i := range rep.Invocations {
 		d.Invocations = append(d.Invocations, api.InvocationDetailOf(&rep.Invocations[i], payload))
 	}
 	return d
 }
 
-// SubmitRequest starts a workflow, with inputs: typed values, and
-// KEY=VALUE pairs typed by the workflow's declarations (pairs win). The
-// workflow is Source, its YAML text, named File; or, without Source, the
-// file File inside the server's workspace (absolute, or relative to it)
-// — the server reads no file outside it (see workspaceFile).
-type SubmitRequest struct {
-	File   string         `json:"file"`
-	Source string         `json:"source,omitempty"`
-	Inputs map[string]any `json:"inputs"`
-	Pairs  []string       `json:"input_pairs,omitempty"`
-	// Queue hands the run to whichever worker claims it first, when the
-	// journal is shared by workers (PostgreSQL); otherwise, and without
-	// it, the run goes in this server (and its events come from here).
-	Queue bool `json:"queue,omitempty"`
-}
-
 func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
-	var req SubmitRequest
+	var req api.SubmitRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
@@ -190,24 +158,11 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, Started{Run: id.String()})
-}
-
-// ResumeRequest continues a run.
-type ResumeRequest struct {
-	// RetryFailed sends again the calls that failed or returned a tool
-	// error (journaled as the approval of By).
-	RetryFailed bool `json:"retry_failed"`
-	// Untrusted resumes without workspace trust a run that was started
-	// with --trust-workspace (the API never grants trust).
-	Untrusted bool `json:"untrusted"`
-	// Secrets are the run's secret inputs as KEY=VALUE (the journal keeps
-	// every other input, never a secret one).
-	Secrets []string `json:"secrets,omitempty"`
+	writeJSON(w, http.StatusAccepted, api.Started{Run: id.String()})
 }
 
 func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) {
-	var req ResumeRequest
+	var req api.ResumeRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
@@ -216,16 +171,11 @@ func (s *Server) resumeRun(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, Started{Run: id.String()})
-}
-
-// CancelRequest cancels a run going in this server.
-type CancelRequest struct {
-	Reason string `json:"reason"`
+	writeJSON(w, http.StatusAccepted, api.Started{Run: id.String()})
 }
 
 func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
-	var req CancelRequest
+	var req api.CancelRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
@@ -239,15 +189,9 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]any{"run": r.PathValue("id"), "cancelling": true})
 }
 
-// DecisionRequest approves or rejects a step that waits for approval.
-type DecisionRequest struct {
-	Step   string `json:"step"`
-	Reason string `json:"reason"`
-}
-
 func (s *Server) decideStep(as journal.ApprovalState) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req DecisionRequest
+		var req api.DecisionRequest
 		if !readJSON(w, r, &req) {
 			return
 		}
@@ -256,35 +200,12 @@ func (s *Server) decideStep(as journal.ApprovalState) http.HandlerFunc {
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, Decided{RunID: rep.Run.ID.String(), Approval: api.ApprovalOf(rep.Approval)})
+		writeJSON(w, http.StatusOK, api.Decided{RunID: rep.Run.ID.String(), Approval: api.ApprovalOf(rep.Approval)})
 	}
 }
 
-// Decided answers an approval or a rejection: the decision as journaled,
-// with the run's full id.
-type Decided struct {
-	RunID string `json:"run_id"`
-	api.Approval
-}
-
-// CallRequest makes one journaled tool call (a run of its own, as `mcpflow
-// call` makes it).
-type CallRequest struct {
-	Server string `json:"server"`
-	Tool   string `json:"tool"`
-	// Arguments is the whole arguments object; Args are KEY=VALUE pairs
-	// applied on top, typed by the tool's input schema.
-	Arguments json.RawMessage `json:"arguments,omitempty"`
-	Args      []string        `json:"args,omitempty"`
-	// Workflow is a workflow whose servers are used too: a file in the
-	// server's workspace (absolute, or relative to it), or, with
-	// WorkflowSource, the name of that text.
-	Workflow       string `json:"workflow,omitempty"`
-	WorkflowSource string `json:"workflow_source,omitempty"`
-}
-
 func (s *Server) submitCall(w http.ResponseWriter, r *http.Request) {
-	var req CallRequest
+	var req api.CallRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
@@ -308,7 +229,7 @@ func (s *Server) submitCall(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, Started{Run: id.String()})
+	writeJSON(w, http.StatusAccepted, api.Started{Run: id.String()})
 }
 
 // exportJournal streams every invocation created since ?since as JSON
@@ -322,23 +243,14 @@ func (s *Server) exportJournal(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/jsonl")
 	// The status is sent before the records: an export that fails on the
 	// way says so in the trailer, which a client reads after the body.
-	w.Header().Set("Trailer", ExportErrorTrailer)
+	w.Header().Set("Trailer", api.ExportErrorTrailer)
 	export := func(w io.Writer, decrypt bool) error { return s.svc.Export(w, since, decrypt) }
 	if isTrue(r.URL.Query().Get("archive")) {
 		export = s.svc.Archive // every run, then every invocation
 	}
 	if err := export(w, isTrue(r.URL.Query().Get("decrypt"))); err != nil {
-		w.Header().Set(ExportErrorTrailer, err.Error())
+		w.Header().Set(api.ExportErrorTrailer, err.Error())
 	}
-}
-
-// ExportErrorTrailer is the trailer of an export that failed on the way.
-const ExportErrorTrailer = "Mcpflow-Export-Error"
-
-// JournalCheck is the journal's verdict on itself.
-type JournalCheck struct {
-	OK       bool     `json:"ok"`
-	Problems []string `json:"problems"`
 }
 
 func (s *Server) checkJournal(w http.ResponseWriter, r *http.Request) {
@@ -347,7 +259,7 @@ func (s *Server) checkJournal(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out := JournalCheck{OK: len(probs) == 0, Problems: []string{}}
+	out := api.JournalCheck{OK: len(probs) == 0, Problems: []string{}}
 	for _, p := range probs {
 		out.Problems = append(out.Problems, p.String())
 	}
@@ -372,7 +284,7 @@ func (s *Server) listInvocations(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	payload := isTrue(q.Get("payload"))
-	out := InvocationList{Invocations: make([]api.Invocation, len(invs))}
+	out := api.InvocationList{Invocations: make([]api.Invocation, len(invs))}
 	for i := range invs {
 		out.Invocations[i] = api.InvocationOf(&invs[i], payload)
 	}
@@ -386,7 +298,7 @@ func (s *Server) listInvocations(w http.ResponseWriter, r *http.Request) {
 			writeErr(w, err)
 			return
 		}
-		out.Total = &Count{N: c.N, More: c.More}
+		out.Total = &api.Count{N: c.N, More: c.More}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -400,17 +312,8 @@ func (s *Server) getInvocation(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.InvocationDetailOf(inv, isTrue(r.URL.Query().Get("payload"))))
 }
 
-// ResolveRequest is an operator's decision on an invocation whose outcome
-// mcpflow could not know.
-type ResolveRequest struct {
-	// As is completed (with Result), failed, or retry.
-	As     string          `json:"as"`
-	Reason string          `json:"reason"`
-	Result json.RawMessage `json:"result,omitempty"`
-}
-
 func (s *Server) resolveInvocation(w http.ResponseWriter, r *http.Request) {
-	var req ResolveRequest
+	var req api.ResolveRequest
 	if !readJSON(w, r, &req) {
 		return
 	}
@@ -423,7 +326,7 @@ func (s *Server) resolveInvocation(w http.ResponseWriter, r *http.Request) {
 }
 
 // resolve carries out a resolution for the API and the UI.
-func (s *Server) resolve(id string, req ResolveRequest) (*journal.Invocation, error) {
+func (s *Server) resolve(id string, req api.ResolveRequest) (*journal.Invocation, error) {
 	if req.Reason == "" {
 		return nil, badRequest("reason is required: say why, for the audit trail")
 	}
@@ -602,61 +505,25 @@ func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
-// Error is the body of every error response.
-type Error struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	var e Error
-	e.Error.Code, e.Error.Message = code, msg
-	writeJSON(w, status, e)
+	writeJSON(w, status, api.Error{Error: api.ErrorBody{Code: code, Message: msg}})
 }
 
 // badRequestError is a request the server cannot carry out as given.
 type badRequestError struct{ msg string }
 
 func (e *badRequestError) Error() string { return e.msg }
+func (e *badRequestError) Unwrap() error { return service.ErrInvalid }
 
 func badRequest(format string, args ...any) error {
 	return &badRequestError{fmt.Sprintf(format, args...)}
 }
 
-// writeErr answers err with its status (see statusOf).
+// writeErr answers err as data: its code, HTTP status and fields are the
+// service's (service.CodeOf), the same a client reads back.
 func writeErr(w http.ResponseWriter, err error) {
-	status, code := statusOf(err)
-	writeError(w, status, code, err.Error())
-}
-
-// statusOf is the HTTP status of err and its code: 400 invalid, 403
-// forbidden (a file outside the workspace), 404 unknown id, 409 not possible in this state (code nothing_to_resume,
-// not_running or running), 503 journal or stopping, 500 otherwise.
-func statusOf(err error) (int, string) {
-	var bad *badRequestError
-	var forbidden *forbiddenError
-	var nothing errNothingToResume
-	switch {
-	case errors.As(err, &bad):
-		return http.StatusBadRequest, "invalid"
-	case errors.As(err, &forbidden):
-		return http.StatusForbidden, "forbidden"
-	case errors.Is(err, journal.ErrNotFound):
-		return http.StatusNotFound, "not_found"
-	case errors.As(err, &nothing):
-		return http.StatusConflict, "nothing_to_resume"
-	case errors.Is(err, service.ErrNotRunning):
-		return http.StatusConflict, "not_running"
-	case errors.Is(err, service.ErrRunning):
-		return http.StatusConflict, "running"
-	case errors.Is(err, service.ErrInvalid), errors.Is(err, workflow.ErrInvalid), errors.Is(err, workflow.ErrInput):
-		return http.StatusBadRequest, "invalid"
-	case errors.Is(err, ErrStopping), errors.Is(err, service.ErrJournal), errors.Is(err, journal.ErrDamaged):
-		return http.StatusServiceUnavailable, "unavailable"
-	}
-	return http.StatusInternalServerError, "internal"
+	c := service.CodeOf(err)
+	writeJSON(w, c.Status, api.Error{Error: api.ErrorBody{Code: c.Name, Message: err.Error(), Fields: service.FieldsOf(err)}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

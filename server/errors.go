@@ -1,6 +1,10 @@
 package server
 
-import "errors"
+import (
+	"fmt"
+
+	"github.com/mcpflow/mcpflow/service"
+)
 
 // ErrStopping: the server is stopping and takes no new work.
-var ErrStopping = errors.New("the server is stopping")
+var ErrStopping = fmt.Errorf("the server is %w", service.ErrStopping)

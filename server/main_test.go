@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/server"
@@ -168,7 +169,7 @@ func (r *rig) do(method, path string, body any, out any) int {
 
 // sse reads server-sent events from path until each says stop; ready is
 // closed once the server has subscribed the stream (its first comment).
-func (r *rig) sse(ctx context.Context, path string, ready chan<- struct{}, each func(server.Event) bool) error {
+func (r *rig) sse(ctx context.Context, path string, ready chan<- struct{}, each func(api.Event) bool) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://mcpflow"+path, nil)
 	resp, err := r.client.Do(req)
 	if err != nil {
@@ -185,7 +186,7 @@ func (r *rig) sse(ctx context.Context, path string, ready chan<- struct{}, each 
 		if !ok {
 			continue
 		}
-		var e server.Event
+		var e api.Event
 		if err := json.Unmarshal([]byte(data), &e); err != nil {
 			return err
 		}
@@ -206,7 +207,7 @@ func (r *rig) firstProgress() <-chan struct{} {
 	subscribed, inCall := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(inCall)
-		r.sse(ctx, "/api/events", subscribed, func(e server.Event) bool { return e.Kind != "step_progress" })
+		r.sse(ctx, "/api/events", subscribed, func(e api.Event) bool { return e.Kind != "step_progress" })
 	}()
 	select {
 	case <-subscribed:

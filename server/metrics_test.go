@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/server"
 )
@@ -85,7 +86,7 @@ func TestMetrics(t *testing.T) {
 	r.workflow("long.yaml", "name: long\nsteps:\n  - {id: count, server: demo, tool: count_slowly, with: {n: 1000, delay_ms: 100}}\n")
 	r.workflow("hi.yaml", "name: hi\nsteps:\n  - {id: hi, server: demo, tool: greet, with: {name: x}}\n")
 
-	var gate, long, hi server.Started
+	var gate, long, hi api.Started
 	r.do("POST", "/api/runs", map[string]any{"file": "gate.yaml"}, &gate)
 	r.waitStatus(gate.Run, journal.RunBlocked)
 

@@ -65,6 +65,12 @@ func (e errNothingToResume) Error() string {
 	return "run " + e.run.ID.Short() + " is " + e.run.Status.String() + ": nothing to resume"
 }
 
+func (e errNothingToResume) Unwrap() error { return service.ErrNothingToResume }
+
+func (e errNothingToResume) Fields() map[string]string {
+	return map[string]string{"run": e.run.ID.String(), "status": e.run.Status.String()}
+}
+
 // launch runs fn in a goroutine the server owns, publishing its events,
 // and returns once its run is journaled (its RunStarted event) or fn
 // failed before.
@@ -84,7 +90,7 @@ func (s *Server) launch(trace context.Context, fn func(ctx context.Context, even
 				announced = true
 				ch <- started{id: ev.Run}
 			}
-			s.hub.publish(EventOf(ev))
+			s.hub.publish(service.EventOf(ev))
 		})
 		if !announced {
 			if err == nil {

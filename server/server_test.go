@@ -34,14 +34,14 @@ func TestSubmitAndFollow(t *testing.T) {
 	subscribed := make(chan struct{})
 	go func() {
 		var got []string
-		r.sse(ctx, "/api/events", subscribed, func(e server.Event) bool {
+		r.sse(ctx, "/api/events", subscribed, func(e api.Event) bool {
 			got = append(got, e.Kind)
 			return e.Kind != "run_finished"
 		})
 		kinds <- got
 	}()
 	<-subscribed
-	var started server.Started
+	var started api.Started
 	if code := r.do("POST", "/api/runs", map[string]any{"file": "slow.yaml"}, &started); code != http.StatusAccepted || started.Run == "" {
 		t.Fatalf("submit: %d %+v", code, started)
 	}
@@ -54,11 +54,11 @@ func TestSubmitAndFollow(t *testing.T) {
 	if len(got) < 4 || got[0] != "run_started" || got[len(got)-1] != "run_finished" || !contains(got, "step_progress") {
 		t.Errorf("events %v, want run_started, steps with progress, run_finished", got)
 	}
-	var run server.RunDetail
+	var run api.RunDetail
 	if code := r.do("GET", "/api/runs/"+started.Run[:13], nil, &run); code != http.StatusOK || run.Status != "succeeded" || len(run.Invocations) != 2 {
 		t.Fatalf("run: %d %+v", code, run)
 	}
-	var list server.InvocationList
+	var list api.InvocationList
 	if r.do("GET", "/api/invocations?limit=1&state=completed", nil, &list); len(list.Invocations) != 1 || list.NextCursor == nil || list.Invocations[0].Step != "hi" {
 		t.Errorf("invocations: %+v", list)
 	}
@@ -95,7 +95,7 @@ func TestBadRequests(t *testing.T) {
 		{"POST", "/api/invocations/0123/resolve", map[string]any{"as": "failed"}, 400, "reason is required"},
 		{"POST", "/api/runs/0123/cancel", map[string]any{}, 404, "not found"},
 	} {
-		var e server.Error
+		var e api.Error
 		if code := r.do(tc.method, tc.path, tc.body, &e); code != tc.status || !strings.Contains(e.Error.Message, tc.says) {
 			t.Errorf("%s %s: %d %q, want %d saying %q", tc.method, tc.path, code, e.Error.Message, tc.status, tc.says)
 		}
@@ -204,7 +204,7 @@ func TestSocketAndToken(t *testing.T) {
 func TestStopLeavesRunsForTheNextStart(t *testing.T) {
 	r := newRig(t, &server.Options{Grace: 100 * time.Millisecond})
 	r.workflow("slow.yaml", slow)
-	var started server.Started
+	var started api.Started
 	if code := r.do("POST", "/api/runs", map[string]any{"file": "slow.yaml"}, &started); code != http.StatusAccepted {
 		t.Fatalf("submit: %d", code)
 	}
@@ -223,7 +223,7 @@ func TestStopLeavesRunsForTheNextStart(t *testing.T) {
 	r.start(&server.Options{})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var run server.RunDetail
+		var run api.RunDetail
 		r.do("GET", "/api/runs/"+started.Run, nil, &run)
 		if run.Status == "succeeded" {
 			if len(run.Invocations) != 2 || len(run.Invocations[0].Attempts) != 2 || !run.Invocations[0].Attempts[1].Replay {

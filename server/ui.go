@@ -9,6 +9,7 @@ import (
 	"embed"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -130,7 +132,7 @@ type messagePage struct {
 
 // uiError answers err as a page with its status (404 for an unknown id).
 func (s *Server) uiError(w http.ResponseWriter, r *http.Request, err error) {
-	status, _ := statusOf(err)
+	status := service.CodeOf(err).Status
 	s.message(w, r, status, err.Error())
 }
 
@@ -365,7 +367,7 @@ func (s *Server) uiResume(w http.ResponseWriter, r *http.Request) {
 	ref := r.PathValue("id")
 	id, err := s.resume(s.traceOf(r), service.ResumeRequest{Run: ref, RetryFailed: r.PostForm.Get("retry_failed") != "", By: s.o.By})
 	if err != nil {
-		if st, _ := statusOf(err); st == http.StatusNotFound {
+		if errors.Is(err, journal.ErrNotFound) {
 			s.uiError(w, r, err)
 			return
 		}
@@ -385,7 +387,7 @@ func (s *Server) uiCancel(w http.ResponseWriter, r *http.Request) {
 		reason = "cancelled by " + s.o.By + " in the web UI"
 	}
 	if err := s.svc.Cancel(ref, reason); err != nil {
-		if st, _ := statusOf(err); st == http.StatusNotFound {
+		if errors.Is(err, journal.ErrNotFound) {
 			s.uiError(w, r, err)
 			return
 		}
@@ -414,7 +416,7 @@ func (s *Server) uiDecide(w http.ResponseWriter, r *http.Request) {
 	step := r.PostForm.Get("step")
 	rep, err := s.svc.Approve(service.ApproveRequest{Run: ref, Step: step, As: as, Reason: strings.TrimSpace(r.PostForm.Get("reason")), By: s.o.By})
 	if err != nil {
-		if st, _ := statusOf(err); st == http.StatusNotFound {
+		if errors.Is(err, journal.ErrNotFound) {
 			s.uiError(w, r, err)
 			return
 		}
@@ -429,13 +431,13 @@ func (s *Server) uiResolve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := resolveForm{As: r.PostForm.Get("as"), Result: strings.TrimSpace(r.PostForm.Get("result")), Reason: strings.TrimSpace(r.PostForm.Get("reason"))}
-	req := ResolveRequest{As: f.As, Reason: f.Reason}
+	req := api.ResolveRequest{As: f.As, Reason: f.Reason}
 	if f.As == "completed" {
 		req.Result = json.RawMessage(f.Result)
 	}
 	inv, err := s.resolve(r.PathValue("id"), req)
 	if err != nil {
-		status, _ := statusOf(err)
+		status := service.CodeOf(err).Status
 		if status == http.StatusNotFound {
 			s.uiError(w, r, err)
 			return

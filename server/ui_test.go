@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/server"
 )
@@ -89,7 +90,7 @@ func submitBlocked(t *testing.T, r *rig, h http.Handler) (run, inv string) {
 	if res.StatusCode != http.StatusAccepted {
 		t.Fatalf("submit: %d %s", res.StatusCode, body)
 	}
-	var started server.Started
+	var started api.Started
 	if err := json.Unmarshal([]byte(body), &started); err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +278,7 @@ func TestUIApproveAndCancel(t *testing.T) {
 		req := httptest.NewRequest(http.MethodPost, "/api/runs", strings.NewReader(`{"file": "`+file+`"}`))
 		req.Header.Set("Content-Type", "application/json")
 		res, body := do(t, h, req)
-		var started server.Started
+		var started api.Started
 		if res.StatusCode != http.StatusAccepted || json.Unmarshal([]byte(body), &started) != nil {
 			t.Fatalf("submit %s: %d %s", name, res.StatusCode, body)
 		}

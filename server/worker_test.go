@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/server"
@@ -20,8 +21,8 @@ import (
 func TestWorkerAPIAndUI(t *testing.T) {
 	r := newRigOn(t, journaltest.PostgresURL(t), &server.Options{Poll: 50 * time.Millisecond})
 	wf := r.workflow("slow.yaml", "name: slow\nsteps:\n  - {id: count, server: demo, tool: count_slowly, with: {n: 40, delay_ms: 50}}\n")
-	var st server.Started
-	if code := r.do(http.MethodPost, "/api/runs", server.SubmitRequest{File: wf, Queue: true}, &st); code != http.StatusAccepted {
+	var st api.Started
+	if code := r.do(http.MethodPost, "/api/runs", api.SubmitRequest{File: wf, Queue: true}, &st); code != http.StatusAccepted {
 		t.Fatalf("POST /api/runs queue: %d", code)
 	}
 	<-r.firstProgress()
@@ -52,7 +53,7 @@ func TestWorkerAPIAndUI(t *testing.T) {
 	}
 
 	file := newRig(t, nil)
-	var e server.Error
+	var e api.Error
 	if code := file.do(http.MethodGet, "/api/workers", nil, &e); code != http.StatusNotFound || e.Error.Code != "not_shared" {
 		t.Fatalf("GET /api/workers on a file journal: %d %+v", code, e)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/mcpflow/mcpflow/internal/inputfile"
+	"github.com/mcpflow/mcpflow/service"
 )
 
 // forbiddenError is a request for something the server does not give
@@ -17,6 +18,7 @@ import (
 type forbiddenError struct{ msg string }
 
 func (e *forbiddenError) Error() string { return e.msg }
+func (e *forbiddenError) Unwrap() error { return service.ErrForbidden }
 
 // workflowOf is the workflow a request names, as a file name and its
 // text: src named name (over the unix socket only), or else the file name

@@ -3,6 +3,8 @@ package service
 import (
 	"errors"
 	"fmt"
+
+	"github.com/mcpflow/mcpflow/journal"
 )
 
 var (
@@ -29,7 +31,33 @@ var (
 	// Every call that then needs a replay would be decided
 	// workspace_not_trusted for good, so Resume refuses (an ErrInvalid).
 	ErrTrustFlagNeeded = errors.New("run was started with --trust-workspace")
+	// ErrNothingToResume: a run asked to go on has nothing to do: it
+	// succeeded, or waits for an operator.
+	ErrNothingToResume = errors.New("nothing to resume")
+	// ErrForbidden: the request reaches what its door does not open (a
+	// file outside the workspace, over TCP).
+	ErrForbidden = errors.New("forbidden")
+	// ErrStopping: the service is stopping and takes no new work.
+	ErrStopping = errors.New("stopping")
 )
+
+// TrustFlagError is ErrTrustFlagNeeded for one run, with its workspace:
+// the choices (the flag again, trusting the workspace, going on without
+// trust) are the front end's to word.
+type TrustFlagError struct {
+	Run       journal.ID
+	Workspace string
+}
+
+func (e *TrustFlagError) Error() string {
+	return fmt.Sprintf("run %s was started with --trust-workspace, and %s is not in your trust store: resumed without it, every call that needs a replay would be marked outcome unknown (workspace_not_trusted) for good", e.Run.Short(), e.Workspace)
+}
+
+func (e *TrustFlagError) Unwrap() []error { return []error{ErrTrustFlagNeeded, ErrInvalid} }
+
+func (e *TrustFlagError) Fields() map[string]string {
+	return map[string]string{"run": e.Run.String(), "workspace": e.Workspace}
+}
 
 // journalFailed marks an error of the engine, which fails only when the
 // journal does.

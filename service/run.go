@@ -239,9 +239,7 @@ func (s *Service) trustStillGiven(run *journal.Run, ws string) error {
 	for _, inv := range invs {
 		for _, a := range inv.Attempts {
 			if a.Trust != nil && a.Trust.WorkspaceSource == "flag" {
-				return &invalidError{cause: ErrTrustFlagNeeded, msg: fmt.Sprintf(
-					"run %s was started with --trust-workspace, and %s is not in your trust store: resumed without it, every call that needs a replay would be marked outcome unknown (workspace_not_trusted) for good; resume with --trust-workspace, trust the workspace (mcpflow trust add %s), or confirm with --untrusted",
-					run.ID.Short(), ws, ws)}
+				return &TrustFlagError{Run: run.ID, Workspace: ws}
 			}
 		}
 	}
@@ -270,11 +268,31 @@ func (s *Service) journaledWorkflow(run *journal.Run) (*workflow.Workflow, strin
 	return wf, ws, nil
 }
 
-// Resumable lists the runs that did not succeed, newest first within each
-// status: running (interrupted), failed, cancelled, blocked.
+// Resumable lists the runs that did not succeed and that nothing runs,
+// newest first within each status: running but abandoned (interrupted;
+// not going in this service, nor, on a shared journal, held by a live
+// worker), failed, cancelled, blocked. Every front end lists them by this
+// rule, through whichever door.
 func (s *Service) Resumable() ([]journal.ID, error) {
 	if err := s.open(); err != nil {
 		return nil, err
+	}
+	held := map[journal.ID]bool{}
+	s.mu.Lock()
+	for id := range s.active {
+		held[id] = true
+	}
+	s.mu.Unlock()
+	if sh, ok := s.j.(shared); ok {
+		ws, err := sh.Workers()
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range ws {
+			for _, id := range w.Runs {
+				held[id] = held[id] || w.Live
+			}
+		}
 	}
 	var ids []journal.ID
 	for _, st := range []journal.RunStatus{journal.RunRunning, journal.RunFailed, journal.RunCancelled, journal.RunBlocked} {
@@ -283,6 +301,9 @@ func (s *Service) Resumable() ([]journal.ID, error) {
 			return nil, err
 		}
 		for _, r := range runs {
+			if st == journal.RunRunning && held[r.ID] {
+				continue
+			}
 			ids = append(ids, r.ID)
 		}
 	}

@@ -71,8 +71,8 @@ func runCall(ctx context.Context, o *callOptions) error {
 		return err
 	}
 	defer done()
-	if e, ok := svc.(embedded); ok { // through a server, its environment serves its servers
-		if set, err := e.ServerSet(o.workflow); err == nil {
+	if l, ok := svc.(*service.Local); ok { // through a server, its environment serves its servers
+		if set, err := l.ServerSet(o.workflow); err == nil {
 			if err := askInputs(ctx, o.ioStreams, set, []string{o.server}); err != nil {
 				return err
 			}

@@ -104,9 +104,12 @@ func runResume(ctx context.Context, o *resumeOptions) error {
 	return &exitError{code: worst}
 }
 
-func resumeOne(ctx context.Context, o *resumeOptions, svc backend, ref string) (int, error) {
+func resumeOne(ctx context.Context, o *resumeOptions, svc service.API, ref string) (int, error) {
 	req := service.ResumeRequest{Run: ref, Secrets: o.secrets, TrustWorkspace: o.trustWorkspace, Untrusted: o.untrusted, RetryFailed: o.retryFailed, By: osUser()}
 	rep, err := resumeWith(ctx, o, svc, req)
+	if errors.Is(err, service.ErrTrustFlagNeeded) {
+		err = trustChoices(err, o.g.served())
+	}
 	if errors.Is(err, service.ErrTrustFlagNeeded) && interactive(o.ioStreams) {
 		// The user is there to confirm, as the refusal asks.
 		if !confirm(o.In, o.Err, err.Error()+"\nResume without workspace trust? [y/N] ") {
@@ -135,9 +138,19 @@ func resumeOne(ctx context.Context, o *resumeOptions, svc backend, ref string) (
 	return statusCode(rep.Run.Status), nil
 }
 
+// trustChoices words the choices of a run started with --trust-workspace
+// that is resumed without it: through a server, the flag is not one.
+func trustChoices(err error, served bool) error {
+	ws := service.FieldsOf(err)["workspace"]
+	if served {
+		return fmt.Errorf("%w; trust the workspace (mcpflow trust add %s), or confirm with --untrusted", err, ws)
+	}
+	return fmt.Errorf("%w; resume with --trust-workspace, trust the workspace (mcpflow trust add %s), or confirm with --untrusted", err, ws)
+}
+
 // resumeWith resumes one run with live progress. Interrupted while
 // following a run in mcpflow server, it asks whether to cancel it.
-func resumeWith(ctx context.Context, o *resumeOptions, svc backend, req service.ResumeRequest) (*service.Report, error) {
+func resumeWith(ctx context.Context, o *resumeOptions, svc service.API, req service.ResumeRequest) (*service.Report, error) {
 	progress := progressFor(o.g, o.Out)
 	defer progress.close()
 	req.Events = progress.event

@@ -9,6 +9,7 @@ import (
 	"github.com/itchyny/gojq"
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/client"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 	"github.com/mcpflow/mcpflow/telemetry"
@@ -204,7 +205,7 @@ func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
 // the function that closes it: the server's API when `mcpflow server` owns
 // the journal (it answers on the socket beside it), else the service in
 // this process, which opens the journal as mode says.
-func (g *globals) backend(mode journalMode) (backend, func(), error) {
+func (g *globals) backend(mode journalMode) (service.API, func(), error) {
 	if g.served() {
 		if g.serversFile != "" {
 			return nil, nil, usageError("--servers does not go through mcpflow server: start the server with --servers %s instead", g.serversFile)
@@ -213,21 +214,21 @@ func (g *globals) backend(mode journalMode) (backend, func(), error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		c := newClient(g.socketPath(), local)
-		return c, func() { c.close(); done() }, nil
+		c := client.New(g.socketPath(), local)
+		return c, func() { c.Close(); done() }, nil
 	}
 	svc, done, err := g.service(mode)
 	if err != nil {
 		return nil, nil, err
 	}
-	return embedded{Service: svc, shared: journal.IsPostgres(g.journalPath)}, done, nil
+	return &service.Local{Service: svc, Shared: journal.IsPostgres(g.journalPath)}, done, nil
 }
 
 // served reports whether `mcpflow server` owns the journal: something
 // answers GET /api/health on the socket beside it. Asked once a command.
 func (g *globals) served() bool {
 	if g.serving == nil {
-		on := serverOn(g.socketPath())
+		on := client.On(g.socketPath())
 		g.serving = &on
 	}
 	return *g.serving

@@ -102,7 +102,7 @@ func runRun(ctx context.Context, o *runOptions) error {
 		}
 		return o.g.printer(o.Out).print(map[string]string{"run": id.String()}, func(w io.Writer) error {
 			fmt.Fprintln(w, id)
-			if _, ok := b.(embedded); ok {
+			if _, ok := b.(*service.Local); ok {
 				fmt.Fprintf(o.Err, "run %s submitted: the first mcpflow server worker on this journal to claim it runs it; follow it with: mcpflow runs watch %s\n", id.Short(), id.Short())
 			} else {
 				fmt.Fprintf(o.Err, "run %s started in mcpflow server; follow it with: mcpflow runs watch %s\n", id.Short(), id.Short())
@@ -110,10 +110,10 @@ func runRun(ctx context.Context, o *runOptions) error {
 			return nil
 		})
 	}
-	if e, ok := b.(embedded); ok && !e.toWorkers(req) {
+	if l, ok := b.(*service.Local); ok && !l.ToWorkers(req) {
 		// Through a server (or workers) its own environment serves its
 		// servers.
-		set, use := runServers(e.Service, o.file)
+		set, use := runServers(l.Service, o.file)
 		if err := askInputs(ctx, o.ioStreams, set, use); err != nil {
 			return err
 		}
@@ -130,28 +130,29 @@ func runRun(ctx context.Context, o *runOptions) error {
 }
 
 // afterInterrupt settles a run the user interrupted while following it in
-// mcpflow server (err an *interruptedError; any other err or none is
+// mcpflow server (err a *service.DetachedError; any other err or none is
 // returned as it is, with rep): with cancel, or the user's yes on a
 // terminal, the run is cancelled and followed to its end; otherwise it
 // goes on in the server, and the error says how to follow it (exit 130).
-func afterInterrupt(s ioStreams, b backend, err error, rep *service.Report, cancel bool, sink func() progressSink) (*service.Report, error) {
-	var ie *interruptedError
+func afterInterrupt(s ioStreams, b service.API, err error, rep *service.Report, cancel bool, sink func() progressSink) (*service.Report, error) {
+	var ie *service.DetachedError
 	if !errors.As(err, &ie) {
 		return rep, err
 	}
 	if !cancel && interactive(s) {
-		cancel = confirm(s.In, s.Err, fmt.Sprintf("\nCancel run %s? [y/N] ", ie.run.Short()))
+		cancel = confirm(s.In, s.Err, fmt.Sprintf("\nCancel run %s? [y/N] ", ie.Run.Short()))
 	}
 	if !cancel {
-		return nil, &exitError{code: exitInterrupted, err: ie}
+		id := ie.Run.Short()
+		return nil, &exitError{code: exitInterrupted, err: fmt.Errorf("stopped following run %s, which goes on in mcpflow server; follow it with: mcpflow runs watch %s", id, id)}
 	}
-	if err := b.Cancel(ie.run.String(), "cancelled by "+osUser()+" (interrupted)"); err != nil && !errors.Is(err, service.ErrNotRunning) {
+	if err := b.Cancel(ie.Run.String(), "cancelled by "+osUser()+" (interrupted)"); err != nil && !errors.Is(err, service.ErrNotRunning) {
 		return nil, err
 	}
 	progress := sink()
 	defer progress.close()
 	// A second interrupt while the run winds down exits at once.
-	return b.Watch(context.Background(), ie.run.String(), progress.event)
+	return b.Watch(context.Background(), ie.Run.String(), progress.event)
 }
 
 // reportRun prints a run's end as run and resume do: its outputs (table) or

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/service"
 )
 
 type runsWatchOptions struct {
@@ -58,9 +59,9 @@ func runRunsWatch(ctx context.Context, o *runsWatchOptions) error {
 		progress.event(ev)
 	})
 	progress.close()
-	var ie *interruptedError
+	var ie *service.DetachedError
 	if errors.As(err, &ie) {
-		return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped watching run %s, which goes on in mcpflow server", ie.run.Short())}
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped watching run %s, which goes on in mcpflow server", ie.Run.Short())}
 	}
 	if err != nil {
 		return err

@@ -10,10 +10,8 @@ import (
 	"syscall"
 
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/service"
 	"github.com/mcpflow/mcpflow/telemetry"
-	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // Exit codes, documented in the README and in --help.
@@ -61,7 +59,9 @@ func usageError(format string, args ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
 }
 
-// codeFor maps an error to its exit code.
+// codeFor maps an error to its exit code: an *exitError's own, else the
+// one the service's table of codes gives (service.CodeOf), the same
+// whether the command ran here or through a server.
 func codeFor(err error) int {
 	var ee *exitError
 	switch {
@@ -69,17 +69,8 @@ func codeFor(err error) int {
 		return exitOK
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, journal.ErrLocked), errors.Is(err, journal.ErrDamaged), errors.Is(err, journal.ErrInaccessible),
-		errors.Is(err, service.ErrJournal),
-		errors.Is(err, journal.ErrNotJournal), errors.Is(err, journal.ErrForeignLog), errors.Is(err, journal.ErrNewerSchema):
-		return exitJournal
-	case errors.Is(err, workflow.ErrInvalid), errors.Is(err, workflow.ErrInput), errors.Is(err, servers.ErrConfig),
-		errors.Is(err, service.ErrInvalid):
-		return exitUsage
-	case errors.Is(err, context.Canceled):
-		return exitInterrupted
 	}
-	return exitFailed
+	return service.CodeOf(err).Exit
 }
 
 func statusCode(s journal.RunStatus) int {
@@ -144,7 +135,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err = root.ExecuteContext(ctx)
+	err = worded(root.ExecuteContext(ctx), g.serving != nil && *g.serving)
 	if err != nil && !g.started {
 		// Cobra rejected the command line before any command ran.
 		fmt.Fprintf(stderr, "mcpflow: %v\nRun 'mcpflow --help' for usage.\n", err)

@@ -20,7 +20,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/server"
+	"github.com/mcpflow/mcpflow/service"
 )
 
 // progressSink receives engine events and renders them; close flushes and
@@ -88,7 +88,7 @@ type eventLines struct {
 }
 
 func (l *eventLines) event(ev engine.Event) {
-	b, err := json.Marshal(server.EventOf(ev))
+	b, err := json.Marshal(service.EventOf(ev))
 	if err != nil {
 		return
 	}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpflow/mcpflow/client"
 )
 
 // startServer starts `mcpflow server` in the workspace, with env added to
@@ -23,7 +25,7 @@ func (c *cli) startServer(env ...string) (*exec.Cmd, func() result) {
 	c.env = saved
 	socket := filepath.Join(c.workspace, ".mcpflow", "mcpflow.sock")
 	deadline := time.Now().Add(20 * time.Second)
-	for !serverOn(socket) {
+	for !client.On(socket) {
 		if cmd.ProcessState != nil || time.Now().After(deadline) {
 			r := wait()
 			c.t.Fatalf("mcpflow server never answered on %s: exit %d\n%s%s", socket, r.code, r.stdout, r.stderr)

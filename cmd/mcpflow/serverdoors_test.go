@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpflow/mcpflow/client"
 )
 
 // The doors of `mcpflow server`, tried through a real server process with
@@ -49,7 +52,10 @@ func request(t *testing.T, client *http.Client, method, url, body string, header
 
 // socketClient speaks HTTP over the server's unix socket, as the CLI does.
 func socketClient(c *cli) *http.Client {
-	return newClient(filepath.Join(c.workspace, ".mcpflow", "mcpflow.sock"), nil).http
+	sock := filepath.Join(c.workspace, ".mcpflow", "mcpflow.sock")
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
 }
 
 // TestServerRefusesOtherHostNames: a page whose name was made to resolve
@@ -214,7 +220,7 @@ func TestServerSocketNeverReplacesAFile(t *testing.T) {
 	l.Close()
 	cmd, wait := c.background("server", "--socket", stale, "--grace", "100ms")
 	deadline := time.Now().Add(20 * time.Second)
-	for !serverOn(stale) {
+	for !client.On(stale) {
 		if time.Now().After(deadline) {
 			r := wait()
 			t.Fatalf("no server on the stale socket's path: exit %d\n%s", r.code, r.stderr)
@@ -230,7 +236,7 @@ func TestServerSocketNeverReplacesAFile(t *testing.T) {
 	// server's to remove when it stops.
 	sock := filepath.Join(c.workspace, "own.sock")
 	cmd, wait = c.background("server", "--socket", sock, "--grace", "100ms")
-	for !serverOn(sock) {
+	for !client.On(sock) {
 		if time.Now().After(deadline) {
 			r := wait()
 			t.Fatalf("no server on %s: exit %d\n%s", sock, r.code, r.stderr)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/mcpflow/mcpflow/client"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -85,8 +86,8 @@ func TestServerKillCampaign(t *testing.T) {
 		return cmd
 	}
 	srv := start()
-	api := newClient(filepath.Join(c.workspace, ".mcpflow", "mcpflow.sock"), nil)
-	defer api.close()
+	api := client.New(filepath.Join(c.workspace, ".mcpflow", "mcpflow.sock"), nil)
+	defer api.Close()
 
 	// Submit runs, three commands at a time, until the kills are over. A
 	// submission refused while the server is down is tried again (one cut
@@ -258,7 +259,7 @@ func TestServerKillCampaign(t *testing.T) {
 // unsafeInFlight reports whether the server started at since has an
 // unsafe call in flight: an intent it sent (not one a killed server left,
 // which it has yet to decide on).
-func unsafeInFlight(api *client, since time.Time) bool {
+func unsafeInFlight(api *client.Client, since time.Time) bool {
 	invs, err := api.Invocations(service.InvocationQuery{State: journal.StateIntent.String()})
 	if err != nil {
 		return false

@@ -62,7 +62,11 @@ func internal(p string) bool { return strings.HasPrefix(p, "internal/") }
 //   - engine never depends on service or cmd; service never on cmd;
 //   - api (the JSON shapes) imports only journal and replay: every front end
 //     can use it;
-//   - server (the long-running owner) never depends on cmd;
+//   - server (the long-running owner) never depends on cmd or client;
+//   - client (the HTTP API's other end) never depends on server: the wire
+//     shapes are api's, the errors' codes service's;
+//   - service never depends on server or client: it owns the contract
+//     (service.API) both sides implement;
 //   - telemetry (the OpenTelemetry and Prometheus wiring) imports only
 //     journal and internal/: engine, servers and journal reach it through
 //     the otel global API and small hooks, never by importing it;
@@ -99,8 +103,9 @@ func TestPackageGraph(t *testing.T) {
 			"engine":    {"service", "cmd/mcpflow", "telemetry"},
 			"journal":   {"telemetry"},
 			"telemetry": {"engine", "service", "server", "servers", "workflow", "trust", "cmd/mcpflow"},
-			"service":   {"cmd/mcpflow"},
-			"server":    {"cmd/mcpflow"},
+			"service":   {"cmd/mcpflow", "server", "client"},
+			"server":    {"cmd/mcpflow", "client"},
+			"client":    {"cmd/mcpflow", "server"},
 		}
 		if name == "api" {
 			for _, imp := range imports {

@@ -1,4 +1,9 @@
-package main
+// Package client speaks mcpflow's HTTP API, over the unix socket beside a
+// journal or over TCP, and returns what the service in the owner's process
+// returned: the same records, the same errors (errors.Is finds the same
+// sentinels: service's table of codes maps them both ways). It is
+// service.API for a front end whose journal another process owns.
+package client
 
 import (
 	"bufio"
@@ -20,18 +25,16 @@ import (
 	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/server"
 	"github.com/mcpflow/mcpflow/service"
 	"github.com/mcpflow/mcpflow/workflow"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 )
 
-// client is the backend of a command when `mcpflow server` owns the
-// journal: every request goes to the server's HTTP API on its unix socket,
-// and the answers (api shapes) are read back into the journal's records,
-// which the commands print as they print their own.
-type client struct {
+// Client is service.API through the HTTP API of the process that owns the
+// journal (`mcpflow server`): every request goes to its unix socket, and
+// the answers (api shapes) are read back into the journal's records whole.
+type Client struct {
 	socket string
 	http   *http.Client
 	// local loads workflows and types inputs where the user's files and
@@ -39,28 +42,32 @@ type client struct {
 	local *service.Service
 }
 
-// newClient returns a client of the server on socket.
-func newClient(socket string, local *service.Service) *client {
+var _ service.API = (*Client)(nil)
+
+// New returns a client of the server on socket. local loads workflows and
+// types inputs where the user's files and environment are.
+func New(socket string, local *service.Service) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", socket)
 		},
 	}
-	return &client{socket: socket, http: &http.Client{Transport: tr}, local: local}
+	return &Client{socket: socket, http: &http.Client{Transport: tr}, local: local}
 }
 
-func (c *client) close() { c.http.CloseIdleConnections() }
+// Close closes the client's idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
 
 // probeTimeout bounds the health check of a socket: a server answers at
 // once, a stale socket refuses at once, and a hung server is not one.
 const probeTimeout = 2 * time.Second
 
-// serverOn reports whether an mcpflow server answers on socket. A socket
+// On reports whether an mcpflow server answers on socket. A socket
 // nothing answers on is stale (its server died) and is ignored.
-func serverOn(socket string) bool {
-	c := newClient(socket, nil)
-	defer c.close()
+func On(socket string) bool {
+	c := New(socket, nil)
+	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
 	var health struct {
@@ -69,32 +76,9 @@ func serverOn(socket string) bool {
 	return c.do(ctx, http.MethodGet, "/api/health", nil, &health) == nil && health.OK
 }
 
-// apiError is an error response of the server, wrapping the sentinel its
-// code stands for so that the exit code is the one an embedded command
-// gives.
-type apiError struct {
-	status int
-	code   string
-	msg    string
-}
-
-func (e *apiError) Error() string { return e.msg }
-
-func (e *apiError) Unwrap() error {
-	switch {
-	case e.status == http.StatusBadRequest, e.status == http.StatusForbidden, e.status == http.StatusNotFound, e.code == "running":
-		return service.ErrInvalid
-	case e.code == "not_running":
-		return service.ErrNotRunning
-	case e.status == http.StatusServiceUnavailable:
-		return service.ErrJournal
-	}
-	return nil
-}
-
 // do sends a request with body as JSON (nil: none) and decodes the answer
 // into out (nil: discarded).
-func (c *client) do(ctx context.Context, method, path string, body, out any) error {
+func (c *Client) do(ctx context.Context, method, path string, body, out any) error {
 	resp, err := c.send(ctx, method, path, body)
 	if err != nil {
 		return err
@@ -112,7 +96,7 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 
 // send sends a request and returns a successful response, whose body the
 // caller closes.
-func (c *client) send(ctx context.Context, method, path string, body any) (*http.Response, error) {
+func (c *Client) send(ctx context.Context, method, path string, body any) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -142,23 +126,22 @@ func (c *client) send(ctx context.Context, method, path string, body any) (*http
 		return resp, nil
 	}
 	defer resp.Body.Close()
-	var e server.Error
+	var e api.Error
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if json.Unmarshal(b, &e) != nil || e.Error.Message == "" {
 		return nil, fmt.Errorf("mcpflow server: %s %s: %s", method, path, resp.Status)
 	}
-	return nil, &apiError{status: resp.StatusCode, code: e.Error.Code, msg: e.Error.Message}
+	return nil, &service.Error{Code: e.Error.Code, Message: e.Error.Message, Values: e.Error.Fields}
 }
 
 func runPath(ref string, rest ...string) string {
 	return "/api/runs/" + url.PathEscape(ref) + strings.Join(rest, "")
 }
 
-// Runs lists runs. A run's steps come without their for_each item, which
-// only a blocked run's line shows (what it waits for): those are read in
-// full.
-func (c *client) Runs(q service.RunQuery) ([]service.RunSummary, error) {
-	var list server.RunList
+// Runs lists runs. A blocked run is read in full: its line shows what it
+// waits for, from its invocations' errors in detail.
+func (c *Client) Runs(q service.RunQuery) ([]service.RunSummary, error) {
+	var list api.RunList
 	if err := c.do(context.Background(), http.MethodGet, "/api/runs?"+runValues(q).Encode(), nil, &list); err != nil {
 		return nil, err
 	}
@@ -205,11 +188,11 @@ func set(v url.Values, k, val string) {
 }
 
 // CountRuns counts the runs q matches.
-func (c *client) CountRuns(q service.RunQuery) (service.Count, error) {
+func (c *Client) CountRuns(q service.RunQuery) (service.Count, error) {
 	v := runValues(q)
 	v.Set("limit", "1")
 	v.Set("count", "true")
-	var list server.RunList
+	var list api.RunList
 	if err := c.do(context.Background(), http.MethodGet, "/api/runs?"+v.Encode(), nil, &list); err != nil {
 		return service.Count{}, err
 	}
@@ -220,8 +203,8 @@ func (c *client) CountRuns(q service.RunQuery) (service.Count, error) {
 }
 
 // RunDetail returns a run with its invocations in full.
-func (c *client) RunDetail(ref string) (*service.Report, error) {
-	var d server.RunDetail
+func (c *Client) RunDetail(ref string) (*service.Report, error) {
+	var d api.RunDetail
 	if err := c.do(context.Background(), http.MethodGet, runPath(ref, "?payload=true"), nil, &d); err != nil {
 		return nil, err
 	}
@@ -229,10 +212,10 @@ func (c *client) RunDetail(ref string) (*service.Report, error) {
 }
 
 // Invocations lists invocations, with their arguments and results.
-func (c *client) Invocations(q service.InvocationQuery) ([]journal.Invocation, error) {
+func (c *Client) Invocations(q service.InvocationQuery) ([]journal.Invocation, error) {
 	v := invocationValues(q)
 	v.Set("payload", "true")
-	var list server.InvocationList
+	var list api.InvocationList
 	if err := c.do(context.Background(), http.MethodGet, "/api/invocations?"+v.Encode(), nil, &list); err != nil {
 		return nil, err
 	}
@@ -261,11 +244,11 @@ func invocationValues(q service.InvocationQuery) url.Values {
 }
 
 // CountInvocations counts the invocations q matches.
-func (c *client) CountInvocations(q service.InvocationQuery) (service.Count, error) {
+func (c *Client) CountInvocations(q service.InvocationQuery) (service.Count, error) {
 	v := invocationValues(q)
 	v.Set("limit", "1")
 	v.Set("count", "true")
-	var list server.InvocationList
+	var list api.InvocationList
 	if err := c.do(context.Background(), http.MethodGet, "/api/invocations?"+v.Encode(), nil, &list); err != nil {
 		return service.Count{}, err
 	}
@@ -277,7 +260,7 @@ func (c *client) CountInvocations(q service.InvocationQuery) (service.Count, err
 
 // Invocation returns one invocation in full, with its arguments and
 // result.
-func (c *client) Invocation(ref string) (*journal.Invocation, error) {
+func (c *Client) Invocation(ref string) (*journal.Invocation, error) {
 	var d api.InvocationDetail
 	if err := c.do(context.Background(), http.MethodGet, "/api/invocations/"+url.PathEscape(ref)+"?payload=true", nil, &d); err != nil {
 		return nil, err
@@ -286,8 +269,8 @@ func (c *client) Invocation(ref string) (*journal.Invocation, error) {
 }
 
 // Resolve journals an operator's resolution through the server.
-func (c *client) Resolve(req service.ResolveRequest) (*journal.Invocation, error) {
-	body := server.ResolveRequest{Reason: req.Reason}
+func (c *Client) Resolve(req service.ResolveRequest) (*journal.Invocation, error) {
+	body := api.ResolveRequest{Reason: req.Reason}
 	switch req.As {
 	case journal.StateCompleted:
 		body.As = "completed"
@@ -301,7 +284,7 @@ func (c *client) Resolve(req service.ResolveRequest) (*journal.Invocation, error
 	case journal.StateRetryApproved:
 		body.As = "retry"
 	default:
-		return nil, usageError("resolve as %s: want completed, failed or retry", req.As)
+		return nil, service.Invalidf("resolve as %s: want completed, failed or retry", req.As)
 	}
 	var d api.InvocationDetail
 	if err := c.do(context.Background(), http.MethodPost, "/api/invocations/"+url.PathEscape(req.Invocation)+"/resolve", body, &d); err != nil {
@@ -311,13 +294,13 @@ func (c *client) Resolve(req service.ResolveRequest) (*journal.Invocation, error
 }
 
 // Approve journals an approval or a rejection through the server.
-func (c *client) Approve(req service.ApproveRequest) (*service.ApproveReport, error) {
+func (c *Client) Approve(req service.ApproveRequest) (*service.ApproveReport, error) {
 	verb := "/approve"
 	if req.As == journal.ApprovalRejected {
 		verb = "/reject"
 	}
-	var d server.Decided
-	if err := c.do(context.Background(), http.MethodPost, runPath(req.Run, verb), server.DecisionRequest{Step: req.Step, Reason: req.Reason}, &d); err != nil {
+	var d api.Decided
+	if err := c.do(context.Background(), http.MethodPost, runPath(req.Run, verb), api.DecisionRequest{Step: req.Step, Reason: req.Reason}, &d); err != nil {
 		return nil, err
 	}
 	id, err := journal.ParseID(d.RunID)
@@ -332,16 +315,16 @@ func (c *client) Approve(req service.ApproveRequest) (*service.ApproveReport, er
 }
 
 // Export copies the server's export of the journal to w.
-func (c *client) Export(w io.Writer, since time.Time, decrypt bool) error {
+func (c *Client) Export(w io.Writer, since time.Time, decrypt bool) error {
 	return c.export(w, since, decrypt, false)
 }
 
 // Archive writes the server's whole journal as an archive.
-func (c *client) Archive(w io.Writer, decrypt bool) error {
+func (c *Client) Archive(w io.Writer, decrypt bool) error {
 	return c.export(w, time.Time{}, decrypt, true)
 }
 
-func (c *client) export(w io.Writer, since time.Time, decrypt, archive bool) error {
+func (c *Client) export(w io.Writer, since time.Time, decrypt, archive bool) error {
 	v := url.Values{}
 	if archive {
 		v.Set("archive", "true")
@@ -360,15 +343,15 @@ func (c *client) export(w io.Writer, since time.Time, decrypt, archive bool) err
 	if _, err := io.Copy(w, resp.Body); err != nil {
 		return err
 	}
-	if msg := resp.Trailer.Get(server.ExportErrorTrailer); msg != "" {
+	if msg := resp.Trailer.Get(api.ExportErrorTrailer); msg != "" {
 		return fmt.Errorf("%w: export: %s", service.ErrJournal, msg)
 	}
 	return nil
 }
 
 // Check asks the server to verify the journal.
-func (c *client) Check() ([]journal.Problem, error) {
-	var out server.JournalCheck
+func (c *Client) Check() ([]journal.Problem, error) {
+	var out api.JournalCheck
 	if err := c.do(context.Background(), http.MethodGet, "/api/journal/check", nil, &out); err != nil {
 		return nil, err
 	}
@@ -380,42 +363,38 @@ func (c *client) Check() ([]journal.Problem, error) {
 	return probs, nil
 }
 
-// errNoTrustOverAPI refuses --trust-workspace: the server never grants
-// trust through its API.
-var errNoTrustOverAPI = usageError("--trust-workspace does not go through mcpflow server, which never grants trust over its API: trust the workspace (mcpflow trust add), or stop the server and run without it")
-
 // submitRequest types a run's inputs here, where --input @FILE and
 // MCPFLOW_INPUT_* are the user's, and sends the workflow's text, read here
 // as the user, named by its absolute path (the server reads files only
 // from its workspace).
-func (c *client) submitRequest(req service.RunRequest) (server.SubmitRequest, error) {
+func (c *Client) submitRequest(req service.RunRequest) (api.SubmitRequest, error) {
 	if req.TrustWorkspace {
-		return server.SubmitRequest{}, errNoTrustOverAPI
+		return api.SubmitRequest{}, service.ErrNoTrustOverAPI
 	}
 	file, err := filepath.Abs(req.File)
 	if err != nil {
-		return server.SubmitRequest{}, err
+		return api.SubmitRequest{}, err
 	}
 	if req.Source == nil {
 		if req.Source, err = workflow.ReadFile(req.File); err != nil {
-			return server.SubmitRequest{}, err
+			return api.SubmitRequest{}, err
 		}
 	}
 	inputs, err := c.local.ParseInputs(req)
 	if err != nil {
-		return server.SubmitRequest{}, err
+		return api.SubmitRequest{}, err
 	}
-	return server.SubmitRequest{File: file, Source: string(req.Source), Inputs: inputs}, nil
+	return api.SubmitRequest{File: file, Source: string(req.Source), Inputs: inputs}, nil
 }
 
 // Submit starts a workflow in the server and returns its run id.
-func (c *client) Submit(ctx context.Context, req service.RunRequest) (journal.ID, error) {
+func (c *Client) Submit(ctx context.Context, req service.RunRequest) (journal.ID, error) {
 	body, err := c.submitRequest(req)
 	if err != nil {
 		return journal.ID{}, err
 	}
 	body.Queue = true // for any worker, when the journal is shared
-	var st server.Started
+	var st api.Started
 	if err := c.do(ctx, http.MethodPost, "/api/runs", body, &st); err != nil {
 		return journal.ID{}, err
 	}
@@ -423,7 +402,7 @@ func (c *client) Submit(ctx context.Context, req service.RunRequest) (journal.ID
 }
 
 // Run starts a workflow in the server and follows it to its end.
-func (c *client) Run(ctx context.Context, req service.RunRequest) (*service.Report, error) {
+func (c *Client) Run(ctx context.Context, req service.RunRequest) (*service.Report, error) {
 	body, err := c.submitRequest(req)
 	if err != nil {
 		return nil, err
@@ -434,11 +413,11 @@ func (c *client) Run(ctx context.Context, req service.RunRequest) (*service.Repo
 
 // Resume continues a run in the server and follows it to its end. A run
 // with nothing to do is reported as it is (Acted false).
-func (c *client) Resume(ctx context.Context, req service.ResumeRequest) (*service.Report, error) {
+func (c *Client) Resume(ctx context.Context, req service.ResumeRequest) (*service.Report, error) {
 	if req.TrustWorkspace {
-		return nil, errNoTrustOverAPI
+		return nil, service.ErrNoTrustOverAPI
 	}
-	body := server.ResumeRequest{RetryFailed: req.RetryFailed, Untrusted: req.Untrusted, Secrets: req.Secrets}
+	body := api.ResumeRequest{RetryFailed: req.RetryFailed, Untrusted: req.Untrusted, Secrets: req.Secrets}
 	rep, nothing, err := c.start(ctx, runPath(req.Run, "/resume"), body, req.Events)
 	if nothing {
 		if rep, err = c.RunDetail(req.Run); err == nil {
@@ -449,15 +428,15 @@ func (c *client) Resume(ctx context.Context, req service.ResumeRequest) (*servic
 }
 
 // Call makes one journaled call in the server and follows it to its end.
-func (c *client) Call(ctx context.Context, req service.CallRequest) (*service.Report, error) {
+func (c *Client) Call(ctx context.Context, req service.CallRequest) (*service.Report, error) {
 	if req.TrustWorkspace {
-		return nil, errNoTrustOverAPI
+		return nil, service.ErrNoTrustOverAPI
 	}
-	body := server.CallRequest{Server: req.Server, Tool: req.Tool, Args: req.Args}
+	body := api.CallRequest{Server: req.Server, Tool: req.Tool, Args: req.Args}
 	if req.ArgsJSON != "" {
 		var obj map[string]any
 		if err := json.Unmarshal([]byte(req.ArgsJSON), &obj); err != nil {
-			return nil, usageError("--args: not a JSON object: %v", err)
+			return nil, service.Invalidf("arguments: not a JSON object: %v", err)
 		}
 		body.Arguments = json.RawMessage(req.ArgsJSON)
 	}
@@ -476,30 +455,31 @@ func (c *client) Call(ctx context.Context, req service.CallRequest) (*service.Re
 	return rep, err
 }
 
-// Resumable lists the runs that failed, were cancelled or are blocked,
-// newest first within each status. A run still running goes in the
-// server, which resumed it when it started.
-func (c *client) Resumable() ([]journal.ID, error) {
-	var ids []journal.ID
-	for _, st := range []journal.RunStatus{journal.RunFailed, journal.RunCancelled, journal.RunBlocked} {
-		runs, err := c.Runs(service.RunQuery{Status: st.String()})
+// Resumable lists the runs resume --all continues, by the service's rule
+// as the server applies it (runs going there are not listed).
+func (c *Client) Resumable() ([]journal.ID, error) {
+	var out api.Resumable
+	if err := c.do(context.Background(), http.MethodGet, "/api/resumable", nil, &out); err != nil {
+		return nil, err
+	}
+	ids := make([]journal.ID, len(out.Runs))
+	for i, r := range out.Runs {
+		id, err := journal.ParseID(r)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("mcpflow server: resumable run %q: %w", r, err)
 		}
-		for _, r := range runs {
-			ids = append(ids, r.Run.ID)
-		}
+		ids[i] = id
 	}
 	return ids, nil
 }
 
 // Cancel asks the server to cancel a run going there.
-func (c *client) Cancel(ref, reason string) error {
-	return c.do(context.Background(), http.MethodPost, runPath(ref, "/cancel"), server.CancelRequest{Reason: reason}, nil)
+func (c *Client) Cancel(ref, reason string) error {
+	return c.do(context.Background(), http.MethodPost, runPath(ref, "/cancel"), api.CancelRequest{Reason: reason}, nil)
 }
 
 // Watch follows a run until it ends; a run that ended is reported at once.
-func (c *client) Watch(ctx context.Context, ref string, events func(engine.Event)) (*service.Report, error) {
+func (c *Client) Watch(ctx context.Context, ref string, events func(engine.Event)) (*service.Report, error) {
 	// Subscribed first, then read: an end between the two is not missed.
 	st, err := c.subscribe(runPath(ref, "/events"))
 	if err != nil {
@@ -519,17 +499,16 @@ func (c *client) Watch(ctx context.Context, ref string, events func(engine.Event
 
 // start posts a request that starts (or resumes) a run, then follows the
 // run. nothing is set when the server found nothing to resume.
-func (c *client) start(ctx context.Context, path string, body any, events func(engine.Event)) (rep *service.Report, nothing bool, err error) {
+func (c *Client) start(ctx context.Context, path string, body any, events func(engine.Event)) (rep *service.Report, nothing bool, err error) {
 	// Subscribed before the run starts, so that no event of it is missed.
 	st, err := c.subscribe("/api/events")
 	if err != nil {
 		return nil, false, err
 	}
-	var started server.Started
+	var started api.Started
 	if err := c.do(ctx, http.MethodPost, path, body, &started); err != nil {
 		st.close()
-		var ae *apiError
-		if errors.As(err, &ae) && ae.code == "nothing_to_resume" {
+		if errors.Is(err, service.ErrNothingToResume) {
 			return nil, true, nil
 		}
 		return nil, false, err
@@ -547,12 +526,12 @@ func (c *client) start(ctx context.Context, path string, body any, events func(e
 // returns the run as committed; it closes st. A stream that ends early
 // (the server dropped a slow reader) is taken up again; a server gone is
 // an error, the run left for the server's next start.
-func (c *client) follow(ctx context.Context, st *eventStream, id journal.ID, events func(engine.Event)) (*service.Report, error) {
+func (c *Client) follow(ctx context.Context, st *eventStream, id journal.ID, events func(engine.Event)) (*service.Report, error) {
 	defer func() { st.close() }()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, &interruptedError{run: id}
+			return nil, &service.DetachedError{Run: id}
 		case e, ok := <-st.events:
 			if !ok {
 				rep, err := c.takeUp(&st, id)
@@ -564,7 +543,7 @@ func (c *client) follow(ctx context.Context, st *eventStream, id journal.ID, eve
 			if e.Run != id.String() {
 				continue
 			}
-			ev, err := server.EngineEvent(e)
+			ev, err := service.EngineEvent(e)
 			if err != nil {
 				return nil, fmt.Errorf("mcpflow server: %w", err)
 			}
@@ -580,10 +559,8 @@ func (c *client) follow(ctx context.Context, st *eventStream, id journal.ID, eve
 
 // takeUp follows run id again after its stream ended: the run as it
 // ended, or nil with *st a new stream.
-func (c *client) takeUp(st **eventStream, id journal.ID) (*service.Report, error) {
-	lost := func(err error) error {
-		return &exitError{code: exitFailed, err: fmt.Errorf("lost mcpflow server while following run %s: %v; the run goes on when the server starts again (mcpflow runs watch %s)", id.Short(), err, id.Short())}
-	}
+func (c *Client) takeUp(st **eventStream, id journal.ID) (*service.Report, error) {
+	lost := func(err error) error { return &service.LostError{Run: id, Err: err} }
 	(*st).close()
 	next, err := c.subscribe(runPath(id.String(), "/events"))
 	if err != nil {
@@ -604,7 +581,7 @@ func (c *client) takeUp(st **eventStream, id journal.ID) (*service.Report, error
 // goroutine hands them to events, which it closes when the stream ends;
 // close stops it and waits for it.
 type eventStream struct {
-	events chan server.Event
+	events chan api.Event
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -612,14 +589,14 @@ type eventStream struct {
 
 // subscribe opens the event stream at path; the server has subscribed
 // when it returns.
-func (c *client) subscribe(path string) (*eventStream, error) {
+func (c *Client) subscribe(path string) (*eventStream, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	resp, err := c.send(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	st := &eventStream{events: make(chan server.Event, 1024), cancel: cancel}
+	st := &eventStream{events: make(chan api.Event, 1024), cancel: cancel}
 	st.wg.Add(1)
 	go func() {
 		defer st.wg.Done()
@@ -640,7 +617,7 @@ func (st *eventStream) close() {
 // readEvents reads server-sent events from r into out until r ends or ctx
 // is done: "data:" lines hold an event's JSON, a blank line ends it;
 // comments (":") and other fields are skipped.
-func readEvents(ctx context.Context, r io.Reader, out chan<- server.Event) {
+func readEvents(ctx context.Context, r io.Reader, out chan<- api.Event) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	var data []byte
@@ -648,7 +625,7 @@ func readEvents(ctx context.Context, r io.Reader, out chan<- server.Event) {
 		line := sc.Bytes()
 		if len(line) == 0 {
 			if len(data) > 0 {
-				var e server.Event
+				var e api.Event
 				if json.Unmarshal(data, &e) == nil {
 					select {
 					case out <- e:
@@ -667,10 +644,17 @@ func readEvents(ctx context.Context, r io.Reader, out chan<- server.Event) {
 }
 
 // reportOf reads a run in detail back into a report.
-func reportOf(d server.RunDetail) (*service.Report, error) {
+func reportOf(d api.RunDetail) (*service.Report, error) {
 	run, err := runOf(d.Run, d.Source)
 	if err != nil {
 		return nil, err
+	}
+	run.UpdatedAt, run.TraceParent = d.UpdatedAt, d.TraceParent
+	if d.Definition != "" {
+		run.Definition = []byte(d.Definition)
+	}
+	if len(d.Secrets) > 0 {
+		run.Secrets = d.Secrets
 	}
 	rep := &service.Report{Run: run, Invocations: make([]journal.Invocation, len(d.Invocations)), Acted: true}
 	for i, inv := range d.Invocations {
@@ -727,7 +711,11 @@ func stepOf(run journal.ID, s api.Step) (journal.Invocation, error) {
 	if err != nil {
 		return journal.Invocation{}, fmt.Errorf("mcpflow server: invocation %s: %w", s.Invocation, err)
 	}
-	return journal.Invocation{ID: id, RunID: run, Step: s.Step, Item: -1, Server: s.Server, Tool: s.Tool, State: st, Attempts: s.Attempts, Error: s.Error}, nil
+	inv := journal.Invocation{ID: id, RunID: run, Step: s.Step, Item: -1, Server: s.Server, Tool: s.Tool, State: st, Attempts: s.Attempts, Error: s.Error}
+	if s.Item != nil {
+		inv.Item = *s.Item
+	}
+	return inv, nil
 }
 
 // invocationOf reads an invocation's shape back into the journal's record.

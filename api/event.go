@@ -1,0 +1,30 @@
+package api
+
+import (
+	"time"
+
+	"github.com/mcpflow/mcpflow/journal"
+)
+
+// Event is a run event as the API streams it (server-sent events, one JSON
+// object per event).
+type Event struct {
+	Kind       string         `json:"kind"` // run_started, step_started, step_progress, step_finished, run_finished
+	Run        string         `json:"run"`
+	Workflow   string         `json:"workflow,omitempty"`
+	Step       string         `json:"step,omitempty"`
+	Item       *int           `json:"item,omitempty"`
+	Server     string         `json:"server,omitempty"`
+	Tool       string         `json:"tool,omitempty"`
+	Invocation string         `json:"invocation,omitempty"`
+	State      string         `json:"state,omitempty"`
+	Attempt    int            `json:"attempt,omitempty"`
+	Progress   float64        `json:"progress,omitempty"`
+	Total      float64        `json:"total,omitempty"`
+	Message    string         `json:"message,omitempty"`
+	Text       string         `json:"text,omitempty"`
+	ElapsedMS  int64          `json:"elapsed_ms,omitempty"`
+	Status     string         `json:"status,omitempty"`
+	Error      *journal.Error `json:"error,omitempty"`
+	At         time.Time      `json:"at"`
+}
