@@ -22,7 +22,11 @@ import (
 func (s *Server) Handler(tcp bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "stopping": s.stopping.Load()})
+		health := map[string]any{"ok": true, "stopping": s.stopping.Load()}
+		if err := s.busy(); err != nil {
+			health["owner"] = service.FieldsOf(err)
+		}
+		writeJSON(w, http.StatusOK, health)
 	})
 	mux.HandleFunc("GET /api/runs", s.listRuns)
 	mux.HandleFunc("POST /api/runs", s.submitRun)

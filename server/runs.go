@@ -75,6 +75,9 @@ func (e errNothingToResume) Fields() map[string]string {
 // and returns once its run is journaled (its RunStarted event) or fn
 // failed before.
 func (s *Server) launch(trace context.Context, fn func(ctx context.Context, events func(engine.Event)) error) (journal.ID, error) {
+	if err := s.busy(); err != nil {
+		return journal.ID{}, err
+	}
 	if s.stopping.Load() {
 		return journal.ID{}, ErrStopping
 	}

@@ -61,6 +61,21 @@ type Options struct {
 	// Limits bound the connections of clients (see Limits; zero values
 	// are defaults).
 	Limits Limits
+	// Owner, when set, makes the server the API of a command that holds
+	// the journal for one run (mcpflow run, resume or call without
+	// mcpflow server): for as long as it holds it, the same API answers
+	// queries, cancels, approvals and resolutions from other terminals,
+	// and streams the command's run (see Publish); a request to start a
+	// run is refused with who holds the journal (*service.BusyError). It
+	// resumes nothing at start.
+	Owner *Owner
+}
+
+// Owner is the command that holds the journal, as other terminals are
+// told of it.
+type Owner struct {
+	PID     int
+	Command string
 }
 
 // Server is one long-running owner of a journal. Start it, then Stop it.
@@ -90,6 +105,8 @@ type Server struct {
 	tcpAddr   net.Addr
 	hosts     hosts       // what a TCP listener answers to
 	socket    os.FileInfo // the socket listened on, to remove at Stop
+
+	ownerRun atomic.Pointer[journal.ID] // the owner's run, once started
 }
 
 // New checks o and returns a Server that is not serving yet.
@@ -163,12 +180,39 @@ func (s *Server) Start() error {
 		s.tcpAddr = l.Addr()
 		s.serve(capPerClient(l, s.o.Limits.PerClient), s.o.Limits.httpServer(s.Handler(true)))
 	}
+	if s.o.Owner != nil {
+		return nil
+	}
 	if p, ok := s.pool(); ok {
 		s.working.Add(1)
 		go s.work(p)
 		return nil
 	}
 	return s.resumeInterrupted()
+}
+
+// Publish streams an event of a run going in the owner's command (see
+// Options.Owner) to the API's subscribers, as a run the server starts
+// streams its own.
+func (s *Server) Publish(ev engine.Event) {
+	if ev.Kind == engine.RunStarted && s.o.Owner != nil {
+		id := ev.Run
+		s.ownerRun.Store(&id)
+	}
+	s.hub.publish(service.EventOf(ev))
+}
+
+// busy refuses to start a run in a server that is the API of the
+// journal's owner (Options.Owner), saying who holds the journal.
+func (s *Server) busy() error {
+	if s.o.Owner == nil {
+		return nil
+	}
+	e := &service.BusyError{PID: s.o.Owner.PID, Command: s.o.Owner.Command}
+	if id := s.ownerRun.Load(); id != nil {
+		e.Run = *id
+	}
+	return e
 }
 
 // Addr is the TCP address served on (nil without Listen).

@@ -61,12 +61,30 @@ type Local struct {
 	*Service
 	// Shared: the journal is one several processes share (PostgreSQL).
 	Shared bool
+	// Observe, when set, sees every event of the runs that go here,
+	// besides the request's Events: the journal owner's API streams them
+	// to other terminals.
+	Observe func(engine.Event)
+}
+
+// observed is events, seen by Observe too.
+func (l *Local) observed(events func(engine.Event)) func(engine.Event) {
+	if l.Observe == nil {
+		return events
+	}
+	return func(ev engine.Event) {
+		if events != nil {
+			events(ev)
+		}
+		l.Observe(ev)
+	}
 }
 
 // Run runs a workflow here, or submits it to the workers sharing the
 // journal and follows it there (see ToWorkers).
 func (l *Local) Run(ctx context.Context, req RunRequest) (*Report, error) {
 	if !l.ToWorkers(req) {
+		req.Events = l.observed(req.Events)
 		return l.Service.Run(ctx, req)
 	}
 	id, err := l.Service.Submit(ctx, req)
@@ -74,6 +92,18 @@ func (l *Local) Run(ctx context.Context, req RunRequest) (*Report, error) {
 		return nil, err
 	}
 	return l.Watch(ctx, id.String(), req.Events)
+}
+
+// Resume continues a run here.
+func (l *Local) Resume(ctx context.Context, req ResumeRequest) (*Report, error) {
+	req.Events = l.observed(req.Events)
+	return l.Service.Resume(ctx, req)
+}
+
+// Call makes one journaled call here.
+func (l *Local) Call(ctx context.Context, req CallRequest) (*Report, error) {
+	req.Events = l.observed(req.Events)
+	return l.Service.Call(ctx, req)
 }
 
 // ToWorkers is the routing rule: a run goes to the workers sharing the

@@ -38,6 +38,7 @@ var codes = []Code{
 	{"workflow_invalid", http.StatusBadRequest, 2, []error{workflow.ErrInvalid}},
 	{"input_invalid", http.StatusBadRequest, 2, []error{workflow.ErrInput}},
 	{"config_invalid", http.StatusBadRequest, 2, []error{servers.ErrConfig}},
+	{"journal_busy", http.StatusConflict, 4, []error{ErrBusy, journal.ErrLocked}},
 	{"journal_locked", http.StatusServiceUnavailable, 4, []error{journal.ErrLocked}},
 	{"journal_damaged", http.StatusServiceUnavailable, 4, []error{journal.ErrDamaged}},
 	{"journal_inaccessible", http.StatusServiceUnavailable, 4, []error{journal.ErrInaccessible}},

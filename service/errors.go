@@ -3,6 +3,7 @@ package service
 import (
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/mcpflow/mcpflow/journal"
 )
@@ -57,6 +58,38 @@ func (e *TrustFlagError) Unwrap() []error { return []error{ErrTrustFlagNeeded, E
 
 func (e *TrustFlagError) Fields() map[string]string {
 	return map[string]string{"run": e.Run.String(), "workspace": e.Workspace}
+}
+
+// ErrBusy: the journal is held by a command that runs one run (mcpflow
+// run, resume or call without mcpflow server). It answers queries,
+// cancels, approvals and resolutions from other terminals, and starts no
+// other run: that needs mcpflow server, or waiting for the command to end.
+var ErrBusy = errors.New("journal is held by a running command")
+
+// BusyError is ErrBusy with who holds the journal. It is a
+// journal.ErrLocked too.
+type BusyError struct {
+	PID     int
+	Command string
+	Run     journal.ID // zero before its run started
+}
+
+func (e *BusyError) Error() string {
+	run := ""
+	if !e.Run.IsZero() {
+		run = ", run " + e.Run.Short()
+	}
+	return fmt.Sprintf("the journal is held by %s (pid %d%s), which runs one run at a time", e.Command, e.PID, run)
+}
+
+func (e *BusyError) Unwrap() []error { return []error{ErrBusy, journal.ErrLocked} }
+
+func (e *BusyError) Fields() map[string]string {
+	f := map[string]string{"pid": strconv.Itoa(e.PID), "command": e.Command}
+	if !e.Run.IsZero() {
+		f["run"] = e.Run.String()
+	}
+	return f
 }
 
 // journalFailed marks an error of the engine, which fails only when the

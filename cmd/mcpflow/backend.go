@@ -1,11 +1,38 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
+
+// whileHeld runs fn again, with wait, while another process holds the
+// journal: until the command that holds it ends (it serves the journal
+// and refuses a second run), or, when nothing serves it, until its lock
+// is free. ctx (the first Ctrl-C) stops waiting.
+func (g *globals) whileHeld(ctx context.Context, s ioStreams, wait bool, fn func() error) error {
+	said := false
+	for {
+		err := fn()
+		if !wait || !errors.Is(err, journal.ErrLocked) {
+			return err
+		}
+		if !said {
+			fmt.Fprintf(s.Err, "mcpflow: %v; waiting for it to end (--wait)\n", err)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+		g.serving = nil // asked again: the owner may be gone
+	}
+}
 
 // worded is err as the CLI words it: the service and the client return
 // what happened, as codes and fields; the next step a user can take from
@@ -29,6 +56,15 @@ func worded(err error, served bool) error {
 		return usageError("--trust-workspace does not go through mcpflow server, which never grants trust over its API: trust the workspace (mcpflow trust add), or stop the server and run without it")
 	case errors.Is(err, service.ErrNotShared):
 		return usageError("--detach needs mcpflow server: a run started here ends with this command (start 'mcpflow server' in the workspace, or share a PostgreSQL journal with workers, then run again)")
+	case errors.Is(err, service.ErrBusy):
+		f := service.FieldsOf(err)
+		run := ""
+		if id, err := journal.ParseID(f["run"]); err == nil {
+			run = ", run " + id.Short()
+		}
+		return &exitError{code: exitJournal, err: fmt.Errorf("the journal is held by '%s' (pid %s%s), which runs one run at a time: wait for it to end with --wait, or start 'mcpflow server' in the workspace to run several at once", f["command"], f["pid"], run)}
+	case errors.Is(err, journal.ErrLocked):
+		return fmt.Errorf("%w; wait for it with --wait (run, resume, call), or start 'mcpflow server' in the workspace: every command then goes through it", err)
 	case errors.Is(err, service.ErrNotRunning) && !served:
 		return fmt.Errorf("%w: no mcpflow server runs in this workspace; a run that 'mcpflow run' started is cancelled with Ctrl-C where it runs", err)
 	}

@@ -15,6 +15,7 @@ import (
 type callOptions struct {
 	ioStreams
 	g              *globals
+	wait           bool
 	server, tool   string
 	args           []string
 	argsJSON       string
@@ -54,7 +55,7 @@ notifications).
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
-			return runCall(cmd.Context(), o)
+			return o.g.whileHeld(cmd.Context(), o.ioStreams, o.wait, func() error { return runCall(cmd.Context(), o) })
 		},
 	}
 	f := cmd.Flags()
@@ -62,11 +63,12 @@ notifications).
 	f.StringVar(&o.argsJSON, "args", "", "all arguments as a JSON object")
 	f.BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this command only")
 	f.StringVar(&o.workflow, "workflow", "", "also use the servers this workflow file declares")
+	cmd.Flags().BoolVar(&o.wait, "wait", false, "when another command holds the journal, wait for it to end instead of failing")
 	return cmd
 }
 
 func runCall(ctx context.Context, o *callOptions) error {
-	svc, done, err := o.g.backend(writeJournal)
+	svc, done, err := o.g.owner("mcpflow call " + o.server + " " + o.tool)
 	if err != nil {
 		return err
 	}

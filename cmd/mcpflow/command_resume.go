@@ -16,6 +16,7 @@ import (
 type resumeOptions struct {
 	ioStreams
 	g              *globals
+	wait           bool
 	run            string
 	all            bool
 	retryFailed    bool
@@ -61,7 +62,7 @@ confirms.
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
-			return runResume(cmd.Context(), o)
+			return o.g.whileHeld(cmd.Context(), o.ioStreams, o.wait, func() error { return runResume(cmd.Context(), o) })
 		},
 	}
 	cmd.Flags().StringArrayVarP(&o.secrets, "input", "i", nil, "a secret input as key=value (the journal keeps every other input)")
@@ -69,11 +70,12 @@ confirms.
 	cmd.Flags().BoolVar(&o.untrusted, "untrusted", false, "resume without workspace trust a run that was started with --trust-workspace (asked on a terminal)")
 	cmd.Flags().BoolVar(&o.all, "all", false, "resume every run that did not succeed")
 	cmd.Flags().BoolVar(&o.retryFailed, "retry-failed", false, "send again the calls that failed or returned a tool error (journaled as your approval); completed steps are not run again")
+	cmd.Flags().BoolVar(&o.wait, "wait", false, "when another command holds the journal, wait for it to end instead of failing")
 	return cmd
 }
 
 func runResume(ctx context.Context, o *resumeOptions) error {
-	svc, done, err := o.g.backend(writeJournal)
+	svc, done, err := o.g.owner("mcpflow resume")
 	if err != nil {
 		return err
 	}

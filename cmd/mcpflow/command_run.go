@@ -19,6 +19,7 @@ import (
 type runOptions struct {
 	ioStreams
 	g              *globals
+	wait           bool
 	file           string
 	inputs         []string
 	inputFile      string
@@ -54,7 +55,7 @@ happens, then the run.
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
-			return runRun(cmd.Context(), o)
+			return o.g.whileHeld(cmd.Context(), o.ioStreams, o.wait, func() error { return runRun(cmd.Context(), o) })
 		},
 	}
 	cmd.Flags().StringArrayVarP(&o.inputs, "input", "i", nil, "workflow input as key=value, or key=@FILE to read the value from FILE (repeatable; also MCPFLOW_INPUT_<KEY>)")
@@ -63,6 +64,7 @@ happens, then the run.
 	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this command only (allows replay of calls the tool declares safe on trusted servers)")
 	cmd.Flags().BoolVar(&o.detach, "detach", false, "with mcpflow server: start the run, print its id and return")
 	cmd.Flags().BoolVar(&o.cancelOnInterrupt, "cancel-on-interrupt", false, "with mcpflow server: Ctrl-C cancels the run instead of asking")
+	cmd.Flags().BoolVar(&o.wait, "wait", false, "when another command holds the journal, wait for it to end instead of failing")
 	return cmd
 }
 
@@ -90,7 +92,7 @@ func runRun(ctx context.Context, o *runOptions) error {
 		}
 		return reportDryRun(o.g, o.ioStreams, calls)
 	}
-	b, done, err := o.g.backend(writeJournal)
+	b, done, err := o.g.owner("mcpflow run " + o.file)
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func runRunsWatch(ctx context.Context, o *runsWatchOptions) error {
 	progress.close()
 	var ie *service.DetachedError
 	if errors.As(err, &ie) {
-		return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped watching run %s, which goes on in mcpflow server", ie.Run.Short())}
+		return &exitError{code: exitInterrupted, err: fmt.Errorf("stopped watching run %s, which goes on where it runs", ie.Run.Short())}
 	}
 	if err != nil {
 		return err
