@@ -120,6 +120,11 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (*http
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			// Gone since it was found (it ended, or was killed).
+			return nil, fmt.Errorf("%w: %s: %v", service.ErrUnreachable, c.socket, op.Err)
+		}
 		return nil, fmt.Errorf("mcpflow server on %s: %w", c.socket, err)
 	}
 	if resp.StatusCode < 300 {

@@ -47,6 +47,7 @@ var codes = []Code{
 	{"newer_schema", http.StatusServiceUnavailable, 4, []error{journal.ErrNewerSchema}},
 	{"journal_failure", http.StatusServiceUnavailable, 4, []error{ErrJournal}},
 	{"stopping", http.StatusServiceUnavailable, 4, []error{ErrStopping}},
+	{"unreachable", http.StatusServiceUnavailable, 4, []error{ErrUnreachable}},
 	{"interrupted", http.StatusServiceUnavailable, 130, []error{context.Canceled}},
 	// The doors of a TCP listener, written by the server before any
 	// handler runs.

@@ -38,6 +38,9 @@ var (
 	// ErrForbidden: the request reaches what its door does not open (a
 	// file outside the workspace, over TCP).
 	ErrForbidden = errors.New("forbidden")
+	// ErrUnreachable: the process that serves the journal went away (it
+	// ended, or was killed) between being found and being asked.
+	ErrUnreachable = errors.New("the journal's owner does not answer")
 	// ErrStopping: the service is stopping and takes no new work.
 	ErrStopping = errors.New("stopping")
 )

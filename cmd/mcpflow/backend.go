@@ -18,7 +18,7 @@ func (g *globals) whileHeld(ctx context.Context, s ioStreams, wait bool, fn func
 	said := false
 	for {
 		err := fn()
-		if !wait || !errors.Is(err, journal.ErrLocked) {
+		if !wait || !(errors.Is(err, journal.ErrLocked) || errors.Is(err, service.ErrUnreachable) || errors.Is(err, service.ErrStopping)) {
 			return err
 		}
 		if !said {

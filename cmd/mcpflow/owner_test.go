@@ -1,0 +1,119 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpflow/mcpflow/client"
+)
+
+// TestSecondTerminalWhileARunGoes: with no mcpflow server, a `mcpflow run`
+// that holds the journal serves it on the workspace socket. From another
+// terminal (real processes) runs list, journal list, runs watch, approve
+// and runs cancel --reason work through it; a second run is told who
+// holds the journal and what it can do, and with --wait runs once the
+// first ends. The socket goes with its owner.
+func TestSecondTerminalWhileARunGoes(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	ship := c.workflow("ship.yaml", `name: ship
+servers: {demo: {builtin: demo}}
+steps:
+  - {id: build, server: demo, tool: greet, with: {name: build}}
+  - {id: deploy, server: demo, tool: greet, approve: "Deploy?", with: {name: deploy}}
+`)
+	slow := c.workflow("slow.yaml", `name: slow
+servers: {demo: {builtin: demo}}
+steps:
+  - {id: count, server: demo, tool: count_slowly, with: {n: 1000, delay_ms: 60}}
+`)
+	if r := c.run("run", ship); r.code != exitBlocked {
+		t.Fatalf("ship: exit %d, want 3 (waits for approval)\n%s", r.code, r.stderr)
+	}
+	shipID := strings.TrimSpace(c.run("runs", "list", "--jq", ".[0].id").stdout)
+
+	owner, ownerDone := c.background("run", slow)
+	socket := filepath.Join(c.workspace, ".mcpflow", "mcpflow.sock")
+	for deadline := time.Now().Add(20 * time.Second); !client.On(socket); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			r := ownerDone()
+			t.Fatalf("the run never served its journal on %s: exit %d\n%s", socket, r.code, r.stderr)
+		}
+	}
+	var slowID string
+	for deadline := time.Now().Add(20 * time.Second); slowID == ""; time.Sleep(20 * time.Millisecond) {
+		r := c.run("runs", "list", "--status", "running", "--jq", ".[0].id")
+		if r.code != 0 {
+			t.Fatalf("runs list from a second terminal: exit %d\n%s", r.code, r.stderr)
+		}
+		if slowID = strings.TrimSpace(r.stdout); slowID == "null" {
+			slowID = ""
+		}
+		if time.Now().After(deadline) {
+			owner.Process.Kill()
+			or := ownerDone()
+			t.Fatalf("the slow run never showed as running: %q %q; the run: exit %d\n%s%s", r.stdout, r.stderr, or.code, or.stdout, or.stderr)
+		}
+	}
+
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r := c.run("journal", "list", "--tool", "count_slowly")
+		if r.code != 0 {
+			t.Fatalf("journal list: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		if strings.Contains(r.stdout, "count_slowly") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("journal list never showed the slow call:\n%s", r.stdout)
+		}
+	}
+	if r := c.run("approve", shipID, "deploy", "--reason", "looks good"); r.code != 0 {
+		t.Errorf("approve: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	_, watchDone := c.background("runs", "watch", slowID)
+
+	// A second run: who holds the journal, and the choices.
+	r := c.run("run", ship)
+	pid := strconv.Itoa(owner.Process.Pid)
+	for _, want := range []string{"held by 'mcpflow run " + slow + "'", "pid " + pid, "run " + slowID[:18], "--wait", "mcpflow server"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("second run: no %q in\n%s", want, r.stderr)
+		}
+	}
+	if r.code != exitJournal {
+		t.Errorf("second run: exit %d, want %d", r.code, exitJournal)
+	}
+	waiter := c.command("resume", shipID, "--wait")
+	var waiterOut, waiterErr lockedBuffer
+	waiter.Stdout, waiter.Stderr = &waiterOut, &waiterErr
+	if err := waiter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { waiter.Process.Kill() })
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(waiterErr.String(), "waiting for it to end"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("resume --wait never said it waits:\n%s", waiterErr.String())
+		}
+	}
+
+	if r := c.run("runs", "cancel", slowID, "--reason", "enough"); r.code != 0 {
+		t.Errorf("runs cancel: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := ownerDone(); r.code != exitInterrupted || !strings.Contains(r.stdout+r.stderr, "cancelled: enough") {
+		t.Errorf("the run cancelled from another terminal: exit %d, want %d\n%s", r.code, exitInterrupted, r.stderr)
+	}
+	if r := watchDone(); !strings.Contains(r.stdout, "progress") || !strings.Contains(r.stdout, "cancelled") {
+		t.Errorf("runs watch: exit %d; want progress, then the run cancelled\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if err := waiter.Wait(); err != nil || !strings.Contains(waiterOut.String(), "step deploy") || !strings.Contains(waiterOut.String(), "succeeded") {
+		t.Errorf("resume --wait: %v, want the approved step run\n%s%s", err, waiterOut.String(), waiterErr.String())
+	}
+	if _, err := os.Lstat(socket); !os.IsNotExist(err) {
+		t.Errorf("the socket outlived its owners: %v", err)
+	}
+}
