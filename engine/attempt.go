@@ -253,7 +253,7 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 	case toolErr != nil && !errors.Is(toolErr, servers.ErrUnknownTool):
 		// The listing failed: the server is not there to judge, which is
 		// not the tool being gone. Resume tries again.
-		return stop(failed(CodeServerUnavailable, "step %s: listing the tools of server %q failed after reconnecting (%v); `mcpflow resume` will try again", u.name(), u.Server, toolErr), journal.StateIntent)
+		return stop(failed(CodeServerUnavailable, "step %s: listing the tools of server %q failed after reconnecting (%v); resuming the run tries again", u.name(), u.Server, toolErr), journal.StateIntent)
 	}
 	next := journal.NextAttempt{Trust: trust, Annotations: inv.Annotations}
 	if toolErr == nil {
@@ -348,7 +348,7 @@ func (r *runner) connect(ctx context.Context, u unit, old Session, afterLoss boo
 		return nil, &stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("interrupted while %s to server %s", verb, u.Server)}}
 	}
 	if afterLoss {
-		out := failed(CodeServerUnavailable, "step %s: server %q unavailable: it did not come back within %s after the connection was lost (%v); `mcpflow resume` will try again", u.name(), u.Server, r.e.reconnectTimeout(u.Server), lastErr)
+		out := failed(CodeServerUnavailable, "step %s: server %q unavailable: it did not come back within %s after the connection was lost (%v); resuming the run tries again", u.name(), u.Server, r.e.reconnectTimeout(u.Server), lastErr)
 		return nil, &out
 	}
 	out := failed(CodeServerUnavailable, "step %s: server %q unavailable: %v", u.name(), u.Server, lastErr)
@@ -670,7 +670,7 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 	case <-time.After(delay):
 	case <-ctx.Done():
 		// The decision to retry is journaled; resume carries it out.
-		return retryVerdict{turn: ending(stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before retrying; `mcpflow resume` will retry", u.name())}})}, nil
+		return retryVerdict{turn: ending(stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before retrying; resuming the run retries", u.name())}})}, nil
 	}
 	return retryVerdict{turn: another(next)}, nil
 }

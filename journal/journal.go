@@ -661,7 +661,7 @@ func (j *Journal) Stats() Stats {
 // refused is the error of every write once damage was found.
 func (j *Journal) refused() error {
 	if d := j.damage.Load(); d != nil {
-		return fmt.Errorf("journal %s: %w: writes refused since damage was found (%v); copy what is readable with 'mcpflow journal salvage OUT'", j.path, ErrDamaged, *d)
+		return fmt.Errorf("journal %s: %w: writes refused since damage was found (%v); salvage copies what is readable into a new journal", j.path, ErrDamaged, *d)
 	}
 	return nil
 }

@@ -367,7 +367,7 @@ func (s *Service) Abandon(id journal.ID, why error) error {
 	}
 	defer s.release(id)
 	return s.j.SetRunStatus(id, journal.RunBlocked, &journal.Error{Code: CodeCannotResume,
-		Message: fmt.Sprintf("%v; fix it, then: mcpflow resume %s", why, id.Short())})
+		Message: fmt.Sprintf("%v; fix it, then resume the run", why)})
 }
 
 // Release lets another worker take a run this process holds but does not

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
@@ -63,6 +64,8 @@ func worded(err error, served bool) error {
 			run = ", run " + id.Short()
 		}
 		return &exitError{code: exitJournal, err: fmt.Errorf("the journal is held by '%s' (pid %s%s), which runs one run at a time: wait for it to end with --wait, or start 'mcpflow server' in the workspace to run several at once", f["command"], f["pid"], run)}
+	case errors.Is(err, journal.ErrDamaged) && !strings.Contains(err.Error(), "salvage OUT"):
+		return fmt.Errorf("%w; copy what is readable with 'mcpflow journal salvage OUT'", err)
 	case errors.Is(err, journal.ErrLocked):
 		return fmt.Errorf("%w; wait for it with --wait (run, resume, call), or start 'mcpflow server' in the workspace: every command then goes through it", err)
 	case errors.Is(err, service.ErrNotRunning) && !served:

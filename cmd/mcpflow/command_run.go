@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpflow/mcpflow/api"
+	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 	"github.com/mcpflow/mcpflow/workflow"
@@ -191,6 +192,10 @@ func reportEnd(w io.Writer, rep *service.Report) {
 		reportBlocked(w, rep)
 	case journal.RunCancelled:
 		fmt.Fprintf(w, "mcpflow: run %s was interrupted; continue it with: mcpflow resume %s\n", rep.Run.ID.Short(), rep.Run.ID.Short())
+	case journal.RunFailed:
+		if e := rep.Run.Error; e != nil && e.Code == engine.CodeServerUnavailable {
+			fmt.Fprintf(w, "mcpflow: once the server is back, continue it with: mcpflow resume %s\n", rep.Run.ID.Short())
+		}
 	}
 }
 
