@@ -24,8 +24,20 @@ type Code struct {
 }
 
 // codes is the table of codes, most specific first: an error takes the
-// first code one of whose errors it is.
+// first code whose first error it is.
 var codes = []Code{
+	// A journal that fails wins over what the request asked: the error
+	// that ended the command is the journal's (as an exit code, 4).
+	{"journal_busy", http.StatusConflict, 4, []error{ErrBusy, journal.ErrLocked}},
+	{"journal_locked", http.StatusServiceUnavailable, 4, []error{journal.ErrLocked}},
+	{"journal_damaged", http.StatusServiceUnavailable, 4, []error{journal.ErrDamaged}},
+	{"journal_inaccessible", http.StatusServiceUnavailable, 4, []error{journal.ErrInaccessible}},
+	{"not_a_journal", http.StatusServiceUnavailable, 4, []error{journal.ErrNotJournal}},
+	{"foreign_log", http.StatusServiceUnavailable, 4, []error{journal.ErrForeignLog}},
+	{"newer_schema", http.StatusServiceUnavailable, 4, []error{journal.ErrNewerSchema}},
+	{"journal_failure", http.StatusServiceUnavailable, 4, []error{ErrJournal}},
+	{"stopping", http.StatusServiceUnavailable, 4, []error{ErrStopping}},
+	{"unreachable", http.StatusServiceUnavailable, 4, []error{ErrUnreachable}},
 	{"trust_flag_needed", http.StatusBadRequest, 2, []error{ErrTrustFlagNeeded, ErrInvalid}},
 	{"not_found", http.StatusNotFound, 2, []error{journal.ErrNotFound, ErrInvalid}},
 	{"ambiguous", http.StatusBadRequest, 2, []error{journal.ErrAmbiguous, ErrInvalid}},
@@ -38,16 +50,6 @@ var codes = []Code{
 	{"workflow_invalid", http.StatusBadRequest, 2, []error{workflow.ErrInvalid}},
 	{"input_invalid", http.StatusBadRequest, 2, []error{workflow.ErrInput}},
 	{"config_invalid", http.StatusBadRequest, 2, []error{servers.ErrConfig}},
-	{"journal_busy", http.StatusConflict, 4, []error{ErrBusy, journal.ErrLocked}},
-	{"journal_locked", http.StatusServiceUnavailable, 4, []error{journal.ErrLocked}},
-	{"journal_damaged", http.StatusServiceUnavailable, 4, []error{journal.ErrDamaged}},
-	{"journal_inaccessible", http.StatusServiceUnavailable, 4, []error{journal.ErrInaccessible}},
-	{"not_a_journal", http.StatusServiceUnavailable, 4, []error{journal.ErrNotJournal}},
-	{"foreign_log", http.StatusServiceUnavailable, 4, []error{journal.ErrForeignLog}},
-	{"newer_schema", http.StatusServiceUnavailable, 4, []error{journal.ErrNewerSchema}},
-	{"journal_failure", http.StatusServiceUnavailable, 4, []error{ErrJournal}},
-	{"stopping", http.StatusServiceUnavailable, 4, []error{ErrStopping}},
-	{"unreachable", http.StatusServiceUnavailable, 4, []error{ErrUnreachable}},
 	{"interrupted", http.StatusServiceUnavailable, 130, []error{context.Canceled}},
 	// The doors of a TCP listener, written by the server before any
 	// handler runs.
