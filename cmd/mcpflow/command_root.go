@@ -1,19 +1,16 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/itchyny/gojq"
 	"github.com/spf13/cobra"
 
 	"github.com/mcpflow/mcpflow/client"
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/server"
 	"github.com/mcpflow/mcpflow/service"
 	"github.com/mcpflow/mcpflow/telemetry"
 	"github.com/mcpflow/mcpflow/trust"
@@ -225,46 +222,6 @@ func (g *globals) backend(mode journalMode) (service.API, func(), error) {
 		return nil, nil, err
 	}
 	return &service.Local{Service: svc, Shared: journal.IsPostgres(g.journalPath)}, done, nil
-}
-
-// owner returns what a command that runs (run, resume, call) works
-// through: the server's API when a process serves the journal, else the
-// service here, which then holds the journal and serves the same API on
-// the workspace socket for as long as the command goes (other terminals
-// list, watch, cancel, approve and resolve through it; a second run is
-// told who holds the journal). command says what holds it, never with
-// its arguments' values. A journal several processes share (PostgreSQL)
-// needs no owner: the service here is enough.
-func (g *globals) owner(command string) (service.API, func(), error) {
-	if g.served() || journal.IsPostgres(g.journalPath) {
-		return g.backend(writeJournal)
-	}
-	svc, done, err := g.service(writeJournal)
-	if err != nil {
-		return nil, nil, err
-	}
-	local := &service.Local{Service: svc}
-	srv, err := server.New(&server.Options{
-		Service: svc, Workspace: g.workspace, Socket: g.socketPath(), By: osUser(),
-		Owner: &server.Owner{PID: os.Getpid(), Command: command},
-	})
-	if err == nil {
-		err = srv.Start()
-	}
-	if err != nil {
-		// Not served (another process took the socket first, a directory
-		// that cannot hold one): the command goes on without; the journal's
-		// lock says the rest.
-		return local, done, nil
-	}
-	local.Observe = srv.Publish
-	return local, func() {
-		// The socket goes before the journal is let go.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Stop(ctx)
-		done()
-	}, nil
 }
 
 // served reports whether `mcpflow server` owns the journal: something

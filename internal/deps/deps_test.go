@@ -2,8 +2,11 @@ package deps
 
 import (
 	"encoding/json"
+	"go/parser"
+	"go/token"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -122,6 +125,42 @@ func TestPackageGraph(t *testing.T) {
 		for _, imp := range imports {
 			if strings.HasPrefix(imp, "cmd/") {
 				t.Errorf("%s imports %s: nothing imports a command", name, imp)
+			}
+		}
+	}
+}
+
+// TestCommandsSpeakTheContract: cmd/mcpflow holds flags, prompts and
+// printing; it reaches the journal through service.API. Two files wire
+// the HTTP server in: command_server.go (mcpflow server) and owner.go (a
+// command that holds the journal serves it). No other file of the command
+// imports server; only command_root.go picks the client.
+func TestCommandsSpeakTheContract(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", module+"/cmd/mcpflow").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var p struct {
+		Dir     string
+		GoFiles []string
+	}
+	if err := json.Unmarshal(out, &p); err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string][]string{
+		module + "/server": {"command_server.go", "owner.go"},
+		module + "/client": {"command_root.go"},
+	}
+	fset := token.NewFileSet()
+	for _, name := range p.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			path := strings.Trim(imp.Path.Value, `"`)
+			if files, ok := allowed[path]; ok && !slices.Contains(files, name) {
+				t.Errorf("cmd/mcpflow/%s imports %s: only %v may", name, path, files)
 			}
 		}
 	}

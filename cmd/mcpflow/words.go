@@ -1,39 +1,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
-
-// whileHeld runs fn again, with wait, while another process holds the
-// journal: until the command that holds it ends (it serves the journal
-// and refuses a second run), or, when nothing serves it, until its lock
-// is free. ctx (the first Ctrl-C) stops waiting.
-func (g *globals) whileHeld(ctx context.Context, s ioStreams, wait bool, fn func() error) error {
-	said := false
-	for {
-		err := fn()
-		if !wait || !(errors.Is(err, journal.ErrLocked) || errors.Is(err, service.ErrUnreachable) || errors.Is(err, service.ErrStopping)) {
-			return err
-		}
-		if !said {
-			fmt.Fprintf(s.Err, "mcpflow: %v; waiting for it to end (--wait)\n", err)
-			said = true
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-		g.serving = nil // asked again: the owner may be gone
-	}
-}
 
 // worded is err as the CLI words it: the service and the client return
 // what happened, as codes and fields; the next step a user can take from
