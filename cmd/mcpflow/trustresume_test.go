@@ -111,3 +111,33 @@ func ptyKeys(t *testing.T, c *cli, question, keys string, args ...string) (int, 
 	}
 	return code, out.String()
 }
+
+// TestResumeAsksThroughAServer: through mcpflow server, resume refuses a
+// run started with --trust-workspace the same way (exit 2, the same
+// sentinel read back from the wire), advises only what goes through a
+// server (not the flag it refuses), and on a terminal asks the same
+// question; yes resumes it in the server.
+func TestResumeAsksThroughAServer(t *testing.T) {
+	c := newCLI(t)
+	hello := repoFile("examples", "workflows", "hello.yaml")
+	c.env = []string{"MCPFLOW_DEMO_FAULT=reject-before-commit", "MCPFLOW_DEMO_FAULT_TOOL=ledger_append"}
+	if r := c.run("run", hello, "--trust-workspace"); r.code != exitFailed {
+		t.Fatalf("run: exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	c.env = nil
+	id := strings.TrimSpace(c.run("runs", "list", "--jq", ".[0].id").stdout)[:18]
+	srv, wait := c.startServer()
+	defer c.stopServer(srv, wait)
+
+	r := c.run("resume", id)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "was started with --trust-workspace") || !strings.Contains(r.stderr, "--untrusted") {
+		t.Errorf("resume through the server: exit %d, want 2 naming --untrusted\n%s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr, "resume with --trust-workspace") {
+		t.Errorf("through the server, the refusal advises the flag the server refuses:\n%s", r.stderr)
+	}
+	code, out := ptyAnswer(t, c, "Resume without workspace trust? [y/N] ", "y", "resume", id)
+	if code == exitUsage || strings.Contains(out, "not resumed") || !strings.Contains(out, "run "+id) {
+		t.Errorf("answered yes through the server: exit %d\n%s", code, out)
+	}
+}
