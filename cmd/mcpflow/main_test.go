@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(asMainEnv) == "1" {
 		killAfterCommit(os.Getenv(killAfterCommitEnv), os.Getenv(killAfterApplyEnv))
-		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		os.Exit(runRecorded(os.Args[1:]))
 	}
 	testscript.Main(m, map[string]func(){
 		"mcpflow": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },

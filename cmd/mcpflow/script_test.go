@@ -18,8 +18,20 @@ import (
 )
 
 // TestScripts runs the user journeys in testdata/script/*.txtar: each is a
-// shell-like script of mcpflow commands with their expected output.
-func TestScripts(t *testing.T) { runScripts(t, nil, nil) }
+// shell-like script of mcpflow commands with their expected output. (With
+// them runs resume-prompt, kept in script_served_test.go beside the
+// command that puts resume on a terminal.) Each script's transcript (what
+// each mcpflow command printed, and its exit code) is kept for
+// TestScriptsThroughServer, which compares it with the same script's
+// through a server.
+func TestScripts(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "script", "*.txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, resumePromptScript(t))
+	runScripts(t, files, recordLocal(t))
+}
 
 // TestScriptsOnPostgres runs the same journeys with the journal in
 // PostgreSQL (MCPFLOW_JOURNAL, a schema of its own per script): the same
@@ -32,7 +44,7 @@ func TestScriptsOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	files = slices.DeleteFunc(files, func(f string) bool { return strings.HasSuffix(f, "validate-errors.txtar") })
-	runScripts(t, files, func(env *testscript.Env) {
+	runScripts(t, files, func(env *testscript.Env) error {
 		location := journaltest.PostgresURL(t)
 		env.Setenv("MCPFLOW_JOURNAL", location)
 		env.Defer(func() {
@@ -52,12 +64,83 @@ func TestScriptsOnPostgres(t *testing.T) {
 				env.T().Fatal(fmt.Sprintf("journal check on PostgreSQL: %v %v", probs, err))
 			}
 		})
+		return nil
 	})
 }
 
-// runScripts runs files (all of testdata/script when nil), with setup
-// adding to each script's environment.
-func runScripts(t *testing.T, files []string, setup func(*testscript.Env)) {
+// TestScriptsThroughServer runs the scripts again, each with a real
+// mcpflow server started in its work directory first, so that every other
+// mcpflow command goes through it as a client, and fails when a command
+// prints anything different from what it printed in process (ids, times,
+// durations and the work directory normalised) or exits differently — the
+// way journaltest.Each runs the journal's tests on both engines.
+//
+// The in-process transcripts are TestScripts', when it ran before in this
+// process (it is declared first) and the script passed; otherwise the
+// scripts run in process here first. throughServer says how each script
+// runs through a server, or why it does not; knownDifferences lists the
+// commands that print differently today.
+func TestScriptsThroughServer(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "script", "*.txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, resumePromptScript(t))
+	var served, missing []string
+	for _, f := range files {
+		name := scriptName(f)
+		how, ok := throughServer[name]
+		if !ok {
+			t.Errorf("script %s: say in throughServer how it runs through a server, or why it does not", name)
+			continue
+		}
+		if how.skip != "" {
+			continue
+		}
+		served = append(served, f)
+		if scriptsInProcess.get(name) == nil {
+			missing = append(missing, f)
+		}
+	}
+	for _, k := range knownDifferences {
+		if !slices.ContainsFunc(served, func(f string) bool { return scriptName(f) == k.script }) {
+			t.Errorf("knownDifferences: script %s does not run through a server", k.script)
+		}
+	}
+	if len(missing) > 0 {
+		t.Run("in-process", func(t *testing.T) { runScripts(t, missing, recordLocal(t)) })
+	}
+	var through transcripts
+	t.Run("served", func(t *testing.T) {
+		keep := recordTo(t, &through, false)
+		runScripts(t, comparedOnly(t, served), func(env *testscript.Env) error {
+			if err := keep(env); err != nil {
+				return err
+			}
+			return serveScript(env)
+		})
+	})
+	for _, f := range served {
+		name := scriptName(f)
+		in, out := scriptsInProcess.get(name), through.get(name)
+		if in == nil || out == nil {
+			continue // it failed in process, or did not start: that failure says enough
+		}
+		if throughServer[name].stopAt != "" && len(out.recs) < len(in.recs) {
+			in = &transcript{work: in.work, recs: in.recs[:len(out.recs)]}
+		}
+		compareTranscripts(t, name, in, out)
+	}
+}
+
+// scriptEnvKey is the Env.Values key of the script's environment as Setup
+// left it (ptyexec starts mcpflow with it).
+type scriptEnvKey struct{}
+
+// runScripts runs files (all of testdata/script when nil); setup, called
+// once the common variables are set, adds to each script's environment
+// and may start what the script needs.
+func runScripts(t *testing.T, files []string, setup func(*testscript.Env) error) {
 	examples, err := filepath.Abs(repoFile("examples", "workflows"))
 	if err != nil {
 		t.Fatal(err)
@@ -70,20 +153,26 @@ func runScripts(t *testing.T, files []string, setup func(*testscript.Env)) {
 		Dir:   dir,
 		Files: files,
 		Setup: func(env *testscript.Env) error {
-			if setup != nil {
-				setup(env)
-			}
 			// mcpflow starts the builtin demo server as "<its executable>
 			// demo-server"; here that executable is the test binary.
 			env.Setenv(asMainEnv, "1")
 			env.Setenv("NO_COLOR", "1")
 			env.Setenv("EXAMPLES", examples)
 			env.Setenv("XDG_CONFIG_HOME", filepath.Join(env.WorkDir, ".config"))
+			if setup != nil {
+				if err := setup(env); err != nil {
+					return err
+				}
+			}
+			env.Values[scriptEnvKey{}] = slices.Clone(env.Vars)
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
 			"waitfor":  waitFor,
 			"serverup": serverUp,
+			"ptyexec":  ptyExec,
+			"serve":    serveCmd,
+			"anyexit":  anyExit,
 		},
 	})
 }
@@ -110,19 +199,32 @@ func serverUp(ts *testscript.TestScript, neg bool, args []string) {
 	if neg || len(args) != 0 {
 		ts.Fatalf("usage: serverup")
 	}
-	sock := ts.MkAbs(filepath.Join(".mcpflow", "mcpflow.sock"))
+	if err := waitServer(ts.MkAbs(filepath.Join(".mcpflow", "mcpflow.sock")), 30*time.Second, nil); err != nil {
+		ts.Fatalf("%v", err)
+	}
+}
+
+// waitServer waits, up to d, until GET /api/health answers 200 on the
+// unix socket sock, or until exited (nil: never) is closed.
+func waitServer(sock string, d time.Duration, exited <-chan struct{}) error {
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	defer client.CloseIdleConnections()
+	for deadline := time.Now().Add(d); ; time.Sleep(20 * time.Millisecond) {
 		if resp, err := client.Get("http://mcpflow/api/health"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
 		}
+		select {
+		case <-exited:
+			return fmt.Errorf("mcpflow server exited before it answered on %s", sock)
+		default:
+		}
 		if time.Now().After(deadline) {
-			ts.Fatalf("mcpflow server never answered on %s", sock)
+			return fmt.Errorf("mcpflow server never answered on %s", sock)
 		}
 	}
 }
