@@ -123,6 +123,15 @@ type ResolveRequest struct {
 	Result json.RawMessage `json:"result,omitempty"`
 }
 
+// Health is what GET /api/health answers: whether the process serves,
+// and, when it is a command that holds the journal for one run, who it is
+// (pid, command, run).
+type Health struct {
+	OK       bool              `json:"ok"`
+	Stopping bool              `json:"stopping"`
+	Owner    map[string]string `json:"owner,omitempty"`
+}
+
 // Resumable lists the runs that `resume --all` continues, by the
 // service's rule (service.Service.Resumable).
 type Resumable struct {

@@ -66,14 +66,20 @@ const probeTimeout = 2 * time.Second
 // On reports whether an mcpflow server answers on socket. A socket
 // nothing answers on is stale (its server died) and is ignored.
 func On(socket string) bool {
+	h, ok := Probe(socket)
+	return ok && h.OK
+}
+
+// Probe asks the process serving on socket how it is: false when nothing
+// answers (no socket, or a stale one).
+func Probe(socket string) (api.Health, bool) {
 	c := New(socket, nil)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	var health struct {
-		OK bool `json:"ok"`
-	}
-	return c.do(ctx, http.MethodGet, "/api/health", nil, &health) == nil && health.OK
+	var h api.Health
+	err := c.do(ctx, http.MethodGet, "/api/health", nil, &h)
+	return h, err == nil
 }
 
 // do sends a request with body as JSON (nil: none) and decodes the answer

@@ -22,9 +22,9 @@ import (
 func (s *Server) Handler(tcp bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) {
-		health := map[string]any{"ok": true, "stopping": s.stopping.Load()}
+		health := api.Health{OK: true, Stopping: s.stopping.Load()}
 		if err := s.busy(); err != nil {
-			health["owner"] = service.FieldsOf(err)
+			health.Owner = service.FieldsOf(err)
 		}
 		writeJSON(w, http.StatusOK, health)
 	})

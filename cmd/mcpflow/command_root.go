@@ -240,6 +240,9 @@ func (g *globals) exclusive(command string) error {
 	if !g.served() {
 		return nil
 	}
+	if h, _ := client.Probe(g.socketPath()); h.Owner != nil {
+		return &exitError{code: exitJournal, err: fmt.Errorf("%s needs the journal to itself, and '%s' (pid %s) holds it: run it again once that command ended", command, h.Owner["command"], h.Owner["pid"])}
+	}
 	return &exitError{code: exitJournal, err: fmt.Errorf("%s needs the journal to itself, and mcpflow server owns it (socket %s): stop mcpflow server first", command, g.socketPath())}
 }
 

@@ -88,6 +88,9 @@ steps:
 	if r.code != exitJournal {
 		t.Errorf("second run: exit %d, want %d", r.code, exitJournal)
 	}
+	if r := c.run("journal", "compact"); r.code != exitJournal || !strings.Contains(r.stderr, "'mcpflow run "+slow+"' (pid "+pid+") holds it") {
+		t.Errorf("journal compact while the run goes: exit %d, want %d naming the run\n%s", r.code, exitJournal, r.stderr)
+	}
 	waiter := c.command("resume", shipID, "--wait")
 	var waiterOut, waiterErr lockedBuffer
 	waiter.Stdout, waiter.Stderr = &waiterOut, &waiterErr
