@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,7 +93,17 @@ func (c *Client) do(ctx context.Context, method, path string, body, out any) err
 		_, err = io.Copy(io.Discard, resp.Body)
 		return err
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("mcpflow server: %s %s: %w", method, path, err)
+	}
+	// The server indents its answers for people; the records' raw JSON
+	// (arguments, results, annotations) is compact as journaled.
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, b); err != nil {
+		return fmt.Errorf("mcpflow server: %s %s: %w", method, path, err)
+	}
+	if err := json.Unmarshal(compact.Bytes(), out); err != nil {
 		return fmt.Errorf("mcpflow server: %s %s: %w", method, path, err)
 	}
 	return nil
@@ -376,17 +385,14 @@ func (c *Client) Check() ([]journal.Problem, error) {
 
 // submitRequest types a run's inputs here, where --input @FILE and
 // MCPFLOW_INPUT_* are the user's, and sends the workflow's text, read here
-// as the user, named by its absolute path (the server reads files only
-// from its workspace).
+// as the user, named by its path as typed, as a run here names it (the
+// server reads nothing by that name).
 func (c *Client) submitRequest(req service.RunRequest) (api.SubmitRequest, error) {
 	if req.TrustWorkspace {
 		return api.SubmitRequest{}, service.ErrNoTrustOverAPI
 	}
-	file, err := filepath.Abs(req.File)
-	if err != nil {
-		return api.SubmitRequest{}, err
-	}
 	if req.Source == nil {
+		var err error
 		if req.Source, err = workflow.ReadFile(req.File); err != nil {
 			return api.SubmitRequest{}, err
 		}
@@ -395,7 +401,7 @@ func (c *Client) submitRequest(req service.RunRequest) (api.SubmitRequest, error
 	if err != nil {
 		return api.SubmitRequest{}, err
 	}
-	return api.SubmitRequest{File: file, Source: string(req.Source), Inputs: inputs}, nil
+	return api.SubmitRequest{File: req.File, Source: string(req.Source), Inputs: inputs}, nil
 }
 
 // Submit starts a workflow in the server and returns its run id.
@@ -447,20 +453,16 @@ func (c *Client) Call(ctx context.Context, req service.CallRequest) (*service.Re
 	if req.ArgsJSON != "" {
 		var obj map[string]any
 		if err := json.Unmarshal([]byte(req.ArgsJSON), &obj); err != nil {
-			return nil, service.Invalidf("arguments: not a JSON object: %v", err)
+			return nil, service.Invalidf("--args: not a JSON object: %v", err)
 		}
 		body.Arguments = json.RawMessage(req.ArgsJSON)
 	}
 	if req.Workflow != "" {
-		abs, err := filepath.Abs(req.Workflow)
-		if err != nil {
-			return nil, err
-		}
 		src, err := workflow.ReadFile(req.Workflow)
 		if err != nil {
 			return nil, err
 		}
-		body.Workflow, body.WorkflowSource = abs, string(src)
+		body.Workflow, body.WorkflowSource = req.Workflow, string(src)
 	}
 	rep, _, err := c.start(ctx, "/api/calls", body, req.Events)
 	return rep, err

@@ -294,20 +294,6 @@ var knownDifferences = []struct {
 	script, command string
 	replace         []string // pairs: the text in process, the text through a server
 }{
-	// runs show names the workflow file as given in process, by its
-	// absolute path through a server.
-	{"approve-reject", "runs show <id*:13>", []string{
-		"Workflow:  ship (ship.yaml)", "Workflow:  ship ($WORK/ship.yaml)"}},
-	{"blocked-resolve-resume", "runs show <id*:13>", []string{
-		"Workflow:  pay (pay.yaml)", "Workflow:  pay ($WORK/pay.yaml)"}},
-	// journal show prints journaled JSON (arguments, structured content,
-	// annotations) as it was journaled in process, and re-indented over
-	// several lines through a server.
-	{"content", "journal show <id*:13> --payload", []string{
-		"Arguments:\n  {\"entry\":\"x\"}\n", "Arguments:\n  {\n    \"entry\": \"x\"\n  }\n",
-		"Structured content:\n  {\"row\":1}\n", "Structured content:\n  {\n      \"row\": 1\n    }\n"}},
-	{"trust-replay", "journal show <id*:18>", []string{
-		"Annotations:  {\"idempotentHint\":true}\n", "Annotations:  {\n    \"idempotentHint\": true\n  }\n"}},
 	// Not a bug: resume's refusal of a run started with --trust-workspace
 	// (and its question, on a terminal) names the choices, and through a
 	// server that flag is not one (trustChoices).
