@@ -62,7 +62,7 @@ func (s *Service) Call(ctx context.Context, req CallRequest) (*Report, error) {
 	}
 	b, _ := json.Marshal(args)
 	if err := tool.Validate(b); err != nil {
-		return nil, invalid("%v (see 'mcpflow servers tools %s %s')", err, req.Server, req.Tool)
+		return nil, &invalidError{msg: err.Error(), fields: map[string]string{"server": req.Server, "tool": req.Tool}}
 	}
 	wf, err := workflow.Call(req.Server, req.Tool, args, set)
 	if err != nil {

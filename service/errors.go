@@ -95,6 +95,30 @@ func (e *BusyError) Fields() map[string]string {
 	return f
 }
 
+// RunningError is ErrRunning for one run: going in this service, or held
+// by another worker (Held says by what).
+type RunningError struct {
+	Run  journal.ID
+	Held error
+}
+
+func (e *RunningError) Error() string {
+	if e.Held != nil {
+		return fmt.Sprintf("run %s is running: %v", e.Run.Short(), e.Held)
+	}
+	return fmt.Sprintf("run %s is running", e.Run.Short())
+}
+
+func (e *RunningError) Unwrap() []error { return []error{ErrRunning, ErrInvalid} }
+
+func (e *RunningError) Fields() map[string]string {
+	f := map[string]string{"run": e.Run.String()}
+	if e.Held != nil {
+		f["where"] = "another worker"
+	}
+	return f
+}
+
 // journalFailed marks an error of the engine, which fails only when the
 // journal does.
 func journalFailed(err error) error {
@@ -104,12 +128,16 @@ func journalFailed(err error) error {
 	return fmt.Errorf("%w: %w", ErrJournal, err)
 }
 
-// invalidError is an ErrInvalid with its own message, and the error that
-// caused it, if any.
+// invalidError is an ErrInvalid with its own message, the error that
+// caused it, if any, and fields that say more, as data (see Fielder).
 type invalidError struct {
-	msg   string
-	cause error
+	msg    string
+	cause  error
+	fields map[string]string
 }
+
+// Fields are the error's fields: nil for most.
+func (e *invalidError) Fields() map[string]string { return e.fields }
 
 func (e *invalidError) Error() string { return e.msg }
 func (e *invalidError) Unwrap() []error {

@@ -163,8 +163,7 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if !s.reserve(id, cancel) {
-		return nil, &invalidError{cause: ErrRunning, msg: fmt.Sprintf(
-			"run %s is running: follow it with 'mcpflow runs watch %s', or cancel it with 'mcpflow runs cancel %s'", id.Short(), id.Short(), id.Short())}
+		return nil, &RunningError{Run: id}
 	}
 	defer s.unreserve(id)
 	if err := s.acquire(id); err != nil {

@@ -144,7 +144,7 @@ func (s *Service) acquire(id journal.ID) error {
 	}
 	err := sh.Acquire(id)
 	if errors.Is(err, journal.ErrHeld) {
-		return &invalidError{cause: ErrRunning, msg: fmt.Sprintf("%v: follow it with 'mcpflow runs watch %s' where that worker serves", err, id.Short())}
+		return &RunningError{Run: id, Held: err}
 	}
 	return err
 }
@@ -357,7 +357,7 @@ func (s *Service) findRun(ref string) (journal.ID, error) {
 	}
 	id, err := s.j.FindRun(ref)
 	if err != nil {
-		return journal.ID{}, &invalidError{msg: fmt.Sprintf("%v (list runs with 'mcpflow runs list')", err), cause: err}
+		return journal.ID{}, &invalidError{msg: err.Error(), cause: err, fields: map[string]string{"kind": "run", "ref": ref}}
 	}
 	return id, nil
 }

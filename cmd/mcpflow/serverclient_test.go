@@ -98,7 +98,7 @@ func TestServerClient(t *testing.T) {
 		t.Fatalf("runs show: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	r = c.run("resume", id)
-	if r.code != exitUsage || !strings.Contains(r.stderr, "is running: follow it with 'mcpflow runs watch") {
+	if r.code != exitUsage || !strings.Contains(r.stderr, "is running; follow it with 'mcpflow runs watch") {
 		t.Fatalf("resume of a run going: exit %d, stderr %q; want 2 and how to watch it", r.code, r.stderr)
 	}
 

@@ -31,6 +31,21 @@ func worded(err error, served bool) error {
 		return usageError("--trust-workspace does not go through mcpflow server, which never grants trust over its API: trust the workspace (mcpflow trust add), or stop the server and run without it")
 	case errors.Is(err, service.ErrNotShared):
 		return usageError("--detach needs mcpflow server: a run started here ends with this command (start 'mcpflow server' in the workspace, or share a PostgreSQL journal with workers, then run again)")
+	case errors.Is(err, service.ErrRunning) && service.FieldsOf(err)["run"] != "":
+		f := service.FieldsOf(err)
+		id := f["run"]
+		if rid, err := journal.ParseID(id); err == nil {
+			id = rid.Short()
+		}
+		if f["where"] != "" {
+			return fmt.Errorf("%w; follow it with 'mcpflow runs watch %s' where that worker serves", err, id)
+		}
+		return fmt.Errorf("%w; follow it with 'mcpflow runs watch %s', or cancel it with 'mcpflow runs cancel %s'", err, id, id)
+	case errors.Is(err, journal.ErrNotFound) && service.FieldsOf(err)["kind"] == "run":
+		return fmt.Errorf("%w (list runs with 'mcpflow runs list')", err)
+	case errors.Is(err, service.ErrInvalid) && service.FieldsOf(err)["tool"] != "":
+		f := service.FieldsOf(err)
+		return fmt.Errorf("%w (see 'mcpflow servers tools %s %s')", err, f["server"], f["tool"])
 	case errors.Is(err, service.ErrBusy):
 		f := service.FieldsOf(err)
 		run := ""
