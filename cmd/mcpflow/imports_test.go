@@ -113,12 +113,7 @@ func TestShadowingAndIgnoredKeysAreVisible(t *testing.T) {
 // server.
 func TestVSCodeInputAskedOnATerminal(t *testing.T) {
 	c := newCLI(t)
-	mcp := filepath.Join(c.workspace, ".vscode", "mcp.json")
-	c.writeFile(mcp, `{
-  "inputs": [{"type": "promptString", "id": "ledger", "description": "Ledger file", "password": true}],
-  "servers": {"keyed": {"command": "${env:MCPFLOW_EXE}", "args": ["demo-server"], "env": {"MCPFLOW_TEST_AS_MAIN": "1", "MCPFLOW_DEMO_LEDGER": "${input:ledger}"}}}
-}`)
-	c.env = []string{"MCPFLOW_EXE=" + c.exe()}
+	mcp := keyedByInput(c)
 	code, out := ptyAnswer(t, c, "server keyed asks for a VS Code input (MCPFLOW_INPUT_LEDGER): ", "typed-ledger.jsonl", "call", "keyed", "ledger_append", "--servers", mcp, "--arg", "entry=e")
 	if code != 0 || strings.Contains(out, "typed-ledger.jsonl") {
 		t.Errorf("exit %d; the answer must not be echoed:\n%s", code, out)
@@ -128,17 +123,24 @@ func TestVSCodeInputAskedOnATerminal(t *testing.T) {
 	}
 }
 
-// TestVSCodeInputQuestionEndsOnCtrlC: Ctrl-C at the question ends the
-// command as interrupted, with nothing started, and does not wait for a
-// line that will never come.
-func TestVSCodeInputQuestionEndsOnCtrlC(t *testing.T) {
-	c := newCLI(t)
+// keyedByInput writes a VS Code mcp.json whose server keyed (the demo)
+// keeps its ledger where the input ledger says, and returns its path.
+func keyedByInput(c *cli) string {
 	mcp := filepath.Join(c.workspace, ".vscode", "mcp.json")
 	c.writeFile(mcp, `{
   "inputs": [{"type": "promptString", "id": "ledger", "description": "Ledger file", "password": true}],
   "servers": {"keyed": {"command": "${env:MCPFLOW_EXE}", "args": ["demo-server"], "env": {"MCPFLOW_TEST_AS_MAIN": "1", "MCPFLOW_DEMO_LEDGER": "${input:ledger}"}}}
 }`)
 	c.env = []string{"MCPFLOW_EXE=" + c.exe()}
+	return mcp
+}
+
+// TestVSCodeInputQuestionEndsOnCtrlC: Ctrl-C at the question ends the
+// command as interrupted, with nothing started, and does not wait for a
+// line that will never come.
+func TestVSCodeInputQuestionEndsOnCtrlC(t *testing.T) {
+	c := newCLI(t)
+	mcp := keyedByInput(c)
 	code, out := ptyKeys(t, c, "server keyed asks for a VS Code input (MCPFLOW_INPUT_LEDGER): ", "\x03", "call", "keyed", "ledger_append", "--servers", mcp, "--arg", "entry=e")
 	if code != exitInterrupted {
 		t.Errorf("exit %d, want %d:\n%s", code, exitInterrupted, out)

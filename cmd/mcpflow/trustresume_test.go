@@ -17,12 +17,7 @@ import (
 // question is asked.
 func TestResumeKeepsTheTrustItStartedWith(t *testing.T) {
 	c := newCLI(t)
-	hello := repoFile("examples", "workflows", "hello.yaml")
-	c.env = []string{"MCPFLOW_DEMO_FAULT=reject-before-commit", "MCPFLOW_DEMO_FAULT_TOOL=ledger_append"}
-	if r := c.run("run", hello, "--trust-workspace"); r.code != exitFailed {
-		t.Fatalf("run: exit %d, want 1\n%s", r.code, r.stderr)
-	}
-	c.env = nil
+	failTrusted(c)
 	j := c.openJournal()
 	run, before := c.onlyRun(j)
 	j.Close()
@@ -61,6 +56,18 @@ func TestResumeKeepsTheTrustItStartedWith(t *testing.T) {
 	if r := c.run("resume", id); r.code == exitUsage || strings.Contains(r.stderr, "--trust-workspace") {
 		t.Errorf("resume in a trusted workspace: exit %d\n%s", r.code, r.stderr)
 	}
+}
+
+// failTrusted runs hello.yaml with --trust-workspace in c's workspace,
+// which the trust store does not trust; its ledger_append fails, so the
+// run can be resumed.
+func failTrusted(c *cli) {
+	c.t.Helper()
+	c.env = []string{"MCPFLOW_DEMO_FAULT=reject-before-commit", "MCPFLOW_DEMO_FAULT_TOOL=ledger_append"}
+	if r := c.run("run", repoFile("examples", "workflows", "hello.yaml"), "--trust-workspace"); r.code != exitFailed {
+		c.t.Fatalf("run: exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	c.env = nil
 }
 
 // ptyAnswer runs mcpflow on a pseudo-terminal, answers the question when it
@@ -119,12 +126,7 @@ func ptyKeys(t *testing.T, c *cli, question, keys string, args ...string) (int, 
 // question; yes resumes it in the server.
 func TestResumeAsksThroughAServer(t *testing.T) {
 	c := newCLI(t)
-	hello := repoFile("examples", "workflows", "hello.yaml")
-	c.env = []string{"MCPFLOW_DEMO_FAULT=reject-before-commit", "MCPFLOW_DEMO_FAULT_TOOL=ledger_append"}
-	if r := c.run("run", hello, "--trust-workspace"); r.code != exitFailed {
-		t.Fatalf("run: exit %d, want 1\n%s", r.code, r.stderr)
-	}
-	c.env = nil
+	failTrusted(c)
 	id := strings.TrimSpace(c.run("runs", "list", "--jq", ".[0].id").stdout)[:18]
 	srv, wait := c.startServer()
 	defer c.stopServer(srv, wait)
