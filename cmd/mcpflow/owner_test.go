@@ -120,3 +120,48 @@ steps:
 		t.Errorf("the socket outlived its owners: %v", err)
 	}
 }
+
+// TestKilledOwnersSocketIsReplaced: a run killed with -9 leaves its socket
+// behind; other commands see nothing answers there and open the journal
+// themselves, and the next run replaces the stale socket and serves.
+func TestKilledOwnersSocketIsReplaced(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	slow := c.workflow("slow.yaml", `name: slow
+servers: {demo: {builtin: demo}}
+steps:
+  - {id: count, server: demo, tool: count_slowly, with: {n: 1000, delay_ms: 60}}
+`)
+	socket := filepath.Join(c.workspace, ".mcpflow", "mcpflow.sock")
+	serving := func(what string, done func() result) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); !client.On(socket); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				r := done()
+				t.Fatalf("%s never served on %s: exit %d\n%s", what, socket, r.code, r.stderr)
+			}
+		}
+	}
+	first, firstDone := c.background("run", slow)
+	serving("the first run", firstDone)
+	stale, err := os.Lstat(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Process.Kill()
+	firstDone()
+	if r := c.run("runs", "list", "--status", "running"); r.code != 0 || !strings.Contains(r.stdout, "slow") {
+		t.Errorf("runs list beside a stale socket: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	_, secondDone := c.background("run", slow)
+	serving("the second run", secondDone)
+	if now, err := os.Lstat(socket); err != nil || os.SameFile(now, stale) {
+		t.Errorf("the stale socket was not replaced: %v", err)
+	}
+	if r := c.run("runs", "cancel", strings.TrimSpace(c.run("runs", "list", "--status", "running", "--limit", "1", "--jq", ".[0].id").stdout)); r.code != 0 {
+		t.Errorf("runs cancel through the second run: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := secondDone(); r.code != exitInterrupted {
+		t.Errorf("the second run, cancelled: exit %d, want %d\n%s", r.code, exitInterrupted, r.stderr)
+	}
+}
