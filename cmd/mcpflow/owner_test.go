@@ -144,6 +144,19 @@ steps:
 	}
 	first, firstDone := c.background("run", slow)
 	serving("the first run", firstDone)
+	running := func() string {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			id := strings.TrimSpace(c.run("runs", "list", "--status", "running", "--limit", "1", "--jq", ".[0].id").stdout)
+			if id != "" && id != "null" {
+				return id
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no run ever showed as running")
+			}
+		}
+	}
+	running() // journaled: the kill leaves a run behind
 	stale, err := os.Lstat(socket)
 	if err != nil {
 		t.Fatal(err)
@@ -155,10 +168,18 @@ steps:
 	}
 	_, secondDone := c.background("run", slow)
 	serving("the second run", secondDone)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if strings.Contains(c.run("runs", "list", "--status", "running").stdout, "slow") && len(strings.Fields(c.run("runs", "list", "--status", "running", "--jq", ".[].id").stdout)) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second run never showed as running")
+		}
+	}
 	if now, err := os.Lstat(socket); err != nil || os.SameFile(now, stale) {
 		t.Errorf("the stale socket was not replaced: %v", err)
 	}
-	if r := c.run("runs", "cancel", strings.TrimSpace(c.run("runs", "list", "--status", "running", "--limit", "1", "--jq", ".[0].id").stdout)); r.code != 0 {
+	if r := c.run("runs", "cancel", running()); r.code != 0 {
 		t.Errorf("runs cancel through the second run: exit %d\n%s", r.code, r.stderr)
 	}
 	if r := secondDone(); r.code != exitInterrupted {
