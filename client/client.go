@@ -564,7 +564,11 @@ func (c *Client) follow(ctx context.Context, st *eventStream, id journal.ID, eve
 				events(ev)
 			}
 			if ev.Kind == engine.RunFinished {
-				return c.RunDetail(id.String())
+				rep, err := c.RunDetail(id.String())
+				if err != nil {
+					return nil, &service.LostError{Run: id, Err: err}
+				}
+				return rep, nil
 			}
 		}
 	}

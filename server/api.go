@@ -404,6 +404,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		run = rep.Run.ID.String()
+		if s.abandoned(rep.Run) {
+			writeErr(w, &service.AbandonedError{Run: rep.Run.ID})
+			return
+		}
 	}
 	sub, ok := s.hub.subscribe(run)
 	if !ok {

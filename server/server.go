@@ -202,6 +202,25 @@ func (s *Server) Publish(ev engine.Event) {
 	s.hub.publish(service.EventOf(ev))
 }
 
+// abandoned reports, in a server that is the API of the journal's owner
+// (Options.Owner), whether run is journaled as running though it goes
+// nowhere: not here, and the owner resumes nothing (a crashed process's
+// run). Asked twice, a moment apart: the owner's own run is journaled a
+// moment before it is known to go here.
+func (s *Server) abandoned(run *journal.Run) bool {
+	if s.o.Owner == nil || run.Status != journal.RunRunning {
+		return false
+	}
+	for range 2 {
+		if s.svc.Going(run.ID) {
+			return false
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	rep, err := s.svc.RunDetail(run.ID.String())
+	return err == nil && rep.Run.Status == journal.RunRunning && !s.svc.Going(run.ID)
+}
+
 // busy refuses to start a run in a server that is the API of the
 // journal's owner (Options.Owner), saying who holds the journal.
 func (s *Server) busy() error {
@@ -333,10 +352,17 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.stopping.Store(true)
 	close(s.quit)
 	s.working.Wait()
-	s.hub.close()
+	s.hub.close() // event streams end: their requests return
+	// Requests under way (a resolve, an approval, a run's last read by a
+	// client that followed it) finish, for a moment; then what is left
+	// is cut.
+	shut, cancel := context.WithTimeout(ctx, shutdownWait)
 	for _, srv := range s.servers {
-		srv.Close()
+		if srv.Shutdown(shut) != nil {
+			srv.Close()
+		}
 	}
+	cancel()
 	s.serving.Wait()
 	done := make(chan struct{})
 	go func() {
@@ -361,6 +387,9 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.removeSocket()
 	return nil
 }
+
+// shutdownWait is how long Stop lets requests under way finish.
+const shutdownWait = 2 * time.Second
 
 // removeSocket removes the socket listened on if it is still there: not a
 // file put in its place since.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpflow/mcpflow/engine"
@@ -61,22 +62,25 @@ type Local struct {
 	*Service
 	// Shared: the journal is one several processes share (PostgreSQL).
 	Shared bool
-	// Observe, when set, sees every event of the runs that go here,
-	// besides the request's Events: the journal owner's API streams them
-	// to other terminals.
-	Observe func(engine.Event)
+	// observe sees every event of the runs that go here (see Observe).
+	observe atomic.Pointer[func(engine.Event)]
 }
 
-// observed is events, seen by Observe too.
+// Observe has fn see every event of the runs that go here from now on,
+// besides the requests' Events: the journal owner's API streams them to
+// other terminals. It may be set while a run goes (once the journal is
+// open).
+func (l *Local) Observe(fn func(engine.Event)) { l.observe.Store(&fn) }
+
+// observed is events, seen by the observer too.
 func (l *Local) observed(events func(engine.Event)) func(engine.Event) {
-	if l.Observe == nil {
-		return events
-	}
 	return func(ev engine.Event) {
 		if events != nil {
 			events(ev)
 		}
-		l.Observe(ev)
+		if fn := l.observe.Load(); fn != nil {
+			(*fn)(ev)
+		}
 	}
 }
 
@@ -179,7 +183,20 @@ func (e *AbandonedError) Error() string {
 	return fmt.Sprintf("run %s is not going anywhere: the process that ran it stopped before it ended", e.Run.Short())
 }
 
+func (e *AbandonedError) Unwrap() error { return ErrAbandoned }
+
 func (e *AbandonedError) Fields() map[string]string { return map[string]string{"run": e.Run.String()} }
+
+// ErrAbandoned: a run is journaled as running, but nothing runs it.
+var ErrAbandoned = errors.New("run is abandoned")
+
+// Going reports whether run id goes in this service now.
+func (s *Service) Going(id journal.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.active[id]
+	return ok
+}
 
 // LostError: the process that serves the journal went away while the
 // caller followed a run there; the run goes on when it starts again.

@@ -43,6 +43,7 @@ var codes = []Code{
 	{"ambiguous", http.StatusBadRequest, 2, []error{journal.ErrAmbiguous, ErrInvalid}},
 	{"running", http.StatusConflict, 2, []error{ErrRunning, ErrInvalid}},
 	{"not_running", http.StatusConflict, 1, []error{ErrNotRunning}},
+	{"abandoned", http.StatusConflict, 1, []error{ErrAbandoned}},
 	{"nothing_to_resume", http.StatusConflict, 1, []error{ErrNothingToResume}},
 	{"not_shared", http.StatusConflict, 2, []error{ErrNotShared}},
 	{"forbidden", http.StatusForbidden, 2, []error{ErrForbidden}},

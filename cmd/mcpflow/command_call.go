@@ -68,7 +68,7 @@ notifications).
 }
 
 func runCall(ctx context.Context, o *callOptions) error {
-	svc, done, err := o.g.owner("mcpflow call " + o.server + " " + o.tool)
+	svc, done, err := o.g.owner("mcpflow call "+o.server+" "+o.tool, o.Err)
 	if err != nil {
 		return err
 	}

@@ -75,7 +75,7 @@ confirms.
 }
 
 func runResume(ctx context.Context, o *resumeOptions) error {
-	svc, done, err := o.g.owner("mcpflow resume")
+	svc, done, err := o.g.owner("mcpflow resume", o.Err)
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,10 @@ type globals struct {
 	// started is set once cobra accepted the command line and a command's
 	// own code runs; errors before that are usage errors.
 	started bool
+	// onOpen, when set, is called once the service has opened the journal
+	// for writing (its lock taken): the journal's owner serves from then
+	// on (owner.go). It must not call the service.
+	onOpen func(*service.Service)
 }
 
 func newRootCommand(g *globals) *cobra.Command {
@@ -167,6 +171,7 @@ const (
 // needs it, when a request first touches it: a request refused before (a
 // workflow that does not load) leaves no journal behind.
 func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
+	var svc *service.Service // set below, before any request opens the journal
 	o := &service.Options{Workspace: g.workspace, ServersFile: g.serversFile, TrustStore: g.trustStore()}
 	switch mode {
 	case readJournal:
@@ -191,14 +196,18 @@ func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
 			if testJournalOptions != nil {
 				testJournalOptions(jo)
 			}
-			return journal.OpenStore(g.journalPath, jo)
+			j, err := journal.OpenStore(g.journalPath, jo)
+			if err == nil && g.onOpen != nil {
+				g.onOpen(svc)
+			}
+			return j, err
 		}
 	}
-	s, err := service.New(nil, o)
+	svc, err := service.New(nil, o)
 	if err != nil {
 		return nil, nil, err
 	}
-	return s, func() { s.Close() }, nil
+	return svc, func() { svc.Close() }, nil
 }
 
 // backend returns what a command that uses the journal works through, and

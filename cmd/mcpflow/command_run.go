@@ -93,7 +93,7 @@ func runRun(ctx context.Context, o *runOptions) error {
 		}
 		return reportDryRun(o.g, o.ioStreams, calls)
 	}
-	b, done, err := o.g.owner("mcpflow run " + o.file)
+	b, done, err := o.g.owner("mcpflow run "+o.file, o.Err)
 	if err != nil {
 		return err
 	}

@@ -54,10 +54,18 @@ func runRunsWatch(ctx context.Context, o *runsWatchOptions) error {
 	progress := progressFor(o.g, o.Out)
 	defer progress.close()
 	followed := false // events come on this goroutine, from Watch
-	rep, err := b.Watch(ctx, o.run, func(ev engine.Event) {
+	events := func(ev engine.Event) {
 		followed = true
 		progress.event(ev)
-	})
+	}
+	rep, err := b.Watch(ctx, o.run, events)
+	var lost *service.LostError
+	if errors.As(err, &lost) && errors.Is(err, service.ErrUnreachable) {
+		// The process that served the journal is gone — a command's run
+		// ends with it: how the run ended is in the journal, free now
+		// (or served by whoever holds it next).
+		rep, err = o.g.watchAgain(ctx, o.run, events)
+	}
 	progress.close()
 	var ie *service.DetachedError
 	if errors.As(err, &ie) {
@@ -70,4 +78,15 @@ func runRunsWatch(ctx context.Context, o *runsWatchOptions) error {
 		fmt.Fprintf(o.Err, "run %s ended %s: %s\n", rep.Run.ID.Short(), o.g.times.at(*rep.Run.FinishedAt), rep.Run.Status)
 	}
 	return reportRun(o.g, o.ioStreams, rep)
+}
+
+// watchAgain watches run ref through whatever serves the journal now.
+func (g *globals) watchAgain(ctx context.Context, ref string, events func(engine.Event)) (*service.Report, error) {
+	g.serving = nil
+	b, done, err := g.backend(readJournal)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return b.Watch(ctx, ref, events)
 }

@@ -4,63 +4,91 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"strconv"
 	"time"
 
+	"github.com/mcpflow/mcpflow/client"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/server"
 	"github.com/mcpflow/mcpflow/service"
 )
 
 // owner returns what a command that runs (run, resume, call) works
-// through: the server's API when a process serves the journal, else the
-// service here, which then holds the journal and serves the same API on
-// the workspace socket for as long as the command goes (other terminals
-// list, watch, cancel, approve and resolve through it; a second run is
-// told who holds the journal). command says what holds it, never with
-// its arguments' values. A journal several processes share (PostgreSQL)
-// needs no owner: the service here is enough.
-func (g *globals) owner(command string) (service.API, func(), error) {
-	if g.served() || journal.IsPostgres(g.journalPath) {
+// through: the API of the process that serves the journal, else the
+// service here, which then serves the same API on the workspace socket
+// from the moment it holds the journal (its lock taken) to the moment it
+// lets it go: other terminals list, watch, cancel, approve and resolve
+// through it, and a second run is told who holds the journal. command
+// says what holds it, never with its arguments' values. A journal several
+// processes share (PostgreSQL) needs no owner: the service here is enough.
+func (g *globals) owner(command string, warn io.Writer) (service.API, func(), error) {
+	if g.served() {
+		// A command that holds the journal for its one run refuses ours:
+		// said here, before anything of ours (--trust-workspace,
+		// --servers) is refused for going through a server.
+		if h, ok := client.Probe(g.socketPath()); ok && h.Owner != nil {
+			return nil, nil, busyOf(h.Owner)
+		}
 		return g.backend(writeJournal)
+	}
+	if journal.IsPostgres(g.journalPath) {
+		return g.backend(writeJournal)
+	}
+	var srv *server.Server
+	local := &service.Local{}
+	g.onOpen = func(svc *service.Service) {
+		s, err := server.New(&server.Options{
+			Service: svc, Workspace: g.workspace, Socket: g.socketPath(), By: osUser(),
+			Owner: &server.Owner{PID: os.Getpid(), Command: command},
+		})
+		if err == nil {
+			err = s.Start()
+		}
+		if err != nil {
+			fmt.Fprintf(warn, "mcpflow: not serving the journal to other commands (%v): they will find it locked until this command ends\n", err)
+			return
+		}
+		srv = s
+		local.Observe(s.Publish)
 	}
 	svc, done, err := g.service(writeJournal)
 	if err != nil {
 		return nil, nil, err
 	}
-	local := &service.Local{Service: svc}
-	srv, err := server.New(&server.Options{
-		Service: svc, Workspace: g.workspace, Socket: g.socketPath(), By: osUser(),
-		Owner: &server.Owner{PID: os.Getpid(), Command: command},
-	})
-	if err == nil {
-		err = srv.Start()
-	}
-	if err != nil {
-		// Not served (another process took the socket first, a directory
-		// that cannot hold one): the command goes on without; the journal's
-		// lock says the rest.
-		return local, done, nil
-	}
-	local.Observe = srv.Publish
+	local.Service = svc
 	return local, func() {
 		// The socket goes before the journal is let go.
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Stop(ctx)
+		if srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			srv.Stop(ctx)
+		}
 		done()
 	}, nil
+}
+
+// busyOf is the refusal of a command that holds the journal for its one
+// run, from what its health says of it.
+func busyOf(f map[string]string) error {
+	pid, _ := strconv.Atoi(f["pid"])
+	run, _ := journal.ParseID(f["run"])
+	return &service.BusyError{PID: pid, Command: f["command"], Run: run}
 }
 
 // whileHeld runs fn again, with wait, while another process holds the
 // journal: until the command that holds it ends (it serves the journal
 // and refuses a second run), or, when nothing serves it, until its lock
-// is free. ctx (the first Ctrl-C) stops waiting.
+// is free. Only a refusal before anything started is tried again: a run
+// started, then lost with the process serving it (*service.LostError),
+// is not started twice. ctx (the first Ctrl-C) stops waiting.
 func (g *globals) whileHeld(ctx context.Context, s ioStreams, wait bool, fn func() error) error {
 	said := false
 	for {
 		err := fn()
-		if !wait || !(errors.Is(err, journal.ErrLocked) || errors.Is(err, service.ErrUnreachable) || errors.Is(err, service.ErrStopping)) {
+		var lost *service.LostError
+		if !wait || errors.As(err, &lost) || !(errors.Is(err, journal.ErrLocked) || errors.Is(err, service.ErrUnreachable) || errors.Is(err, service.ErrStopping)) {
 			return err
 		}
 		if !said {

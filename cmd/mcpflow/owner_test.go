@@ -123,7 +123,8 @@ steps:
 
 // TestKilledOwnersSocketIsReplaced: a run killed with -9 leaves its socket
 // behind; other commands see nothing answers there and open the journal
-// themselves, and the next run replaces the stale socket and serves.
+// themselves, and the next run replaces the stale socket and serves,
+// saying of the killed run that it goes nowhere.
 func TestKilledOwnersSocketIsReplaced(t *testing.T) {
 	t.Parallel()
 	c := newCLI(t)
@@ -156,9 +157,8 @@ steps:
 			}
 		}
 	}
-	running() // journaled: the kill leaves a run behind
-	stale, err := os.Lstat(socket)
-	if err != nil {
+	killed := running() // journaled: the kill leaves a run behind
+	if _, err := os.Lstat(socket); err != nil {
 		t.Fatal(err)
 	}
 	first.Process.Kill()
@@ -166,7 +166,7 @@ steps:
 	if r := c.run("runs", "list", "--status", "running"); r.code != 0 || !strings.Contains(r.stdout, "slow") {
 		t.Errorf("runs list beside a stale socket: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	_, secondDone := c.background("run", slow)
+	second, secondDone := c.background("run", slow)
 	serving("the second run", secondDone)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if strings.Contains(c.run("runs", "list", "--status", "running").stdout, "slow") && len(strings.Fields(c.run("runs", "list", "--status", "running", "--jq", ".[].id").stdout)) == 2 {
@@ -176,8 +176,13 @@ steps:
 			t.Fatal("the second run never showed as running")
 		}
 	}
-	if now, err := os.Lstat(socket); err != nil || os.SameFile(now, stale) {
-		t.Errorf("the stale socket was not replaced: %v", err)
+	if h, ok := client.Probe(socket); !ok || h.Owner["pid"] != strconv.Itoa(second.Process.Pid) {
+		t.Errorf("the socket is not the second run's: %+v", h)
+	}
+	// Through the second run, watching the killed one says it goes
+	// nowhere, at once, as without a server.
+	if r := c.run("runs", "watch", killed); r.code != exitFailed || !strings.Contains(r.stderr, "is not going anywhere") || !strings.Contains(r.stderr, "mcpflow resume") {
+		t.Errorf("runs watch of the killed run through the second: exit %d, want %d\n%s", r.code, exitFailed, r.stderr)
 	}
 	if r := c.run("runs", "cancel", running()); r.code != 0 {
 		t.Errorf("runs cancel through the second run: exit %d\n%s", r.code, r.stderr)

@@ -9,34 +9,36 @@ import (
 	"github.com/mcpflow/mcpflow/service"
 )
 
+// shortRun is a run's full id as users see it, short.
+func shortRun(id string) string {
+	if rid, err := journal.ParseID(id); err == nil {
+		return rid.Short()
+	}
+	return id
+}
+
 // worded is err as the CLI words it: the service and the client return
 // what happened, as codes and fields; the next step a user can take from
 // a terminal is the CLI's to say. served says whether a server owns the
 // journal (the command went through it).
 func worded(err error, served bool) error {
-	var (
-		abandoned *service.AbandonedError
-		lost      *service.LostError
-	)
+	var lost *service.LostError
 	switch {
 	case err == nil:
 		return nil
-	case errors.As(err, &abandoned):
-		id := abandoned.Run.Short()
-		return &exitError{code: exitFailed, err: fmt.Errorf("run %s is not going anywhere: no mcpflow server runs in this workspace, and the process that ran it stopped before it ended; continue it with: mcpflow resume %s", id, id)}
+	case errors.Is(err, service.ErrAbandoned):
+		id := shortRun(service.FieldsOf(err)["run"])
+		return &exitError{code: exitFailed, err: fmt.Errorf("run %s is not going anywhere: the process that ran it stopped before it ended; continue it with: mcpflow resume %s", id, id)}
 	case errors.As(err, &lost):
 		id := lost.Run.Short()
-		return &exitError{code: exitFailed, err: fmt.Errorf("lost mcpflow server while following run %s: %v; the run goes on when the server starts again (mcpflow runs watch %s)", id, lost.Err, id)}
+		return &exitError{code: exitFailed, err: fmt.Errorf("lost the process that serves the journal while following run %s: %v; mcpflow server resumes its runs when it starts again (mcpflow runs watch %s); a run of a command that ended with it is continued with: mcpflow resume %s", id, lost.Err, id, id)}
 	case errors.Is(err, service.ErrNoTrustOverAPI):
 		return usageError("--trust-workspace does not go through mcpflow server, which never grants trust over its API: trust the workspace (mcpflow trust add), or stop the server and run without it")
 	case errors.Is(err, service.ErrNotShared):
 		return usageError("--detach needs mcpflow server: a run started here ends with this command (start 'mcpflow server' in the workspace, or share a PostgreSQL journal with workers, then run again)")
 	case errors.Is(err, service.ErrRunning) && service.FieldsOf(err)["run"] != "":
 		f := service.FieldsOf(err)
-		id := f["run"]
-		if rid, err := journal.ParseID(id); err == nil {
-			id = rid.Short()
-		}
+		id := shortRun(f["run"])
 		if f["where"] != "" {
 			return fmt.Errorf("%w; follow it with 'mcpflow runs watch %s' where that worker serves", err, id)
 		}
