@@ -162,3 +162,6 @@ type ErrorBody struct {
 
 // ExportErrorTrailer is the trailer of an export that failed on the way.
 const ExportErrorTrailer = "Mcpflow-Export-Error"
+
+// ExportCodeTrailer is the code of that error (see Error).
+const ExportCodeTrailer = "Mcpflow-Export-Error-Code"

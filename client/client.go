@@ -48,6 +48,9 @@ var _ service.API = (*Client)(nil)
 func New(socket string, local *service.Service) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			if err := checkSocket(socket); err != nil {
+				return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
+			}
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", socket)
 		},
@@ -364,7 +367,7 @@ func (c *Client) export(w io.Writer, since time.Time, decrypt, archive bool) err
 		return err
 	}
 	if msg := resp.Trailer.Get(api.ExportErrorTrailer); msg != "" {
-		return fmt.Errorf("%w: export: %s", service.ErrJournal, msg)
+		return &service.Error{Code: resp.Trailer.Get(api.ExportCodeTrailer), Message: msg}
 	}
 	return nil
 }

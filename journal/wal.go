@@ -884,7 +884,7 @@ func logError(path, logPath string, err error) error {
 	case errors.Is(err, ErrForeignLog):
 		hint = "; move it away if it belongs to no journal you keep"
 	case errors.Is(err, ErrDamaged):
-		hint = "; 'mcpflow journal salvage OUT' copies what the journal and its log still hold into a new journal"
+		hint = "; salvage copies what the journal and its log still hold into a new journal"
 	}
 	return fmt.Errorf("open journal %s: its log %s: %w%s", path, logPath, err, hint)
 }

@@ -247,13 +247,14 @@ func (s *Server) exportJournal(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/jsonl")
 	// The status is sent before the records: an export that fails on the
 	// way says so in the trailer, which a client reads after the body.
-	w.Header().Set("Trailer", api.ExportErrorTrailer)
+	w.Header().Set("Trailer", api.ExportErrorTrailer+", "+api.ExportCodeTrailer)
 	export := func(w io.Writer, decrypt bool) error { return s.svc.Export(w, since, decrypt) }
 	if isTrue(r.URL.Query().Get("archive")) {
 		export = s.svc.Archive // every run, then every invocation
 	}
 	if err := export(w, isTrue(r.URL.Query().Get("decrypt"))); err != nil {
 		w.Header().Set(api.ExportErrorTrailer, err.Error())
+		w.Header().Set(api.ExportCodeTrailer, service.CodeOf(err).Name)
 	}
 }
 

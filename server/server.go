@@ -295,7 +295,11 @@ func listenSocket(path string) (net.Listener, os.FileInfo, error) {
 			return nil, nil, fmt.Errorf("--socket %s: a socket is there and cannot be told stale: %v", path, err)
 		}
 	}
-	l, err := net.Listen("unix", path)
+	var l net.Listener
+	err := private(func() (err error) {
+		l, err = net.Listen("unix", path)
+		return err
+	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen on %s: %w", path, err)
 	}

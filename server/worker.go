@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -120,7 +121,7 @@ type WorkerList struct {
 func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
 	p, ok := s.pool()
 	if !ok {
-		writeError(w, http.StatusNotFound, "not_shared", "the journal is not shared by workers: workers share a PostgreSQL journal")
+		writeErr(w, fmt.Errorf("%w: workers share a PostgreSQL journal", service.ErrNotShared))
 		return
 	}
 	ws, err := p.Workers()

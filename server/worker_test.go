@@ -54,7 +54,7 @@ func TestWorkerAPIAndUI(t *testing.T) {
 
 	file := newRig(t, nil)
 	var e api.Error
-	if code := file.do(http.MethodGet, "/api/workers", nil, &e); code != http.StatusNotFound || e.Error.Code != "not_shared" {
+	if code := file.do(http.MethodGet, "/api/workers", nil, &e); code != http.StatusConflict || e.Error.Code != "not_shared" {
 		t.Fatalf("GET /api/workers on a file journal: %d %+v", code, e)
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
@@ -55,7 +54,7 @@ func worded(err error, served bool) error {
 			run = ", run " + id.Short()
 		}
 		return &exitError{code: exitJournal, err: fmt.Errorf("the journal is held by '%s' (pid %s%s), which runs one run at a time: wait for it to end with --wait, or start 'mcpflow server' in the workspace to run several at once", f["command"], f["pid"], run)}
-	case errors.Is(err, journal.ErrDamaged) && !strings.Contains(err.Error(), "salvage OUT"):
+	case errors.Is(err, journal.ErrDamaged):
 		return fmt.Errorf("%w; copy what is readable with 'mcpflow journal salvage OUT'", err)
 	case errors.Is(err, journal.ErrLocked):
 		return fmt.Errorf("%w; wait for it with --wait (run, resume, call), or start 'mcpflow server' in the workspace: every command then goes through it", err)
