@@ -104,6 +104,8 @@ steps:
 		}
 	}
 
+	// A run waits too: two waiters, one after the other.
+	_, runnerDone := c.background("run", "--wait", repoFile("examples", "workflows", "hello.yaml"), "--input", "name=Ada")
 	if r := c.run("runs", "cancel", slowID, "--reason", "enough"); r.code != 0 {
 		t.Errorf("runs cancel: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
@@ -115,6 +117,9 @@ steps:
 	}
 	if err := waiter.Wait(); err != nil || !strings.Contains(waiterOut.String(), "step deploy") || !strings.Contains(waiterOut.String(), "succeeded") {
 		t.Errorf("resume --wait: %v, want the approved step run\n%s%s", err, waiterOut.String(), waiterErr.String())
+	}
+	if r := runnerDone(); r.code != 0 || !strings.Contains(r.stdout, "Hello, Ada!") {
+		t.Errorf("run --wait: exit %d, want the run done once the journal was free\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if _, err := os.Lstat(socket); !os.IsNotExist(err) {
 		t.Errorf("the socket outlived its owners: %v", err)
