@@ -56,7 +56,7 @@ type Decision struct {
 	Reason  Reason
 }
 
-// Decide applies the replay rule (design/README.md, "The replay rule").
+// Decide applies the replay rule (docs/replay.md, "The replay rule").
 //
 // A class other than ClassLost is NotApplicable: ReasonNotDelivered for
 // ClassNotDelivered (the caller may send it as a first delivery), otherwise
@@ -93,7 +93,7 @@ func Decide(in Input) Decision {
 }
 
 // Safe reports the annotation-only verdict, trust assumed, with its reason:
-// exactly design/replay-truth-table.tsv. nil annotations are not safe
+// exactly docs/replay-truth-table.tsv. nil annotations are not safe
 // (ReasonNoAnnotations). A tool is safe if it declares idempotentHint: true,
 // or readOnlyHint: true without destructiveHint: true or idempotentHint:
 // false; a contradictory read-only declaration is never safe, even with

@@ -2,9 +2,6 @@ package replay_test
 
 import (
 	"bufio"
-	"bytes"
-	"errors"
-	"io/fs"
 	"os"
 	"strings"
 	"testing"
@@ -12,31 +9,11 @@ import (
 	"github.com/mcpflow/mcpflow/replay"
 )
 
-// truthTable is a copy of the design's table of all 27 annotation shapes
-// (../shared/design/replay-truth-table.tsv beside the repository);
-// TestTruthTableCopyIsCurrent keeps the copy honest where the original is
-// present.
-const (
-	truthTable       = "testdata/replay-truth-table.tsv"
-	designTruthTable = "../../shared/design/replay-truth-table.tsv"
-)
-
-func TestTruthTableCopyIsCurrent(t *testing.T) {
-	design, err := os.ReadFile(designTruthTable)
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Skip("the design notes are not beside this checkout")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	copied, err := os.ReadFile(truthTable)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(design, copied) {
-		t.Fatalf("%s differs from %s: copy it again", truthTable, designTruthTable)
-	}
-}
+// truthTable is the specification's table of all 27 annotation shapes,
+// beside the rule's text in docs/replay.md. TestSafeTruthTable reads it
+// from the repository and never skips: a missing table, or a changed row,
+// fails.
+const truthTable = "../docs/replay-truth-table.tsv"
 
 func parseHint(t *testing.T, s string) replay.Hint {
 	t.Helper()
@@ -119,7 +96,7 @@ func TestSafeTruthTable(t *testing.T) {
 	}
 }
 
-// expect computes Decide's answer from the rule's text in design/README.md,
+// expect computes Decide's answer from the rule's text in docs/replay.md,
 // independently of Safe.
 func expect(in replay.Input) replay.Decision {
 	switch {

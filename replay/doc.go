@@ -15,7 +15,7 @@
 //     a [Verdict] ([NotApplicable], [Replay] or [OutcomeUnknown]) and a stable,
 //     machine-readable [Reason].
 //   - [Safe] is the annotation-only part of the rule (the 27-row truth table in
-//     design/replay-truth-table.tsv); [Both] combines the send-time decision
+//     docs/replay-truth-table.tsv); [Both] combines the send-time decision
 //     with the decision on the re-discovered tool.
 //   - [ErrOutcomeUnknown] is the stable error ([Code]) returned when a call may
 //     have completed and must not be retried automatically.
