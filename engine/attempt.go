@@ -479,7 +479,7 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		r.decided(ctx, rv.unknown)
 		return end(*blocked(intent.ID), journal.StateOutcomeUnknown), nil
 	}
-	if class.Executed() {
+	if class.ResultArrived() {
 		// The outcome rides with the run's next write (durable.go).
 		result, value := r.result(res)
 		if err := r.j.FinishLater(intent, journal.Outcome{State: journal.StateCompleted, Result: result, Decision: rv.declined}); err != nil {
@@ -556,11 +556,25 @@ func lossOutcome(inv *journal.Invocation, class replay.Class) (journal.Outcome, 
 // replay, whatever the newest attempt proved.
 func earlierMayHaveRun(inv *journal.Invocation) bool {
 	for i := 0; i+1 < len(inv.Attempts); i++ {
-		if c, err := replay.ParseClass(inv.Attempts[i].Failure); err == nil && c.MayHaveExecuted() {
+		if failureOf(&inv.Attempts[i]).MayHaveRun() {
 			return true
 		}
 	}
 	return false
+}
+
+// failureOf is the failure class an attempt was journaled with: none for
+// an attempt journaled without one; a name this mcpflow does not know (a
+// newer one's) counts as a lost connection, which may have run.
+func failureOf(a *journal.Attempt) replay.Class {
+	if a.Failure == "" {
+		return replay.ClassNone
+	}
+	c, err := replay.ParseClass(a.Failure)
+	if err != nil {
+		return replay.ClassLost
+	}
+	return c
 }
 
 func firstDeliveries(inv *journal.Invocation) int {
@@ -602,7 +616,9 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 	if class == replay.ClassNone || class == replay.ClassAborted || class == replay.ClassTooLarge {
 		return retryVerdict{}, nil
 	}
-	mayHaveRun := class == replay.ClassTimedOut || class == replay.ClassServerError
+	// A lost connection is judged by lost, an abort returned above: what
+	// may have run here timed out, or failed on the server.
+	mayHaveRun := class.MayHaveRun()
 	wantsRetry := u.Retry.Attempts > 1
 	inv, err := r.j.Invocation(intent.ID)
 	if err != nil {

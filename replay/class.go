@@ -51,9 +51,19 @@ func ParseClass(s string) (Class, error) {
 	return 0, fmt.Errorf("%w: %q", ErrUnknownClass, s)
 }
 
-// MayHaveExecuted reports whether the side effect may have happened without
-// a result arriving: ClassLost, ClassAborted, ClassTimedOut, ClassServerError.
-func (c Class) MayHaveExecuted() bool {
+// Every class is exactly one of Ran, MayHaveRun and NotRun: what the
+// attempt loop, the resume plan and the display all go by.
+
+// Ran reports whether the tool ran and its server said so: a result
+// arrived (ClassNone, ClassToolError), or an answer too large to read
+// (ClassTooLarge). Sending the call again repeats what it did.
+func (c Class) Ran() bool { return c == ClassNone || c == ClassToolError || c == ClassTooLarge }
+
+// MayHaveRun reports whether the side effect may have happened without a
+// result arriving: ClassLost, ClassAborted, ClassTimedOut,
+// ClassServerError. Sending the call again is a replay: only the replay
+// rule may clear it, and it counts against the replay budget.
+func (c Class) MayHaveRun() bool {
 	switch c {
 	case ClassLost, ClassAborted, ClassTimedOut, ClassServerError:
 		return true
@@ -61,5 +71,11 @@ func (c Class) MayHaveExecuted() bool {
 	return false
 }
 
-// Executed reports whether a result arrived: ClassNone or ClassToolError.
-func (c Class) Executed() bool { return c == ClassNone || c == ClassToolError }
+// NotRun reports whether the call provably did not run: it never left
+// this process (ClassNotDelivered), or the server refused it before
+// running it (ClassRejected). Sending it again is a first delivery.
+func (c Class) NotRun() bool { return c == ClassNotDelivered || c == ClassRejected }
+
+// ResultArrived reports whether the call's result arrived, to be kept
+// and used: ClassNone or ClassToolError.
+func (c Class) ResultArrived() bool { return c == ClassNone || c == ClassToolError }
