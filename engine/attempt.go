@@ -35,6 +35,16 @@ const maxBackoff = 5 * time.Minute
 // maxReconnectBackoff caps the delay between reconnect tries.
 const maxReconnectBackoff = 2 * time.Second
 
+// backoff is the delay before try n+1 of an exponential backoff (n from
+// 0): base doubled n times, capped at most.
+func backoff(base time.Duration, n int, most time.Duration) time.Duration {
+	return min(base<<min(n, 20), most)
+}
+
+// jitter spreads d over [d/2, 3d/2), so that runs that lost one server
+// together do not reconnect in step.
+func jitter(d time.Duration) time.Duration { return d/2 + rand.N(d) }
+
 // outcomeUnknown is the stable error journaled for an unsafe lost call. It
 // never carries arguments or upstream error text.
 var outcomeUnknown = &journal.Error{Code: replay.Code, Message: replay.Message}
@@ -311,8 +321,7 @@ func (r *runner) connect(ctx context.Context, u unit, old Session, afterLoss boo
 			if elapsed >= budget {
 				break
 			}
-			d := min(base<<min(try-1, 20), maxReconnectBackoff)
-			d = min(d/2+rand.N(d), budget-elapsed)
+			d := min(jitter(backoff(base, try-1, maxReconnectBackoff)), budget-elapsed)
 			r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: u.ID, Item: u.item, Invocation: id,
 				Message: fmt.Sprintf("reconnecting to %s (attempt %d, %.1fs)", u.Server, try+1, (elapsed + d).Seconds())})
 			select {
@@ -679,7 +688,7 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 		return retryVerdict{}, err
 	}
 	r.decided(ctx, o.Decision)
-	delay := min(u.Retry.Backoff<<min(retries, 20), maxBackoff)
+	delay := backoff(u.Retry.Backoff, retries, maxBackoff)
 	r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: u.ID, Item: u.item, Invocation: intent.ID, Attempt: intent.Attempt,
 		Message: fmt.Sprintf("attempt %d: %s; retrying in %s", intent.Attempt, strings.ReplaceAll(class.String(), "_", " "), delay)})
 	select {
