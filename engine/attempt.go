@@ -520,7 +520,7 @@ func (r *runner) lost(ctx context.Context, u unit, intent journal.Intent, class 
 	if err != nil {
 		return turn{}, err
 	}
-	if class == replay.ClassNotDelivered && firstDeliveries(inv) >= maxFirstDeliveries {
+	if class == replay.ClassNotDelivered && inv.Decided(verdict.FirstDelivery) >= maxFirstDeliveries {
 		// The session keeps breaking before the call leaves: the server
 		// is unusable. The call never ran; resume may try again.
 		o := journal.Outcome{State: journal.StateFailed, Failure: class.String(), Detail: detail,
@@ -586,16 +586,6 @@ func failureOf(a *journal.Attempt) replay.Class {
 	return c
 }
 
-func firstDeliveries(inv *journal.Invocation) int {
-	n := 0
-	for _, d := range inv.Decisions {
-		if d.Verdict == verdict.FirstDelivery {
-			n++
-		}
-	}
-	return n
-}
-
 // retryVerdict is retry's answer: another attempt (next), the end of the
 // step when the run is interrupted during the backoff (end), or no retry —
 // with the decision saying why when the step asked for one (declined),
@@ -646,12 +636,7 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 		// it is, and resume judges it.
 		return retryVerdict{}, nil
 	}
-	retries := 0
-	for _, d := range inv.Decisions {
-		if d.Verdict == verdict.Retry {
-			retries++
-		}
-	}
+	retries := inv.Decided(verdict.Retry)
 	// Trust and annotations as they are now: the journal records what each
 	// attempt was sent under, and a call that may have run is repeated only
 	// if the send-time snapshot and the current view are both safe.

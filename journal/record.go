@@ -228,6 +228,17 @@ func (inv *Invocation) LastDecision() *Decision {
 	return &inv.Decisions[len(inv.Decisions)-1]
 }
 
+// Decided counts the decisions of verdict v journaled for the invocation.
+func (inv *Invocation) Decided(v verdict.Verdict) int {
+	n := 0
+	for _, d := range inv.Decisions {
+		if d.Verdict == v {
+			n++
+		}
+	}
+	return n
+}
+
 // Replays counts the attempts that were replays.
 func (inv *Invocation) Replays() int {
 	n := 0
