@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpflow/mcpflow/internal/meta"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -23,7 +25,7 @@ import (
 
 // MetaIdempotencyKey is the _meta key carrying the invocation id on every
 // tools/call, unchanged across replays, so servers that de-duplicate can.
-const MetaIdempotencyKey = "io.mcpflow/idempotency-key"
+const MetaIdempotencyKey = meta.IdempotencyKey
 
 // maxFirstDeliveries bounds how often a call that provably never left this
 // process is sent again after reconnecting.

@@ -22,9 +22,6 @@ const LogLevel mcp.LoggingLevel = "info"
 // travels in its _meta instead of being set once with logging/setLevel.
 const newProtocol = "2026-07-28"
 
-// metaLogLevel is the _meta key of a request's log level on the new protocol.
-const metaLogLevel = "io.modelcontextprotocol/logLevel"
-
 // maxLogData bounds the data of one logged message, in bytes.
 const maxLogData = 16 << 10
 

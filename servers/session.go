@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	mcpmeta "github.com/mcpflow/mcpflow/internal/meta"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -465,12 +467,12 @@ func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage, m
 	if s.logInMeta {
 		m := make(map[string]any, len(meta)+1)
 		maps.Copy(m, meta)
-		m[metaLogLevel] = LogLevel
+		m[mcpmeta.LogLevel] = LogLevel
 		meta = m
 	}
 	params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: meta}
 	if progress != nil {
-		token := fmt.Sprintf("%v", meta["io.mcpflow/idempotency-key"])
+		token := fmt.Sprintf("%v", meta[mcpmeta.IdempotencyKey])
 		if token == "<nil>" {
 			token = tool
 		}

@@ -9,12 +9,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpflow/mcpflow/internal/meta"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // idempotencyKeyMeta is the _meta key of a tools/call that carries the
 // caller's idempotency key; the ledger records it.
-const idempotencyKeyMeta = "io.mcpflow/idempotency-key"
+const idempotencyKeyMeta = meta.IdempotencyKey
 
 // hints is a tool's annotations object as declared on the wire: a nil field
 // is absent, which is not the same as false.
