@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/internal/meta"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -458,7 +459,7 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		// never the upstream text.
 		trace.SpanFromContext(ctx).SetAttributes(attribute.String(AttrFailure, class.String()), attribute.String("error.type", class.String()))
 	} else if res.IsError {
-		detail = oneLine(resultText(res))
+		detail = api.OneLine(resultText(res), 200)
 		trace.SpanFromContext(ctx).SetAttributes(attribute.String("error.type", class.String()))
 	}
 
@@ -499,7 +500,7 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		r.decided(ctx, rv.declined)
 		done := completed(u, value)
 		if done.err == nil {
-			done.text = oneLine(resultText(res))
+			done.text = api.OneLine(workflow.Text(value["text"]), 200)
 		}
 		return end(done, journal.StateCompleted), nil
 	}
@@ -693,7 +694,7 @@ func completed(u unit, value map[string]any) stepResult {
 	if isErr, _ := value["isError"].(bool); isErr {
 		// The tool's own error result stays visible to later steps (with
 		// continue_on_error) as steps.ID.text, .structuredContent, …
-		e := &journal.Error{Code: CodeToolError, Message: fmt.Sprintf("step %s: tool %s returned an error: %s", u.name(), u.Tool, oneLine(workflow.Text(value["text"])))}
+		e := &journal.Error{Code: CodeToolError, Message: fmt.Sprintf("step %s: tool %s returned an error: %s", u.name(), u.Tool, api.OneLine(workflow.Text(value["text"]), 200))}
 		value["error"] = map[string]any{"code": e.Code, "message": e.Message}
 		return stepResult{value: value, status: journal.RunFailed, err: e}
 	}
@@ -735,12 +736,4 @@ func (r *runner) result(res *mcp.CallToolResult) (*journal.Result, map[string]an
 		out.StructuredContent = journal.CapJSON(r.redact(structured), r.e.limit())
 	}
 	return out, value
-}
-
-func oneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if r := []rune(s); len(r) > 200 {
-		s = string(r[:200]) + "…"
-	}
-	return s
 }

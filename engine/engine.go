@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/workflow"
@@ -753,15 +753,7 @@ func resultValue(content, structured json.RawMessage, isError bool) map[string]a
 	var items any
 	if json.Unmarshal(content, &items) == nil {
 		v["content"] = items
-		list, _ := items.([]any)
-		var text []string
-		for _, c := range list {
-			if m, ok := c.(map[string]any); ok && m["type"] == "text" {
-				t, _ := m["text"].(string)
-				text = append(text, t)
-			}
-		}
-		v["text"] = strings.Join(text, "\n")
+		v["text"] = api.ContentText(content)
 	}
 	var st any
 	if json.Unmarshal(structured, &st) == nil {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 )
 
@@ -222,12 +223,7 @@ func stepLabel(inv *journal.Invocation) string {
 
 // stateName is an invocation's state as shown: tool_error for a call that
 // completed with a tool error.
-func stateName(inv *journal.Invocation) string {
-	if inv.State == journal.StateCompleted && inv.ToolError {
-		return "tool_error"
-	}
-	return inv.State.String()
-}
+func stateName(inv *journal.Invocation) string { return api.StateLabel(inv.State, inv.ToolError) }
 
 // shortDuration reads well at a glance: 840ms, 2.4s, 3m12s, 5h4m0s.
 func shortDuration(d time.Duration) string {

@@ -2,10 +2,9 @@ package service
 
 import (
 	"context"
-	"encoding/json"
-	"strings"
 	"time"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 )
@@ -85,22 +84,5 @@ func contentText(res *journal.Result) string {
 	if res == nil {
 		return ""
 	}
-	var content []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(res.Content, &content) != nil {
-		return ""
-	}
-	var texts []string
-	for _, c := range content {
-		if c.Type == "text" {
-			texts = append(texts, c.Text)
-		}
-	}
-	t := strings.ReplaceAll(strings.Join(texts, " "), "\n", " ")
-	if r := []rune(t); len(r) > 200 {
-		t = string(r[:200]) + "…"
-	}
-	return t
+	return api.OneLine(api.ContentText(res.Content), 200)
 }

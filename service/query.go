@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 )
 
@@ -152,7 +153,7 @@ func (s *Service) invFilter(q InvocationQuery) (journal.Filter, error) {
 	f := journal.Filter{Server: q.Server, Tool: q.Tool, Since: q.Since, Limit: q.Limit}
 	switch q.State {
 	case "":
-	case "tool_error": // completed, with a tool error
+	case api.ToolError: // completed, with a tool error
 		f.State, f.ToolError = journal.StateCompleted, true
 	default:
 		st, err := journal.ParseState(q.State)

@@ -128,18 +128,7 @@ func printResult(w io.Writer, r *journal.Result) {
 }
 
 // hasText reports whether a content list holds a text item.
-func hasText(content json.RawMessage) bool {
-	var items []struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(content, &items)
-	for _, c := range items {
-		if c.Type == "text" {
-			return true
-		}
-	}
-	return false
-}
+func hasText(content json.RawMessage) bool { return len(api.Texts(content)) > 0 }
 
 // decodedLen is the size of the bytes base64 data encodes.
 func decodedLen(data string) int64 {

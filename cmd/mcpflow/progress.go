@@ -18,6 +18,7 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 	"golang.org/x/term"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
@@ -257,15 +258,12 @@ func newPalette(on bool) palette {
 // call whose result was a tool error (completed, but the step failed) says
 // tool_error.
 func stateLabel(ev engine.Event) string {
-	if ev.State == journal.StateCompleted && ev.Err != nil {
-		return "tool_error"
-	}
-	return ev.State.String()
+	return api.StateLabel(ev.State, ev.Err != nil)
 }
 
 // eventState styles a finished unit's state column.
 func (p palette) eventState(ev engine.Event) func(string) string {
-	if stateLabel(ev) == "tool_error" {
+	if stateLabel(ev) == api.ToolError {
 		return p.bad
 	}
 	return p.state(ev.State)

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -86,12 +87,7 @@ func printValues(w io.Writer, heading string, values map[string]any) {
 
 // stateText is an invocation's state as tables show it: tool_error for a
 // call that completed with a tool error.
-func stateText(inv *journal.Invocation) string {
-	if inv.ToolError {
-		return "tool_error"
-	}
-	return inv.State.String()
-}
+func stateText(inv *journal.Invocation) string { return api.StateLabel(inv.State, inv.ToolError) }
 
 // errorText is the ERROR column: the first line of a tool error's text, or
 // the error's code.
@@ -99,14 +95,9 @@ func errorText(inv *journal.Invocation) string {
 	if inv.ToolError {
 		text := "tool error"
 		if inv.Result != nil {
-			var content []struct {
-				Type string `json:"type"`
-				Text string `json:"text"`
-			}
-			_ = json.Unmarshal(inv.Result.Content, &content)
-			for _, c := range content {
-				if c.Type == "text" && c.Text != "" {
-					text = c.Text
+			for _, t := range api.Texts(inv.Result.Content) {
+				if t != "" {
+					text = t
 					break
 				}
 			}
