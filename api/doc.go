@@ -1,7 +1,7 @@
 // Package api is mcpflow's JSON vocabulary: the shapes of runs,
 // invocations and approvals that `mcpflow -o json` prints and that
 // `mcpflow server`'s HTTP API returns, one shape per noun, the same field
-// names and types everywhere (the README documents them).
+// names and types everywhere (docs/cli.md documents them).
 //
 // [Run], [Invocation], [InvocationDetail] and [Approval] are built from
 // journal records by [RunOf], [InvocationOf], [InvocationDetailOf] and

@@ -25,7 +25,7 @@ import (
 )
 
 // BenchmarkStepCost prints, from one process, the figures of the
-// performance table in the README: what a journaled step costs beyond the
+// performance table in docs/performance.md: what a journaled step costs beyond the
 // bare tools/call, in units of one fsync measured in the same run (back to
 // back, and paced: each after a bare tools/call, as a step's is), the bare
 // call back to back and paced (after an fsync, as a step's is), and the
@@ -78,7 +78,7 @@ func BenchmarkStepCost(b *testing.B) {
 		fsyncs = append(fsyncs, median(20, fsync))
 		// The same fsync when it follows a bare tools/call, as a step's
 		// commit does: this disk flushes back-to-back writes faster than
-		// one that comes after a pause (see the README).
+		// one that comes after a pause (see docs/performance.md).
 		paced = append(paced, medianOf(20, func() time.Duration {
 			if err := bareCall(ctx, sess); err != nil {
 				b.Fatal(err)

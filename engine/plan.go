@@ -115,4 +115,3 @@ func PlanResume(inv *journal.Invocation) (Plan, error) {
 	}
 	return Plan{}, fmt.Errorf("invocation %s in state %s cannot be resumed", inv.ID.Short(), inv.State)
 }
-

@@ -12,7 +12,7 @@ import (
 	"github.com/mcpflow/mcpflow/replay"
 )
 
-// These tests take each failure class of the README's failure table through
+// These tests take each failure class of docs/replay.md's failure table through
 // a real transport (the CLI as a subprocess, the demo server as its stdio
 // child or as a streamable HTTP server) and check how it is journaled, what
 // the run and exit code say, whether retry and resume send it again, and —
