@@ -494,7 +494,8 @@ func (c *Client) Cancel(ref, reason string) error {
 	return c.do(context.Background(), http.MethodPost, runPath(ref, "/cancel"), api.CancelRequest{Reason: reason}, nil)
 }
 
-// Watch follows a run until it ends; a run that ended is reported at once.
+// Watch follows a run until it ends, from its start: what it did before is
+// reported first; a run that ended is reported at once.
 func (c *Client) Watch(ctx context.Context, ref string, events func(engine.Event)) (*service.Report, error) {
 	// Subscribed first, then read: an end between the two is not missed.
 	st, err := c.subscribe(runPath(ref, "/events"))
@@ -510,7 +511,19 @@ func (c *Client) Watch(ctx context.Context, ref string, events func(engine.Event
 		st.close()
 		return rep, nil
 	}
-	return c.follow(ctx, st, rep.Run.ID, events)
+	if events == nil {
+		return c.follow(ctx, st, rep.Run.ID, nil)
+	}
+	// What the run did before: its start and its calls so far, then what
+	// the stream says that is news (its events since the subscription may
+	// repeat some).
+	var seen service.Seen
+	seen.Report(rep, events)
+	return c.follow(ctx, st, rep.Run.ID, func(ev engine.Event) {
+		if seen.Fresh(ev) {
+			events(ev)
+		}
+	})
 }
 
 // start posts a request that starts (or resumes) a run, then follows the

@@ -23,8 +23,7 @@ func (s *Service) Follow(ctx context.Context, ref string, events func(engine.Eve
 	if err != nil {
 		return nil, err
 	}
-	seen := map[journal.ID]journal.State{}
-	started := false
+	var seen Seen
 	t := time.NewTicker(followEvery)
 	defer t.Stop()
 	for {
@@ -33,35 +32,9 @@ func (s *Service) Follow(ctx context.Context, ref string, events func(engine.Eve
 			return nil, err
 		}
 		run := rep.Run
-		if !started && run.Status == journal.RunRunning {
-			started = true
-			events(engine.Event{Kind: engine.RunStarted, Run: id, Workflow: run.Workflow})
-		}
-		for _, inv := range rep.Invocations {
-			prev, ok := seen[inv.ID]
-			if ok && prev == inv.State {
-				continue
-			}
-			seen[inv.ID] = inv.State
-			ev := engine.Event{Run: id, Step: inv.Step, Item: inv.Item, Server: inv.Server, Tool: inv.Tool,
-				Invocation: inv.ID, State: inv.State, Attempt: len(inv.Attempts), Err: inv.Error}
-			if !ok {
-				ev.Kind = engine.StepStarted
-				events(ev)
-			}
-			if inv.State != journal.StateIntent {
-				ev.Kind = engine.StepFinished
-				if inv.State == journal.StateCompleted {
-					ev.Text = contentText(inv.Result)
-				}
-				if n := len(inv.Attempts); n > 0 && inv.Attempts[n-1].EndedAt != nil {
-					ev.Elapsed = inv.Attempts[n-1].EndedAt.Sub(inv.Attempts[n-1].SentAt)
-				}
-				events(ev)
-			}
-		}
+		seen.Report(rep, events)
 		if run.Status != journal.RunRunning {
-			if started {
+			if seen.started {
 				ev := engine.Event{Kind: engine.RunFinished, Run: id, Workflow: run.Workflow, Status: run.Status, Err: run.Error}
 				if run.FinishedAt != nil {
 					ev.Elapsed = run.FinishedAt.Sub(run.StartedAt)
@@ -76,6 +49,78 @@ func (s *Service) Follow(ctx context.Context, ref string, events func(engine.Eve
 		case <-t.C:
 		}
 	}
+}
+
+// Seen is what a follower of a run has reported of it so far, as events:
+// the run's start, each call started, each call settled. A follower that
+// attaches to a run going elsewhere first reports what the run did before
+// (Report), then only what it has not reported yet (Fresh), as gh run
+// watch shows a run from its start.
+type Seen struct {
+	started bool
+	states  map[journal.ID]journal.State
+}
+
+// Report hands on, as events, what rep shows of a run that has not been
+// reported: its start (while it runs), then each invocation started or
+// settled since. It does not report the run's end.
+func (s *Seen) Report(rep *Report, events func(engine.Event)) {
+	id := rep.Run.ID
+	if s.states == nil {
+		s.states = map[journal.ID]journal.State{}
+	}
+	if rep.Run.Status == journal.RunRunning && s.Fresh(engine.Event{Kind: engine.RunStarted}) {
+		events(engine.Event{Kind: engine.RunStarted, Run: id, Workflow: rep.Run.Workflow})
+	}
+	for _, inv := range rep.Invocations {
+		prev, known := s.states[inv.ID]
+		if known && prev == inv.State {
+			continue
+		}
+		s.states[inv.ID] = inv.State
+		ev := engine.Event{Run: id, Step: inv.Step, Item: inv.Item, Server: inv.Server, Tool: inv.Tool,
+			Invocation: inv.ID, State: inv.State, Attempt: len(inv.Attempts), Err: inv.Error}
+		if !known {
+			ev.Kind = engine.StepStarted
+			events(ev)
+		}
+		if inv.State != journal.StateIntent {
+			ev.Kind = engine.StepFinished
+			if inv.State == journal.StateCompleted {
+				ev.Text = contentText(inv.Result)
+			}
+			if n := len(inv.Attempts); n > 0 && inv.Attempts[n-1].EndedAt != nil {
+				ev.Elapsed = inv.Attempts[n-1].EndedAt.Sub(inv.Attempts[n-1].SentAt)
+			}
+			events(ev)
+		}
+	}
+}
+
+// Fresh reports whether a live event says something not reported yet, and
+// notes it: a run's start once, a call's start once, a call's settling
+// once per state. Progress and the run's end are always fresh.
+func (s *Seen) Fresh(ev engine.Event) bool {
+	if s.states == nil {
+		s.states = map[journal.ID]journal.State{}
+	}
+	switch ev.Kind {
+	case engine.RunStarted:
+		fresh := !s.started
+		s.started = true
+		return fresh
+	case engine.StepStarted:
+		if _, known := s.states[ev.Invocation]; known {
+			return false
+		}
+		s.states[ev.Invocation] = journal.StateIntent
+	case engine.StepFinished:
+		if st, known := s.states[ev.Invocation]; known && st == ev.State {
+			return false
+		}
+		s.states[ev.Invocation] = ev.State
+	}
+	return true
 }
 
 // contentText is a result's text content on one line, as the engine

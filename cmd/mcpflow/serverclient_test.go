@@ -120,8 +120,25 @@ func TestServerClient(t *testing.T) {
 		}
 	}
 
-	// runs watch follows the hung run; runs cancel ends it.
-	_, watched := c.background("runs", "watch", id)
+	// runs watch follows the hung run from its start — its header and the
+	// step that completed before it attached — then runs cancel ends it.
+	watch := c.command("runs", "watch", id)
+	var watchOut, watchErr lockedBuffer
+	watch.Stdout, watch.Stderr = &watchOut, &watchErr
+	if err := watch.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { watch.Process.Kill() })
+	attached := regexp.MustCompile(`(?s)run ` + id[:18] + `[0-9a-f-]* started: hang\n.*step greet +completed +demo/greet`)
+	for deadline := time.Now().Add(20 * time.Second); !attached.MatchString(watchOut.String()); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("runs watch did not show the run from its start:\n%s%s", watchOut.String(), watchErr.String())
+		}
+	}
+	watched := func() result {
+		watch.Wait()
+		return result{watch.ProcessState.ExitCode(), watchOut.String(), watchErr.String()}
+	}
 	r = c.run("runs", "cancel", id, "--reason", "enough")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "cancelling run "+id[:18]) {
 		t.Fatalf("runs cancel: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
