@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/service"
 )
 
@@ -175,6 +178,9 @@ func reportBlocked(w io.Writer, rep *service.Report) {
 	waiting := rep.Waiting()
 	for _, inv := range waiting {
 		fmt.Fprintf(w, "  waiting for you: invocation %s, step %s, %s/%s (%s)\n", inv.ID.Short(), stepName(&inv), inv.Server, inv.Tool, inv.State)
+		if what := whatHappened(&inv); what != "" {
+			fmt.Fprintf(w, "    what happened: %s\n", what)
+		}
 		if why := notReplayed(&inv); why != "" {
 			fmt.Fprintf(w, "    not replayed: %s\n", why)
 		}
@@ -201,6 +207,31 @@ func quoted(msg string) string {
 		return ""
 	}
 	return fmt.Sprintf(": %q", msg)
+}
+
+// whatHappened says what became of a call whose outcome is unknown, before
+// why it was not sent again: its newest attempt's failure, and how long
+// that attempt went.
+func whatHappened(inv *journal.Invocation) string {
+	a := inv.LastAttempt()
+	if a == nil || a.Failure == "" {
+		return ""
+	}
+	took := ""
+	if a.EndedAt != nil {
+		took = " after " + a.EndedAt.Sub(a.SentAt).Round(100*time.Millisecond).String()
+	}
+	switch a.Failure {
+	case replay.ClassTimedOut.String():
+		return "the call timed out" + took + "; it may have run"
+	case replay.ClassLost.String():
+		return fmt.Sprintf("the connection to server %s was lost%s while the call was in flight; it may have run", inv.Server, took)
+	case replay.ClassServerError.String():
+		return "the server answered with an error" + took + "; the tool may have run"
+	case replay.ClassAborted.String():
+		return "interrupted" + took + " while the call was in flight; it may have run"
+	}
+	return strings.ReplaceAll(a.Failure, "_", " ") + took
 }
 
 // notReplayed says why the replay rule did not clear sending an invocation

@@ -143,3 +143,25 @@ func TestResumeAsksThroughAServer(t *testing.T) {
 		t.Errorf("answered yes through the server: exit %d\n%s", code, out)
 	}
 }
+
+// TestBlockedByATimeoutSaysSoFirst: a step whose timeout cut its call
+// short is blocked (the call may have run, the demo server is not
+// trusted); the report says first what happened — the timeout, and after
+// how long — then why the call is not sent again.
+func TestBlockedByATimeoutSaysSoFirst(t *testing.T) {
+	c := newCLI(t)
+	wf := c.workflow("slow.yaml", `name: slow
+servers: {demo: {builtin: demo}}
+steps:
+  - {id: count, server: demo, tool: count_slowly, timeout: 1s, with: {n: 40, delay_ms: 100}}
+`)
+	r := c.run("run", wf)
+	if r.code != exitBlocked {
+		t.Fatalf("run: exit %d, want %d\n%s%s", r.code, exitBlocked, r.stdout, r.stderr)
+	}
+	what := strings.Index(r.stderr, "what happened: the call timed out after 1s; it may have run")
+	why := strings.Index(r.stderr, "not replayed: ")
+	if what < 0 || why < 0 || what > why {
+		t.Errorf("the blocked report does not say first that the call timed out:\n%s", r.stderr)
+	}
+}
