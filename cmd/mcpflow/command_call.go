@@ -49,7 +49,7 @@ notifications).
 ` + exitCodesHelp,
 		Example: `  mcpflow call demo greet --arg name=Ada --workflow examples/workflows/hello.yaml
   mcpflow call files read_text_file --args '{"path": "README.md"}'`,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams, o.server, o.tool = streams(cmd), args[0], args[1]
 			if runF != nil {

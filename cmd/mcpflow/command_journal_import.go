@@ -36,7 +36,7 @@ exported is resumed as after a crash: by 'mcpflow resume', or by a worker on
 PostgreSQL.`,
 		Example: `  mcpflow journal export --archive > archive.jsonl
   mcpflow --journal postgres://mcpflow@db/mcpflow journal import archive.jsonl`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams, o.file = streams(cmd), args[0]
 			if runF != nil {

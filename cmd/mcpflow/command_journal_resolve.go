@@ -36,7 +36,7 @@ func newJournalResolveCommand(g *globals, runF func(context.Context, *resolveOpt
   --as retry --reason TEXT       send it again on the next resume
 
 Who (the OS user), when and why are journaled. Then run 'mcpflow resume RUN_ID'.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams, o.invocation = streams(cmd), args[0]
 			if runF != nil {

@@ -30,7 +30,7 @@ log are only read. Check the new one, then use it with --journal OUT, or move it
 into place after moving the old journal and its log away.`,
 		Example: `  mcpflow journal salvage .mcpflow/saved.db
   mcpflow --journal .mcpflow/saved.db journal check`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams, o.out = streams(cmd), args[0]
 			if runF != nil {

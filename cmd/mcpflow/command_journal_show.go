@@ -24,7 +24,7 @@ func newJournalShowCommand(g *globals, runF func(context.Context, *journalShowOp
 	cmd := &cobra.Command{
 		Use:   "show INVOCATION_ID",
 		Short: "Show one invocation: attempts, decisions, resolutions (arguments and result with --payload)",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams, o.invocation = streams(cmd), args[0]
 			if runF != nil {

@@ -60,11 +60,13 @@ server and the workspace are trusted — otherwise the call is marked outcome un
 ` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionLine(),
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
 			g.started = true
 			return g.resolve(cmd)
 		},
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.journalFlag, "journal", "", "journal file (env MCPFLOW_JOURNAL; default WORKSPACE/.mcpflow/journal.db)")
 	root.PersistentFlags().StringVar(&g.workspaceFlag, "workspace", "", "workspace directory (default: the current directory)")
 	root.PersistentFlags().StringVar(&g.serversFile, "servers", "", "also use the MCP servers in this file (Claude Desktop, Cursor, .mcp.json, VS Code, Gemini CLI or mcpflow.yaml format)")

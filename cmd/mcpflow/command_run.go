@@ -50,7 +50,7 @@ happens, then the run.
 		Example: `  mcpflow run examples/workflows/hello.yaml
   mcpflow run deploy.yaml --input version=1.4.2 -o json
   mcpflow run deploy.yaml --detach    # with mcpflow server: print the run id and return`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams, o.file = streams(cmd), args[0]
 			if runF != nil {

@@ -30,7 +30,7 @@ request; 'mcpflow runs watch RUN_ID' follows the run to its end.
 Without a server, a run goes only in the command that started it: cancel it with
 Ctrl-C there.`,
 		Example: `  mcpflow runs cancel 01a2375e-c529 --reason "wrong inputs"`,
-		Args:    cobra.ExactArgs(1),
+		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams, o.run = streams(cmd), args[0]
 			if runF != nil {

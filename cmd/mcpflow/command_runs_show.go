@@ -19,7 +19,7 @@ func newRunsShowCommand(g *globals, runF func(context.Context, *runsShowOptions)
 	return &cobra.Command{
 		Use:   "show RUN_ID",
 		Short: "Show a run: its steps, states, timings, attempts and the audit trail of resolutions",
-		Args:  cobra.ExactArgs(1),
+		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams, o.run = streams(cmd), args[0]
 			if runF != nil {

@@ -34,7 +34,7 @@ interrupted (continue it with 'mcpflow resume').
 ` + exitCodesHelp,
 		Example: `  mcpflow run deploy.yaml --detach
   mcpflow runs watch 01a2375e-c529`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams, o.run = streams(cmd), args[0]
 			if runF != nil {

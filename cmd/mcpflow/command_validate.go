@@ -29,7 +29,7 @@ steps, inputs and expressions. Errors name the file, line and column.
 With --discover, also connect to the servers the steps use and check that each
 tool exists (naming the ones that do) and that literal arguments match the
 tool's input schema. Nothing is called.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams, o.file = streams(cmd), args[0]
 			if runF != nil {

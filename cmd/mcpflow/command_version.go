@@ -19,14 +19,43 @@ func newVersionCommand(g *globals) *cobra.Command {
 		Short: "Print mcpflow's version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			v := version
-			if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-				v = bi.Main.Version
-			}
+			v := versionOf()
 			return g.printer(cmd.OutOrStdout()).print(map[string]any{"version": v, "journal_schema": journal.SchemaVersion}, func(w io.Writer) error {
-				_, err := fmt.Fprintf(w, "mcpflow %s (journal schema %d)\n", v, journal.SchemaVersion)
+				_, err := fmt.Fprintln(w, versionLine())
 				return err
 			})
 		},
 	}
+}
+
+// versionOf is mcpflow's version: the one set at build time, else the
+// module's (go install …@v1.2.3), else dev with the VCS revision it was
+// built from, when the build recorded it ("dev+abc123def456", "+dirty"
+// for uncommitted changes).
+func versionOf() string {
+	if version != "dev" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return version
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	v := version
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision" && len(s.Value) >= 12:
+			v += "+" + s.Value[:12]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			defer func() { v += "+dirty" }()
+		}
+	}
+	return v
+}
+
+// versionLine is what version and --version print.
+func versionLine() string {
+	return fmt.Sprintf("mcpflow %s (journal schema %d)", versionOf(), journal.SchemaVersion)
 }
