@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -618,7 +619,7 @@ func (p *Postgres) find(table, what, prefix string) (ID, error) {
 		lo[len(whole)] = half
 		hi[len(whole)] = half | 0x0f
 	}
-	rows, err := p.pool.Query(bg, `SELECT id FROM `+table+` WHERE id BETWEEN $1 AND $2 ORDER BY id LIMIT 2`, lo, hi)
+	rows, err := p.pool.Query(bg, `SELECT id FROM `+table+` WHERE id BETWEEN $1 AND $2 ORDER BY id LIMIT `+strconv.Itoa(maxCandidates+1), lo, hi)
 	if err != nil {
 		return ID{}, p.connErr(err)
 	}
@@ -629,7 +630,11 @@ func (p *Postgres) find(table, what, prefix string) (ID, error) {
 	case len(found) == 0:
 		return ID{}, fmt.Errorf("%s %q: %w", what, prefix, ErrNotFound)
 	case len(found) > 1:
-		return ID{}, fmt.Errorf("%s %q matches several: %w; type more of the id", what, prefix, ErrAmbiguous)
+		ids := make([]ID, len(found))
+		for i, f := range found {
+			ids[i] = ID(f)
+		}
+		return ID{}, ambiguous(what, prefix, ids)
 	}
 	return ID(found[0]), nil
 }

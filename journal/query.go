@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -58,7 +59,7 @@ func (j *Journal) find(bucket []byte, what, prefix string) (ID, error) {
 	var found []ID
 	err = j.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucket).Cursor()
-		for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, whole) && len(found) < 2; k, _ = c.Next() {
+		for k, _ := c.Seek(start); k != nil && bytes.HasPrefix(k, whole) && len(found) <= maxCandidates; k, _ = c.Next() {
 			if hasHalf && (len(k) <= len(whole) || k[len(whole)]&0xf0 != half) {
 				break
 			}
@@ -72,9 +73,27 @@ func (j *Journal) find(bucket []byte, what, prefix string) (ID, error) {
 	case len(found) == 0:
 		return ID{}, fmt.Errorf("%s %q: %w", what, prefix, ErrNotFound)
 	case len(found) > 1:
-		return ID{}, fmt.Errorf("%s %q matches several: %w; type more of the id", what, prefix, ErrAmbiguous)
+		return ID{}, ambiguous(what, prefix, found)
 	}
 	return found[0], nil
+}
+
+// maxCandidates is how many of the ids an ambiguous prefix matches are
+// named.
+const maxCandidates = 5
+
+// ambiguous is the ErrAmbiguous of a prefix that matches the ids found
+// (up to maxCandidates+1, in order): it names them, as git does.
+func ambiguous(what, prefix string, found []ID) error {
+	var names []string
+	for i, id := range found {
+		if i == maxCandidates {
+			names = append(names, "…")
+			break
+		}
+		names = append(names, id.String())
+	}
+	return fmt.Errorf("%s %q matches several: %w: %s; type more of the id", what, prefix, ErrAmbiguous, strings.Join(names, ", "))
 }
 
 // Filter selects invocations. Zero fields match everything; set fields

@@ -550,3 +550,33 @@ func TestCountCompleted(t *testing.T) {
 		}
 	}
 }
+
+// TestAmbiguousPrefixNamesCandidates: an id prefix that matches several
+// records names them, in order, five at the most, as git does.
+func TestAmbiguousPrefixNamesCandidates(t *testing.T) {
+	journaltest.Each(t, nil, func(t *testing.T, j journal.Store) {
+		var ids []journal.ID
+		for i := 1; i <= 7; i++ {
+			id := mustID(t, fmt.Sprintf("01930000-0000-7000-8000-00000000000%d", i))
+			if err := j.CreateRun(&journal.Run{ID: id, Workflow: "wf"}); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		_, err := j.FindRun("0193")
+		if !errors.Is(err, journal.ErrAmbiguous) {
+			t.Fatalf("FindRun: %v, want ErrAmbiguous", err)
+		}
+		var want []string
+		for _, id := range ids[:5] {
+			want = append(want, id.String())
+		}
+		if !strings.Contains(err.Error(), strings.Join(want, ", ")+", …") || strings.Contains(err.Error(), ids[5].String()) {
+			t.Errorf("FindRun(0193): %v; want the first five ids, then …", err)
+		}
+		_, err = j.FindRun(ids[0].String()[:35])
+		if !errors.Is(err, journal.ErrAmbiguous) || !strings.Contains(err.Error(), ids[0].String()+", "+ids[1].String()+", ") {
+			t.Errorf("FindRun of a longer prefix: %v", err)
+		}
+	})
+}
