@@ -363,6 +363,9 @@ func (r *runner) execute(ctx context.Context) (*journal.Run, error) {
 	for _, st := range r.wf.Steps {
 		res, err := r.runStep(ctx, st)
 		if err != nil {
+			if taken := r.takenOver(ctx, err); taken != nil {
+				return nil, taken
+			}
 			return r.finish(journal.RunFailed, &journal.Error{Code: CodeJournal, Message: err.Error()}, err)
 		}
 		value := res.value
@@ -389,6 +392,9 @@ func (r *runner) execute(ctx context.Context) (*journal.Run, error) {
 	if status == journal.RunCancelled && errors.Is(context.Cause(ctx), ErrStopping) {
 		return r.stopped()
 	}
+	if taken := r.takenOver(ctx, nil); taken != nil {
+		return nil, taken
+	}
 	if cause := context.Cause(ctx); status == journal.RunCancelled && runErr != nil && cause != nil && !errors.Is(cause, context.Canceled) {
 		// Cancelled with a reason (mcpflow runs cancel --reason): the run
 		// says so.
@@ -406,6 +412,21 @@ var ErrStopping = errors.New("mcpflow is stopping")
 
 // stopped leaves the run running (see ErrStopping) once what it queued is
 // committed.
+// takenOver is the error of a run another worker took over (its lease
+// lost: err, or the cause that stopped ctx, is journal.ErrLeaseLost), nil
+// otherwise. Such a run's end is the other worker's to write: this one
+// writes nothing more of it — not even as failed, which, were this process
+// to hold the run again by then, its fence would let through.
+func (r *runner) takenOver(ctx context.Context, err error) error {
+	if errors.Is(err, journal.ErrLeaseLost) {
+		return err
+	}
+	if errors.Is(context.Cause(ctx), journal.ErrLeaseLost) {
+		return fmt.Errorf("run %s: %w", r.run.ID.Short(), journal.ErrLeaseLost)
+	}
+	return nil
+}
+
 func (r *runner) stopped() (*journal.Run, error) {
 	if err := r.flush(); err != nil {
 		return nil, err
