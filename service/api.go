@@ -116,29 +116,13 @@ func (l *Local) Call(ctx context.Context, req CallRequest) (*Report, error) {
 // does not load runs here, to fail as it always does, before anything
 // opens the journal.
 func (l *Local) ToWorkers(req RunRequest) bool {
-	if req.TrustWorkspace {
-		return false
-	}
-	if _, ok := l.shared(); !ok {
+	if req.TrustWorkspace || !l.Shared {
 		return false
 	}
 	if _, err := l.ParseInputs(req); err != nil {
 		return false
 	}
 	return l.WorkersServing()
-}
-
-// shared returns the journal as shared by workers, opening it; false for
-// a journal this process holds alone (or one that does not open).
-func (l *Local) shared() (shared, bool) {
-	if !l.Shared {
-		return nil, false
-	}
-	if err := l.open(); err != nil {
-		return nil, false
-	}
-	sh, ok := l.j.(shared)
-	return sh, ok
 }
 
 // Watch follows a run from the journal when workers share it: the run goes
