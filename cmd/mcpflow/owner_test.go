@@ -38,12 +38,7 @@ steps:
 
 	owner, ownerDone := c.background("run", slow)
 	socket := filepath.Join(c.workspace, ".mcpflow", "mcpflow.sock")
-	for deadline := time.Now().Add(20 * time.Second); !client.On(socket); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			r := ownerDone()
-			t.Fatalf("the run never served its journal on %s: exit %d\n%s", socket, r.code, r.stderr)
-		}
-	}
+	waitServing(t, socket, "the run", ownerDone)
 	var slowID string
 	for deadline := time.Now().Add(20 * time.Second); slowID == ""; time.Sleep(20 * time.Millisecond) {
 		r := c.run("runs", "list", "--status", "running", "--jq", ".[0].id")
@@ -139,17 +134,8 @@ steps:
   - {id: count, server: demo, tool: count_slowly, with: {n: 1000, delay_ms: 60}}
 `)
 	socket := filepath.Join(c.workspace, ".mcpflow", "mcpflow.sock")
-	serving := func(what string, done func() result) {
-		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); !client.On(socket); time.Sleep(20 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				r := done()
-				t.Fatalf("%s never served on %s: exit %d\n%s", what, socket, r.code, r.stderr)
-			}
-		}
-	}
 	first, firstDone := c.background("run", slow)
-	serving("the first run", firstDone)
+	waitServing(t, socket, "the first run", firstDone)
 	running := func() string {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -172,7 +158,7 @@ steps:
 		t.Errorf("runs list beside a stale socket: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	second, secondDone := c.background("run", slow)
-	serving("the second run", secondDone)
+	waitServing(t, socket, "the second run", secondDone)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if strings.Contains(c.run("runs", "list", "--status", "running").stdout, "slow") && len(strings.Fields(c.run("runs", "list", "--status", "running", "--jq", ".[].id").stdout)) == 2 {
 			break
@@ -194,5 +180,17 @@ steps:
 	}
 	if r := secondDone(); r.code != exitInterrupted {
 		t.Errorf("the second run, cancelled: exit %d, want %d\n%s", r.code, exitInterrupted, r.stderr)
+	}
+}
+
+// waitServing waits, up to 20 s, until what (a command started with
+// background, done its wait) serves the journal on socket.
+func waitServing(t *testing.T, socket, what string, done func() result) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !client.On(socket); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			r := done()
+			t.Fatalf("%s never served the journal on %s: exit %d\n%s", what, socket, r.code, r.stderr)
+		}
 	}
 }
