@@ -10,12 +10,13 @@ import (
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/bolt"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 )
 
 // approvalRun runs src on a scripted server whose tool t echoes its
 // arguments, and returns a function that resumes the run.
-func approvalRun(t *testing.T, src string) (*scripted, *journal.Journal, *journal.Run, func() (*journal.Run, bool)) {
+func approvalRun(t *testing.T, src string) (*scripted, *bolt.Store, *journal.Run, func() (*journal.Run, bool)) {
 	t.Helper()
 	s := newScripted()
 	s.tool("t", nil, func(_ context.Context, _ int, args map[string]any) (*mcp.CallToolResult, error) {
@@ -43,7 +44,7 @@ func approvalRun(t *testing.T, src string) (*scripted, *journal.Journal, *journa
 	return s, j, run, resume
 }
 
-func steps(t *testing.T, j *journal.Journal, run journal.ID) string {
+func steps(t *testing.T, j *bolt.Store, run journal.ID) string {
 	t.Helper()
 	invs, err := j.RunInvocations(run)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/bolt"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/replay"
 )
@@ -58,7 +59,7 @@ func toolError(msg string) (*mcp.CallToolResult, error) {
 	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil
 }
 
-func runWith(t *testing.T, s *scripted, src string, inputs []string, trust journal.Trust) (*journal.Journal, *journal.Run, []journal.Invocation) {
+func runWith(t *testing.T, s *scripted, src string, inputs []string, trust journal.Trust) (*bolt.Store, *journal.Run, []journal.Invocation) {
 	t.Helper()
 	j := journaltest.Open(t, nil)
 	wf := load(t, src)

@@ -20,7 +20,7 @@ import (
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
-// Journal is what the engine needs of the journal. *journal.Journal
+// Journal is what the engine needs of the journal. *bolt.Store
 // implements it; every write is durable when it returns.
 type Journal interface {
 	CreateRun(*journal.Run) error
@@ -50,10 +50,10 @@ type Journal interface {
 	Digest([]byte) string
 }
 
-var _ Journal = (*journal.Journal)(nil)
+var _ Journal = journal.Store(nil)
 
 // Session is a connection to one MCP server. Call takes the Intent that
-// journal.Journal.Begin or Again returned: a tools/call cannot be sent
+// bolt.Store.Begin or Again returned: a tools/call cannot be sent
 // without the proof that its intent is durable. MCP adapts a
 // *servers.Session.
 type Session interface {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/bolt"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/servers"
@@ -68,7 +69,7 @@ func connectMemTB(t testing.TB, srv *mcp.Server) memSession {
 	return memSession{cs}
 }
 
-func newEngine(j *journal.Journal, sess engine.Session) *engine.Engine {
+func newEngine(j *bolt.Store, sess engine.Session) *engine.Engine {
 	return &engine.Engine{
 		Journal:   j,
 		Connect:   func(context.Context, string) (engine.Session, error) { return sess, nil },

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/bolt"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/servers"
@@ -48,7 +49,7 @@ func buildMcpflow(t *testing.T) string {
 type realRig struct {
 	t         *testing.T
 	workspace string
-	j         *journal.Journal
+	j         *bolt.Store
 	eng       *engine.Engine
 	wf        *workflow.Workflow
 

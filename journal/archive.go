@@ -8,9 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
-	bolt "go.etcd.io/bbolt"
 )
 
 // An archive is a whole journal as JSON Lines, for moving it to another
@@ -37,9 +34,9 @@ func archiveLine(kind string, v []byte) []byte {
 	return append(line, "}\n"...)
 }
 
-// runLine is one run record (unsealed) as a line of an archive: checked,
+// RunLine is one run record (unsealed) as a line of an archive: checked,
 // its payload decrypted when asked.
-func runLine(s *sealer, what string, v []byte, decrypt bool) ([]byte, error) {
+func RunLine(s *Sealer, what string, v []byte, decrypt bool) ([]byte, error) {
 	var r Run
 	if err := json.Unmarshal(v, &r); err != nil || r.ID.IsZero() || r.Status == runInvalid {
 		return nil, fmt.Errorf("%s: %w: not a run record", what, ErrDamaged)
@@ -56,51 +53,17 @@ func runLine(s *sealer, what string, v []byte, decrypt bool) ([]byte, error) {
 	return archiveLine("run", v), nil
 }
 
-// invLine is one invocation record (as stored) as a line of an archive.
-func invLine(s *sealer, what string, v []byte, decrypt bool) ([]byte, error) {
-	b, err := unseal(what, v)
+// InvocationLine is one invocation record (as stored) as a line of an archive.
+func InvocationLine(s *Sealer, what string, v []byte, decrypt bool) ([]byte, error) {
+	b, err := StripChecksum(what, v)
 	if err != nil {
 		return nil, err
 	}
-	line, err := exportLine(s, what, b, decrypt)
+	line, err := ExportLine(s, what, b, decrypt)
 	if err != nil {
 		return nil, err
 	}
 	return archiveLine("invocation", line), nil
-}
-
-// Archive writes the whole journal as an archive (see Import), a chunk of
-// runs, with their invocations, per read transaction.
-func (j *Journal) Archive(w io.Writer, decrypt bool) error {
-	if decrypt && j.sealer == nil {
-		return fmt.Errorf("archive: %w: decrypting needs the journal's key", ErrKeyRequired)
-	}
-	return j.scan(w, bucketRuns, []byte{}, func(tx *bolt.Tx, k, v []byte, lines [][]byte) ([][]byte, error) {
-		what := fmt.Sprintf("run %x", k)
-		b, err := unseal(what, v)
-		if err != nil {
-			return nil, err
-		}
-		line, err := runLine(j.sealer, what, b, decrypt)
-		if err != nil {
-			return nil, err
-		}
-		lines = append(lines, line)
-		invs, c := tx.Bucket(bucketInvs), tx.Bucket(bucketByRun).Cursor()
-		for ik, _ := c.Seek(k); ik != nil && bytes.HasPrefix(ik, k); ik, _ = c.Next() {
-			what := fmt.Sprintf("invocation %x", ik[16:])
-			v := invs.Get(ik[16:])
-			if v == nil {
-				return nil, fmt.Errorf("%s: %w: indexed but missing", what, ErrDamaged)
-			}
-			line, err := invLine(j.sealer, what, v, decrypt)
-			if err != nil {
-				return nil, err
-			}
-			lines = append(lines, line)
-		}
-		return lines, nil
-	})
 }
 
 // ImportReport says what Import wrote.
@@ -112,7 +75,7 @@ type ImportReport struct {
 	// an import can be run again.
 	Present int `json:"present"`
 
-	runs []ID // the runs written
+	Written []ID `json:"-"` // the runs written
 }
 
 // importBatch is how many records share a commit, at least (a run and its
@@ -127,7 +90,7 @@ type archived struct {
 }
 
 // check returns what is wrong with the run and its invocations: what
-// [Journal.Check] would report once they were written (the rules of
+// [Store.Check] would report once they were written (the rules of
 // check.go), an invocation listed twice, and an invocation that was sent
 // but carries no arguments, sealed or in clear (the engine journals them,
 // at least {}, before any send: one without them lost them, its "sealed"
@@ -137,7 +100,7 @@ func (a *archived) check() []Problem {
 	add := func(rec, format string, args ...any) {
 		probs = append(probs, Problem{rec, fmt.Sprintf(format, args...)})
 	}
-	checkRun(a.run, add)
+	CheckRun(a.run, add)
 	var unsettled *Invocation
 	seen := make(map[ID]bool, len(a.invs))
 	for _, inv := range a.invs {
@@ -146,7 +109,7 @@ func (a *archived) check() []Problem {
 			add(name, "listed twice")
 		}
 		seen[inv.ID] = true
-		checkInvocation(inv, name, add)
+		CheckInvocation(inv, name, add)
 		if inv.State != StateSkipped && inv.Arguments == nil && inv.Sealed == "" {
 			add(name, "state %s without its arguments, sealed or in clear (was %q removed from the archive?)", inv.State, "sealed")
 		}
@@ -154,11 +117,11 @@ func (a *archived) check() []Problem {
 			unsettled = inv
 		}
 	}
-	checkSucceeded(a.run.ID, a.run.Status, unsettled, add)
+	CheckSucceeded(a.run.ID, a.run.Status, unsettled, add)
 	return probs
 }
 
-// Import writes the runs of an archive (see [Journal.Archive]) into the
+// Import writes the runs of an archive (see [Store.Archive]) into the
 // journal as they are — states, attempts, decisions, resolutions and
 // approvals — each run with its invocations in one commit, several runs per
 // commit. A run whose id the journal has already is left alone with its
@@ -168,7 +131,7 @@ func (a *archived) check() []Problem {
 // id a record of the other kind has (ErrExists).
 //
 // Before a run is committed, it and its invocations are checked with the
-// rules [Journal.Check] applies to records (attempts, states, idempotency
+// rules [Store.Check] applies to records (attempts, states, idempotency
 // keys, finish times, approvals, a succeeded run's calls all settled), and
 // an invocation that was sent must carry its arguments, sealed or in clear
 // (one whose "sealed" was removed has neither). A run that breaks a rule
@@ -182,7 +145,7 @@ func (a *archived) check() []Problem {
 // A line that is not a record of an archive, or whose payload this journal
 // cannot open, stops the import, with its number; the runs committed
 // before stay whole (a second import completes it).
-func (w *writer) Import(r io.Reader) (ImportReport, error) {
+func (w *Writer) Import(r io.Reader) (ImportReport, error) {
 	var rep ImportReport
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxArchiveLine)
@@ -207,7 +170,7 @@ func (w *writer) Import(r io.Reader) (ImportReport, error) {
 			default:
 				rep.Runs++
 				rep.Invocations += len(b.a.invs)
-				rep.runs = append(rep.runs, b.a.run.ID)
+				rep.Written = append(rep.Written, b.a.run.ID)
 			}
 		}
 		batch, size = batch[:0], 0
@@ -225,19 +188,19 @@ func (w *writer) Import(r io.Reader) (ImportReport, error) {
 			refused = append(refused, RefusedRun{Run: a.run.ID, Line: a.line, Problems: probs})
 			return nil
 		}
-		p, err := w.writeLater(func(st store) error {
+		p, err := w.writeLater(func(st Tx) error {
 			*wrote = false
-			if has, err := st.hasRun(a.run.ID); err != nil || has {
+			if has, err := st.HasRun(a.run.ID); err != nil || has {
 				return err
 			}
-			if err := otherKind(st.hasInv, a.run.ID); err != nil {
+			if err := otherKind(st.HasInvocation, a.run.ID); err != nil {
 				return err
 			}
-			if err := st.putRun(nil, a.run); err != nil {
+			if err := st.PutRun(nil, a.run); err != nil {
 				return err
 			}
 			for _, inv := range a.invs {
-				if err := otherKind(st.hasRun, inv.ID); err != nil {
+				if err := otherKind(st.HasRun, inv.ID); err != nil {
 					return err
 				}
 				if err := insertInv(st, inv); err != nil {
@@ -348,7 +311,7 @@ func otherKind(has func(ID) (bool, error), id ID) error {
 
 // importLine decodes one line of an archive: a run or an invocation,
 // checked, its sealed payload openable with this journal's key.
-func (w *writer) importLine(line []byte) (*Run, *Invocation, error) {
+func (w *Writer) importLine(line []byte) (*Run, *Invocation, error) {
 	var rec struct {
 		Run        json.RawMessage `json:"run"`
 		Invocation json.RawMessage `json:"invocation"`
@@ -362,16 +325,16 @@ func (w *writer) importLine(line []byte) (*Run, *Invocation, error) {
 		if err := json.Unmarshal(rec.Run, &r); err != nil || r.ID.IsZero() || r.Status == runInvalid {
 			return nil, nil, errors.New("a run without a valid id or status")
 		}
-		if err := w.checkSealed(r.Sealed, func(s *sealer) error { c := r; return openRun(s, &c) }); err != nil {
+		if err := w.checkSealed(r.Sealed, func(s *Sealer) error { c := r; return openRun(s, &c) }); err != nil {
 			return nil, nil, fmt.Errorf("run %s: %w", r.ID, err)
 		}
 		return &r, nil, nil
 	case rec.Invocation != nil && rec.Run == nil:
-		inv, err := DecodeInvocation(rec.Invocation)
+		inv, err := ParseInvocation(rec.Invocation)
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := w.checkSealed(inv.Sealed, func(s *sealer) error { c := *inv; return openInv(s, &c) }); err != nil {
+		if err := w.checkSealed(inv.Sealed, func(s *Sealer) error { c := *inv; return openInv(s, &c) }); err != nil {
 			return nil, nil, fmt.Errorf("invocation %s: %w", inv.ID, err)
 		}
 		return nil, inv, nil
@@ -380,7 +343,7 @@ func (w *writer) importLine(line []byte) (*Run, *Invocation, error) {
 }
 
 // checkSealed refuses a sealed payload this journal's key cannot open.
-func (w *writer) checkSealed(sealed string, open func(*sealer) error) error {
+func (w *Writer) checkSealed(sealed string, open func(*Sealer) error) error {
 	if sealed == "" {
 		return nil
 	}
@@ -391,83 +354,4 @@ func (w *writer) checkSealed(sealed string, open func(*sealer) error) error {
 		return fmt.Errorf("%w: it was encrypted with another key than this journal's (set %s to the exporting journal's key)", ErrWrongKey, KeyEnv)
 	}
 	return nil
-}
-
-// Archive writes the whole journal as an archive (see [Journal.Archive]),
-// a chunk of runs, with their invocations, per read-only snapshot.
-func (p *Postgres) Archive(w io.Writer, decrypt bool) error {
-	if decrypt && p.sealer == nil {
-		return fmt.Errorf("archive: %w: decrypting needs the journal's key", ErrKeyRequired)
-	}
-	var after [16]byte
-	for {
-		var lines [][]byte
-		runs := 0
-		err := p.read(func(tx pgx.Tx) error {
-			rows, err := tx.Query(bg, `SELECT r.id, r.record, i.id, i.record FROM
-					(SELECT id, record FROM mcpflow_runs WHERE id > $1 ORDER BY id LIMIT $2) r
-				LEFT JOIN mcpflow_invocations i ON i.run_id = r.id ORDER BY r.id, i.id`, after, exportChunk)
-			if err != nil {
-				return err
-			}
-			var id [16]byte
-			var rec []byte
-			var invID *[16]byte
-			var invRec []byte
-			_, err = pgx.ForEachRow(rows, []any{&id, &rec, &invID, &invRec}, func() error {
-				if runs == 0 || id != after {
-					after = id
-					runs++
-					what := fmt.Sprintf("run %x", id)
-					v, err := unseal(what, rec)
-					if err != nil {
-						return err
-					}
-					line, err := runLine(p.sealer, what, v, decrypt)
-					if err != nil {
-						return err
-					}
-					lines = append(lines, line)
-				}
-				if invID == nil {
-					return nil
-				}
-				line, err := invLine(p.sealer, fmt.Sprintf("invocation %x", *invID), invRec, decrypt)
-				lines = append(lines, line)
-				return err
-			})
-			return err
-		})
-		if err != nil {
-			return p.connErr(err)
-		}
-		if err := writeLines(w, lines); err != nil {
-			return err
-		}
-		if runs < exportChunk {
-			return nil
-		}
-	}
-}
-
-// Import writes an archive's runs (see [writer.Import]). The runs it
-// writes are nobody's once written whole: a run that was running when its
-// journal was archived is free for a worker to claim and resume, as after
-// a crash.
-func (p *Postgres) Import(r io.Reader) (ImportReport, error) {
-	rep, err := p.writer.Import(r)
-	if l := p.leases; l != nil && len(rep.runs) > 0 {
-		ids := make([][16]byte, len(rep.runs))
-		l.mu.Lock()
-		for i, id := range rep.runs {
-			ids[i] = uuidOf(id)
-			delete(l.held, id)
-		}
-		l.mu.Unlock()
-		if _, rerr := p.pool.Exec(bg, `UPDATE mcpflow_runs SET owner = NULL, session = NULL WHERE id = ANY($1) AND session = $2`,
-			ids, uuidOf(l.session)); rerr != nil && err == nil {
-			err = p.connErr(rerr)
-		}
-	}
-	return rep, err
 }

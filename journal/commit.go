@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// groupCommit shares one commit (a log append on the bbolt journal, a
+// GroupCommit shares one commit (a log append on the bbolt journal, a
 // transaction on PostgreSQL; one fsync either way) among the writers
 // that arrive while a commit is in progress, without ever waiting on a
 // timer. Writers queue their write, then either find it committed by
@@ -19,7 +19,7 @@ import (
 // The committer is always a writer whose own write is in the batch, so it
 // returns as soon as that commit is durable: no goroutine is stuck leading
 // while others keep arriving.
-type groupCommit[T any] struct {
+type GroupCommit[T any] struct {
 	// apply runs fns in one transaction of the backend and commits it
 	// durably; failed is the index of the write that failed (the
 	// transaction is then rolled back), or -1 when the commit itself
@@ -31,9 +31,9 @@ type groupCommit[T any] struct {
 	pending []*pendingWrite[T]
 	closed  bool
 
-	writes, commits atomic.Int64
-	afterCommit     func()       // see Options.AfterCommit
-	onCommit        func(Commit) // see Options.OnCommit
+	Writes, Commits atomic.Int64
+	AfterCommit     func()       // see Options.AfterCommit
+	OnCommit        func(Commit) // see Options.OnCommit
 }
 
 type pendingWrite[T any] struct {
@@ -47,15 +47,15 @@ func (w *pendingWrite[T]) finish(err error) {
 	close(w.done)
 }
 
-func (g *groupCommit[T]) init(apply func(fns []func(T) error) (int, error)) {
+func (g *GroupCommit[T]) Init(apply func(fns []func(T) error) (int, error)) {
 	g.apply, g.token = apply, make(chan struct{}, 1)
 }
 
-// do runs fn in a read-write transaction and returns after that transaction
+// Do runs fn in a read-write transaction and returns after that transaction
 // committed and was fsynced, or after fn's error (then nothing of fn is
 // written). fn may run more than once and must be free of side effects
 // outside tx.
-func (g *groupCommit[T]) do(fn func(T) error) error {
+func (g *GroupCommit[T]) Do(fn func(T) error) error {
 	w, err := g.enqueue(fn)
 	if err != nil {
 		return err
@@ -65,7 +65,7 @@ func (g *groupCommit[T]) do(fn func(T) error) error {
 
 // enqueue queues fn for the next commit without starting one: it rides
 // with the next write that commits (see wait), and is ordered before it.
-func (g *groupCommit[T]) enqueue(fn func(T) error) (*pendingWrite[T], error) {
+func (g *GroupCommit[T]) enqueue(fn func(T) error) (*pendingWrite[T], error) {
 	w := &pendingWrite[T]{fn: fn, done: make(chan struct{})}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -76,10 +76,27 @@ func (g *groupCommit[T]) enqueue(fn func(T) error) (*pendingWrite[T], error) {
 	return w, nil
 }
 
+// Later queues fn for the next commit (see enqueue) as a Pending whose
+// Wait commits it if no other write has. after, when not nil, is given
+// the commit's outcome when Wait returns.
+func (g *GroupCommit[T]) Later(fn func(T) error, after func(error)) (*Pending, error) {
+	w, err := g.enqueue(fn)
+	if err != nil {
+		return nil, err
+	}
+	return &Pending{wait: func() error {
+		err := g.wait(w)
+		if after != nil {
+			after(err)
+		}
+		return err
+	}, done: w.done}, nil
+}
+
 // wait returns once w is committed (or failed): committed by another
 // writer's commit, or by this one, which takes the committer's token and
 // commits everything queued, w included.
-func (g *groupCommit[T]) wait(w *pendingWrite[T]) error {
+func (g *GroupCommit[T]) wait(w *pendingWrite[T]) error {
 	select {
 	case <-w.done:
 		return w.err
@@ -101,7 +118,7 @@ func (g *groupCommit[T]) wait(w *pendingWrite[T]) error {
 
 // commitQueued commits every write queued so far (the caller holds the
 // token), and reports whether the group commit is closed.
-func (g *groupCommit[T]) commitQueued() (closed bool) {
+func (g *GroupCommit[T]) commitQueued() (closed bool) {
 	g.mu.Lock()
 	batch, closed := g.pending, g.closed
 	g.pending = nil
@@ -113,10 +130,10 @@ func (g *groupCommit[T]) commitQueued() (closed bool) {
 // commit writes batch in as few transactions as possible. When one write
 // fails, the transaction is rolled back, that write gets its error alone,
 // and the others are committed without it.
-func (g *groupCommit[T]) commit(batch []*pendingWrite[T]) {
+func (g *GroupCommit[T]) commit(batch []*pendingWrite[T]) {
 	for len(batch) > 0 {
 		var start time.Time
-		if g.onCommit != nil {
+		if g.OnCommit != nil {
 			start = time.Now()
 		}
 		fns := make([]func(T) error, len(batch))
@@ -124,15 +141,15 @@ func (g *groupCommit[T]) commit(batch []*pendingWrite[T]) {
 			fns[i] = w.fn
 		}
 		failed, err := g.apply(fns)
-		if g.onCommit != nil {
-			g.onCommit(Commit{Start: start, Duration: time.Since(start), Writes: len(batch), Err: err})
+		if g.OnCommit != nil {
+			g.OnCommit(Commit{Start: start, Duration: time.Since(start), Writes: len(batch), Err: err})
 		}
 		if failed < 0 {
 			if err == nil {
-				g.commits.Add(1)
-				g.writes.Add(int64(len(batch)))
-				if g.afterCommit != nil {
-					g.afterCommit()
+				g.Commits.Add(1)
+				g.Writes.Add(int64(len(batch)))
+				if g.AfterCommit != nil {
+					g.AfterCommit()
 				}
 			}
 			for _, w := range batch {
@@ -145,9 +162,9 @@ func (g *groupCommit[T]) commit(batch []*pendingWrite[T]) {
 	}
 }
 
-// exclusive runs fn while no commit is in progress or can start, after
+// Exclusive runs fn while no commit is in progress or can start, after
 // committing what is queued.
-func (g *groupCommit[T]) exclusive(fn func() error) error {
+func (g *GroupCommit[T]) Exclusive(fn func() error) error {
 	g.token <- struct{}{}
 	defer func() { <-g.token }()
 	if closed := g.commitQueued(); closed {
@@ -156,8 +173,8 @@ func (g *groupCommit[T]) exclusive(fn func() error) error {
 	return fn()
 }
 
-// flush commits the writes queued so far (enqueued, never waited for).
-func (g *groupCommit[T]) flush() {
+// Flush commits the writes queued so far (enqueued, never waited for).
+func (g *GroupCommit[T]) Flush() {
 	g.mu.Lock()
 	last := (*pendingWrite[T])(nil)
 	if n := len(g.pending); n > 0 {
@@ -169,10 +186,10 @@ func (g *groupCommit[T]) flush() {
 	}
 }
 
-// close refuses new writes and waits for a commit in progress. Writes
+// Close refuses new writes and waits for a commit in progress. Writes
 // still queued (enqueued, never waited for) are committed first: a deferred
 // write is never dropped by Close.
-func (g *groupCommit[T]) close() {
+func (g *GroupCommit[T]) Close() {
 	g.mu.Lock()
 	g.closed = true
 	g.mu.Unlock()

@@ -3,28 +3,31 @@ package journal
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
+	"maps"
 	"sync"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // TestGroupCommitFailingWriteInBatch queues ten writes behind a held commit
 // token, so that they form one batch, with the fifth failing: it alone gets
 // its error, the nine others are committed together in one transaction.
 func TestGroupCommitFailingWriteInBatch(t *testing.T) {
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "raw.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte("b")); return err }); err != nil {
-		t.Fatal(err)
-	}
-	var g groupCommit[*bolt.Tx]
-	g.init(func(fns []func(*bolt.Tx) error) (int, error) { return applyBolt(db, "raw.db", fns) })
+	var mu sync.Mutex
+	db := map[string]bool{} // what the commits kept
+	var g GroupCommit[memTx]
+	g.Init(func(fns []func(memTx) error) (int, error) {
+		tx := memTx{}
+		for i, fn := range fns {
+			if err := fn(tx); err != nil {
+				return i, err // rolled back: nothing of tx is kept
+			}
+		}
+		mu.Lock()
+		maps.Copy(db, tx)
+		mu.Unlock()
+		return -1, nil
+	})
 	g.token <- struct{}{} // a commit "in progress"
 	boom := errors.New("boom")
 	errs := make([]error, 10)
@@ -33,12 +36,13 @@ func TestGroupCommitFailingWriteInBatch(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = g.do(func(tx *bolt.Tx) error {
+			errs[i] = g.Do(func(tx memTx) error {
 				if i == 5 {
-					tx.Bucket([]byte("b")).Put([]byte("bad"), nil)
+					tx["bad"] = true
 					return boom
 				}
-				return tx.Bucket([]byte("b")).Put(fmt.Appendf(nil, "k%d", i), nil)
+				tx[fmt.Sprintf("k%d", i)] = true
+				return nil
 			})
 		}()
 	}
@@ -64,14 +68,14 @@ func TestGroupCommitFailingWriteInBatch(t *testing.T) {
 			t.Errorf("write %d: %v", i, err)
 		}
 	}
-	if c, w := g.commits.Load(), g.writes.Load(); c != 1 || w != 9 {
+	if c, w := g.Commits.Load(), g.Writes.Load(); c != 1 || w != 9 {
 		t.Errorf("%d commits of %d writes, want 1 of 9", c, w)
 	}
-	_ = db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket([]byte("b"))
-		if n := b.Stats().KeyN; n != 9 || b.Get([]byte("bad")) != nil {
-			t.Errorf("%d keys (bad written: %v)", n, b.Get([]byte("bad")) != nil)
-		}
-		return nil
-	})
+	if n := len(db); n != 9 || db["bad"] {
+		t.Errorf("%d keys kept (bad kept: %v), want 9", n, db["bad"])
+	}
 }
+
+// memTx is a transaction of a map: the writes of a batch, kept only when
+// every write in it succeeded.
+type memTx map[string]bool

@@ -195,7 +195,7 @@ func TestMarshalInvAllocatesOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			seal(b)
+			AddChecksum(b)
 		}); n != 1 {
 			t.Fatalf("%v allocations to encode and seal a record, want 1", n)
 		}

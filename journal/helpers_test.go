@@ -7,6 +7,18 @@ import (
 	"github.com/mcpflow/mcpflow/journal"
 )
 
+// Shorthands for the states, as the tests write them.
+const (
+	intent   = journal.StateIntent
+	done     = journal.StateCompleted
+	failed   = journal.StateFailed
+	unknown  = journal.StateOutcomeUnknown
+	aborted  = journal.StateAborted
+	timedOut = journal.StateTimedOut
+	skipped  = journal.StateSkipped
+	retry    = journal.StateRetryApproved
+)
+
 func newRun(t testing.TB, j journal.Store) journal.ID {
 	t.Helper()
 	r := &journal.Run{Workflow: "wf", Definition: []byte("name: wf\n"), Inputs: map[string]any{"n": 1.0}, Workspace: "/ws"}

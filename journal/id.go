@@ -17,20 +17,20 @@ import (
 type ID uuid.UUID
 
 // NewID returns a fresh time-ordered id.
-func NewID() ID { return defaultIDs.next(time.Now()) }
+func NewID() ID { return defaultIDs.Next(time.Now()) }
 
-var defaultIDs idGen
+var defaultIDs IDGen
 
-// idGen makes UUIDv7s that strictly increase: the first 64 bits are the
+// IDGen makes UUIDv7s that strictly increase: the first 64 bits are the
 // millisecond timestamp, the version and a 12-bit sub-millisecond sequence
 // (RFC 9562, method 3), bumped when the clock stands still or goes back.
 // Each Journal has its own, driven by its clock.
-type idGen struct {
+type IDGen struct {
 	mu   sync.Mutex
 	last int64 // ms<<12 | seq
 }
 
-func (g *idGen) next(now time.Time) ID {
+func (g *IDGen) Next(now time.Time) ID {
 	ms := max(now.UnixMilli(), 0)
 	t := ms<<12 | (now.UnixNano()-ms*1e6)>>8&0xfff
 	g.mu.Lock()
@@ -63,14 +63,14 @@ func (id ID) String() string { return uuid.UUID(id).String() }
 func (id ID) Short() string { return id.String()[:18] }
 
 // Time is the creation time written in the id (millisecond precision).
-func (id ID) Time() time.Time { return time.UnixMilli(id.millis()) }
+func (id ID) Time() time.Time { return time.UnixMilli(id.Millis()) }
 
-func (id ID) millis() int64 { return int64(binary.BigEndian.Uint64(id[:8]) >> 16) }
+func (id ID) Millis() int64 { return int64(binary.BigEndian.Uint64(id[:8]) >> 16) }
 
 // IsZero reports whether the id is unset.
 func (id ID) IsZero() bool { return id == ID{} }
 
-func (id ID) key() []byte { b := id; return b[:] }
+func (id ID) Bytes() []byte { b := id; return b[:] }
 
 func (id ID) MarshalText() ([]byte, error) { return []byte(id.String()), nil }
 
@@ -80,14 +80,14 @@ func (id *ID) UnmarshalText(b []byte) error {
 	return err
 }
 
-// millisKey is the smallest key of an id made at or after ms.
-func millisKey(ms int64) []byte {
+// MillisKey is the smallest key of an id made at or after ms.
+func MillisKey(ms int64) []byte {
 	return binary.BigEndian.AppendUint64(nil, uint64(max(ms, 0))<<16)[:6]
 }
 
-// prefixBytes turns a typed id prefix into the bytes it fixes and whether a
+// PrefixBytes turns a typed id prefix into the bytes it fixes and whether a
 // final half byte remains. Dashes are ignored.
-func prefixBytes(prefix string) (whole []byte, half byte, hasHalf bool, err error) {
+func PrefixBytes(prefix string) (whole []byte, half byte, hasHalf bool, err error) {
 	p := strings.ToLower(strings.ReplaceAll(prefix, "-", ""))
 	if p == "" {
 		return nil, 0, false, fmt.Errorf("empty id")

@@ -253,16 +253,16 @@ func (inv *Invocation) Replays() int {
 // crcTable is CRC-32C (Castagnoli), which CPUs compute in hardware.
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-// seal is how a record is stored (schema 2): its JSON followed by the
+// AddChecksum is how a record is stored (schema 2): its JSON followed by the
 // CRC-32C of that JSON, big-endian. Every read verifies it, so a flipped
 // byte anywhere in a record — a changed result text included — is found.
-func seal(b []byte) []byte {
+func AddChecksum(b []byte) []byte {
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
 }
 
-// unseal verifies a stored record and returns its JSON. what names the
+// StripChecksum verifies a stored record and returns its JSON. what names the
 // record in the error, which wraps ErrDamaged.
-func unseal(what string, v []byte) ([]byte, error) {
+func StripChecksum(what string, v []byte) ([]byte, error) {
 	if len(v) < 4 {
 		return nil, fmt.Errorf("%s: %w: record too short", what, ErrDamaged)
 	}

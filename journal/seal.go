@@ -14,9 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-
-	bolt "go.etcd.io/bbolt"
 
 	"github.com/mcpflow/mcpflow/internal/atomicfile"
 )
@@ -123,14 +120,14 @@ func LoadKey(dir string, create bool) (*Key, error) {
 	return k, nil
 }
 
-// sealer encrypts and decrypts record payloads under one key.
-type sealer struct {
-	aead cipher.AEAD
-	mac  []byte // the key that digests arguments
-	id   string
+// Sealer encrypts and decrypts record payloads under one key.
+type Sealer struct {
+	aead  cipher.AEAD
+	mac   []byte // the key that digests arguments
+	KeyID string
 }
 
-func newSealer(k *Key) *sealer {
+func NewSealer(k *Key) *Sealer {
 	if k == nil {
 		return nil
 	}
@@ -138,28 +135,18 @@ func newSealer(k *Key) *sealer {
 	aead, _ := cipher.NewGCM(block)
 	mac := hmac.New(sha256.New, k.b[:])
 	mac.Write([]byte("mcpflow arguments digest"))
-	return &sealer{aead: aead, mac: mac.Sum(nil), id: k.ID()}
-}
-
-// sealers finds the sealer of a journal's database from a transaction.
-var sealers sync.Map // *bolt.DB → *sealer
-
-func sealerOf(tx *bolt.Tx) *sealer {
-	if s, ok := sealers.Load(tx.DB()); ok {
-		return s.(*sealer)
-	}
-	return nil
+	return &Sealer{aead: aead, mac: mac.Sum(nil), KeyID: k.ID()}
 }
 
 // seal encrypts a payload, bound to the record's key (id).
-func (s *sealer) seal(payload, id []byte) string {
+func (s *Sealer) seal(payload, id []byte) string {
 	nonce := make([]byte, s.aead.NonceSize())
 	rand.Read(nonce)
 	return base64.StdEncoding.EncodeToString(s.aead.Seal(nonce, nonce, payload, id))
 }
 
 // open decrypts a sealed payload of the record id.
-func (s *sealer) open(sealed string, id []byte) ([]byte, error) {
+func (s *Sealer) open(sealed string, id []byte) ([]byte, error) {
 	b, err := base64.StdEncoding.DecodeString(sealed)
 	if err != nil || len(b) < s.aead.NonceSize() {
 		return nil, fmt.Errorf("%w: sealed payload unreadable", ErrDamaged)
@@ -183,16 +170,16 @@ type invPayload struct {
 	Result    *Result         `json:"result,omitempty"`
 }
 
-// encodeRun is the JSON of a run as stored: with a sealer, its payload
+// EncodeRun is the JSON of a run as stored: with a sealer, its payload
 // sealed.
-func encodeRun(s *sealer, r *Run) ([]byte, error) {
+func EncodeRun(s *Sealer, r *Run) ([]byte, error) {
 	if s != nil && (r.Inputs != nil || r.Outputs != nil) {
 		p, err := json.Marshal(runPayload{r.Inputs, r.Outputs})
 		if err != nil {
 			return nil, err
 		}
 		c := *r
-		c.Inputs, c.Outputs, c.Sealed = nil, nil, s.seal(p, r.ID.key())
+		c.Inputs, c.Outputs, c.Sealed = nil, nil, s.seal(p, r.ID.Bytes())
 		r = &c
 	}
 	return json.Marshal(r)
@@ -200,11 +187,11 @@ func encodeRun(s *sealer, r *Run) ([]byte, error) {
 
 // openRun fills a decoded run's payload from its sealed form, when a
 // sealer can; without one the payload stays sealed.
-func openRun(s *sealer, r *Run) error {
+func openRun(s *Sealer, r *Run) error {
 	if s == nil || r.Sealed == "" {
 		return nil
 	}
-	b, err := s.open(r.Sealed, r.ID.key())
+	b, err := s.open(r.Sealed, r.ID.Bytes())
 	if err != nil {
 		return fmt.Errorf("run %s: %w", r.ID, err)
 	}
@@ -216,24 +203,24 @@ func openRun(s *sealer, r *Run) error {
 	return nil
 }
 
-func encodeInv(s *sealer, inv *Invocation) ([]byte, error) {
+func EncodeInvocation(s *Sealer, inv *Invocation) ([]byte, error) {
 	if s != nil && (inv.Arguments != nil || inv.Result != nil) {
 		p, err := json.Marshal(invPayload{inv.Arguments, inv.Result})
 		if err != nil {
 			return nil, err
 		}
 		c := *inv
-		c.Arguments, c.Result, c.Sealed = nil, nil, s.seal(p, inv.ID.key())
+		c.Arguments, c.Result, c.Sealed = nil, nil, s.seal(p, inv.ID.Bytes())
 		inv = &c
 	}
 	return marshalInv(inv)
 }
 
-func openInv(s *sealer, inv *Invocation) error {
+func openInv(s *Sealer, inv *Invocation) error {
 	if s == nil || inv.Sealed == "" {
 		return nil
 	}
-	b, err := s.open(inv.Sealed, inv.ID.key())
+	b, err := s.open(inv.Sealed, inv.ID.Bytes())
 	if err != nil {
 		return fmt.Errorf("invocation %s: %w", inv.ID, err)
 	}
@@ -248,12 +235,12 @@ func openInv(s *sealer, inv *Invocation) error {
 // Sealed reports whether the journal encrypts payloads (it was opened with
 // a key): what the caller stores is then kept faithfully, unreadable
 // without the key.
-func (w *writer) Sealed() bool { return w.sealer != nil }
+func (w *Writer) Sealed() bool { return w.sealer != nil }
 
 // Digest is the digest of arguments as the journal records it: with a key,
 // an HMAC under a key derived from it ("hmac-sha256:…"), so that a digest
 // reveals nothing of secret arguments; without one, [Digest].
-func (w *writer) Digest(b []byte) string {
+func (w *Writer) Digest(b []byte) string {
 	if w.sealer == nil {
 		return Digest(b)
 	}

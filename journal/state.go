@@ -32,15 +32,6 @@ const (
 	numStates
 )
 
-// indexed reports whether the state index lists invocations in s. Most
-// invocations end completed: listing them would cost every step a write of
-// the index's page, and a query for completed invocations finds them at
-// once among the newest records anyway. The index keeps the states that are
-// rare and must be found among many: unsettled, failed, skipped. (Journals
-// written before keep entries for completed invocations; they are never
-// read, and Check accepts them.)
-func (s State) indexed() bool { return s != StateCompleted }
-
 var stateNames = [numStates]string{
 	stateInvalid:        "invalid",
 	StateIntent:         "intent",
@@ -216,6 +207,13 @@ func CanTransitionRun(from, to RunStatus) bool {
 	}
 	return false
 }
+
+// Valid reports whether s is one of the states (the zero State is not).
+func (s State) Valid() bool { return s > stateInvalid && s < numStates }
+
+// Valid reports whether s is one of the run statuses (the zero RunStatus
+// is not).
+func (s RunStatus) Valid() bool { return s > runInvalid && s < numRunStatuses }
 
 // Finished reports whether the run is not running.
 func (s RunStatus) Finished() bool { return s != RunRunning && s != runInvalid }

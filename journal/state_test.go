@@ -11,17 +11,6 @@ import (
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 )
 
-const (
-	intent   = journal.StateIntent
-	done     = journal.StateCompleted
-	failed   = journal.StateFailed
-	unknown  = journal.StateOutcomeUnknown
-	aborted  = journal.StateAborted
-	timedOut = journal.StateTimedOut
-	skipped  = journal.StateSkipped
-	retry    = journal.StateRetryApproved
-)
-
 var allStates = []journal.State{intent, done, failed, unknown, aborted, timedOut, skipped, retry}
 
 // legalInv is the expected transition table, written out independently of

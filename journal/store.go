@@ -1,47 +1,52 @@
 package journal
 
 import (
-	"context"
 	"io"
-	"strings"
 	"time"
 )
 
-// store is what the journal's writes need of one transaction of a
+// Tx is what the journal's writes need of one transaction of a
 // backend: records by id, written with their index entries. The rules
 // (legal transitions, attempts, decisions, resolutions, approvals) are the
-// writer's, once, for every backend; a store only keeps records.
-type store interface {
+// writer's, once, for every backend; a Tx only keeps records.
+type Tx interface {
 	// inv may return a record the store keeps: the caller changes a
-	// clone (cloneInv), never what it was given. run returns a record
+	// clone (cloneInv), never what it was given. Run returns a record
 	// decoded for the caller, which EndRun hands on (asCommitted).
-	run(ID) (*Run, error)
-	inv(ID) (*Invocation, error)
-	// putRun and putInv write a record, moving its index entries from
+	Run(ID) (*Run, error)
+	Invocation(ID) (*Invocation, error)
+	// PutRun and putInv write a record, moving its index entries from
 	// old (nil for a new record; putInv then fails with ErrExists when
 	// the id is taken, ErrNotFound when its run is not there).
-	putRun(old, r *Run) error
-	putInv(old, inv *Invocation) error
-	hasRun(ID) (bool, error)
-	hasInv(ID) (bool, error)
-	// firstWhere is the first invocation of run, in creation order, whose
+	PutRun(old, r *Run) error
+	PutInvocation(old, inv *Invocation) error
+	HasRun(ID) (bool, error)
+	HasInvocation(ID) (bool, error)
+	// FirstWhere is the first invocation of run, in creation order, whose
 	// state matches, or nil.
-	firstWhere(run ID, match func(State) bool) (*Invocation, error)
+	FirstWhere(run ID, match func(State) bool) (*Invocation, error)
 }
 
-// writer holds the journal's writes, shared by its backends: each write
+// Writer holds the journal's writes, shared by its backends: each write
 // is a function of a store, run by the backend in one durable commit
 // (write) or queued to ride with the next one (writeLater).
-type writer struct {
+type Writer struct {
 	now        func() time.Time
-	ids        idGen
-	sealer     *sealer // nil: payloads are stored as given
-	write      func(func(store) error) error
-	writeLater func(func(store) error) (*Pending, error)
+	ids        IDGen
+	sealer     *Sealer // nil: payloads are stored as given
+	write      func(func(Tx) error) error
+	writeLater func(func(Tx) error) (*Pending, error)
+}
+
+// NewWriter returns the writer of a backend that commits a write with
+// write and queues one with writeLater; s seals payloads (nil: stored as
+// given); now is the clock (nil: time.Now).
+func NewWriter(now func() time.Time, s *Sealer, write func(func(Tx) error) error, writeLater func(func(Tx) error) (*Pending, error)) Writer {
+	return Writer{now: now, sealer: s, write: write, writeLater: writeLater}
 }
 
 // Store is the journal's contract, which each backend keeps: the bbolt
-// file ([Open]) and PostgreSQL ([OpenPostgres]). Both have the same
+// file (journal/bolt) and PostgreSQL (journal/postgres). Both have the same
 // states, legal transitions and durability (a write is committed when it
 // returns nil; a Pending is committed when Wait returns nil), the same
 // queries, and their own Check.
@@ -83,28 +88,32 @@ type Store interface {
 	Close() error
 }
 
-var _ Store = (*Journal)(nil)
-
-// OpenStore opens the journal at location: a PostgreSQL URL
-// (postgres://… or postgresql://…, see [OpenPostgres]) or the path of a
-// bbolt file (see [Open]). On an error the Store is nil, not a nil
-// *Postgres or *Journal in a Store: a caller's j != nil means open.
-func OpenStore(location string, o *Options) (Store, error) {
-	if IsPostgres(location) {
-		p, err := OpenPostgres(context.Background(), location, o)
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
-	}
-	j, err := Open(location, o)
-	if err != nil {
-		return nil, err
-	}
-	return j, nil
-}
-
-// IsPostgres reports whether location names a PostgreSQL journal.
-func IsPostgres(location string) bool {
-	return strings.HasPrefix(location, "postgres://") || strings.HasPrefix(location, "postgresql://")
+// Shared is what a journal several processes work on at once offers
+// beyond [Store] (PostgreSQL; the bbolt file has one writer and is not
+// Shared). Front ends ask for it with a type assertion on this interface
+// alone.
+//
+// A run is worked on only by the process that holds its lease: a run a
+// process starts is its own; one it resumes it acquires first; either is
+// released when it stops there. A run lost to another worker (this
+// process was paused past its lease) is reported to OnLost at once, and
+// its writes are refused ([ErrLeaseLost]) from then on.
+type Shared interface {
+	Store
+	// Worker is this process's worker id ("" when it is not a worker:
+	// it then claims nothing).
+	Worker() string
+	// Workers lists the registered workers, live ones first, with the
+	// runs each holds.
+	Workers() ([]Worker, error)
+	// Claim takes up to n free runs (submitted ones, and those of a dead
+	// or paused worker) for this worker to resume.
+	Claim(n int) ([]ID, error)
+	Acquire(ID) error
+	Release(ID) error
+	OnLost(func(ID))
+	// A cancel asked in one process reaches the one that holds the run.
+	RequestCancel(run ID, reason string) (bool, error)
+	CancelRequested(ID) (string, bool, error)
+	OnCancel(func(run ID, reason string))
 }

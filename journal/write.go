@@ -24,31 +24,31 @@ func (in Intent) Valid() bool { return in.durable }
 
 // CreateRun writes a new run in status running. It assigns r.ID when unset
 // and sets the timestamps. Durable when it returns nil.
-func (w *writer) CreateRun(r *Run) error { return w.write(w.createRun(r)) }
+func (w *Writer) CreateRun(r *Run) error { return w.write(w.createRun(r)) }
 
 // CreateRunLater is CreateRun queued to ride with the next commit (see
 // Pending): the run exists once the Pending is done without error.
-func (w *writer) CreateRunLater(r *Run) (*Pending, error) { return w.writeLater(w.createRun(r)) }
+func (w *Writer) CreateRunLater(r *Run) (*Pending, error) { return w.writeLater(w.createRun(r)) }
 
-func (w *writer) createRun(r *Run) func(store) error {
+func (w *Writer) createRun(r *Run) func(Tx) error {
 	now := w.now().UTC()
 	if r.ID.IsZero() {
-		r.ID = w.ids.next(now)
+		r.ID = w.ids.Next(now)
 	}
 	r.Status, r.StartedAt, r.UpdatedAt, r.FinishedAt = RunRunning, now, now, nil
 	if len(r.Definition) > 0 && r.Digest == "" {
 		r.Digest = Digest(r.Definition)
 	}
 	rec := *r
-	return func(s store) error {
-		exists, err := s.hasRun(rec.ID)
+	return func(s Tx) error {
+		exists, err := s.HasRun(rec.ID)
 		if err != nil {
 			return err
 		}
 		if exists {
 			return fmt.Errorf("run %s: %w", rec.ID, ErrExists)
 		}
-		return s.putRun(nil, &rec)
+		return s.PutRun(nil, &rec)
 	}
 }
 
@@ -56,7 +56,7 @@ func (w *writer) createRun(r *Run) func(store) error {
 // statuses set FinishedAt. An illegal transition returns ErrTransition and
 // writes nothing, and so does succeeded while an invocation of the run is
 // unsettled (see [State.Unsettled]). Durable when it returns nil.
-func (w *writer) SetRunStatus(id ID, status RunStatus, runErr *Error) error {
+func (w *Writer) SetRunStatus(id ID, status RunStatus, runErr *Error) error {
 	_, err := w.EndRun(id, status, runErr, nil)
 	return err
 }
@@ -64,11 +64,11 @@ func (w *writer) SetRunStatus(id ID, status RunStatus, runErr *Error) error {
 // EndRun is SetRunStatus that also records the run's outputs (kept only
 // with RunSucceeded), in the same commit. Durable when it returns; it
 // returns the run as committed, as Run would read it back.
-func (w *writer) EndRun(id ID, status RunStatus, runErr *Error, outputs map[string]any) (*Run, error) {
+func (w *Writer) EndRun(id ID, status RunStatus, runErr *Error, outputs map[string]any) (*Run, error) {
 	now := w.now().UTC()
 	var put *Run // as the commit's last try of the write put it
-	err := w.write(func(s store) error {
-		old, err := s.run(id)
+	err := w.write(func(s Tx) error {
+		old, err := s.Run(id)
 		if err != nil {
 			return err
 		}
@@ -79,7 +79,7 @@ func (w *writer) EndRun(id ID, status RunStatus, runErr *Error, outputs map[stri
 			if p := old.PendingApprovals(); len(p) > 0 {
 				return fmt.Errorf("run %s: succeeded while step %s waits for approval: %w", id.Short(), p[0].Step, ErrTransition)
 			}
-			if inv, err := s.firstWhere(id, State.Unsettled); err != nil || inv != nil {
+			if inv, err := s.FirstWhere(id, State.Unsettled); err != nil || inv != nil {
 				if err != nil {
 					return err
 				}
@@ -97,7 +97,7 @@ func (w *writer) EndRun(id ID, status RunStatus, runErr *Error, outputs map[stri
 			r.FinishedAt = &now
 		}
 		put = &r
-		return s.putRun(old, &r)
+		return s.PutRun(old, &r)
 	})
 	if err != nil {
 		return nil, err
@@ -134,13 +134,13 @@ func asCommitted(r *Run) (*Run, error) {
 // with message, for the approver. A gate already recorded for the step
 // (pending or decided) is left as it is. The run must exist and not have
 // succeeded. Durable when it returns nil.
-func (w *writer) RequestApproval(id ID, step, message string) error {
+func (w *Writer) RequestApproval(id ID, step, message string) error {
 	if strings.TrimSpace(step) == "" {
 		return fmt.Errorf("run %s: request approval: step is required", id.Short())
 	}
 	now := w.now().UTC()
-	return w.write(func(s store) error {
-		old, err := s.run(id)
+	return w.write(func(s Tx) error {
+		old, err := s.Run(id)
 		if err != nil {
 			return err
 		}
@@ -153,7 +153,7 @@ func (w *writer) RequestApproval(id ID, step, message string) error {
 		r := cloneRun(old)
 		r.Approvals = append(r.Approvals, Approval{Step: step, Message: message, RequestedAt: now, State: ApprovalPending})
 		r.UpdatedAt = now
-		return s.putRun(old, r)
+		return s.PutRun(old, r)
 	})
 }
 
@@ -164,7 +164,7 @@ func (w *writer) RequestApproval(id ID, step, message string) error {
 // never reached, without approve:, or decided already (the error says by
 // whom and when) — returns ErrTransition and writes nothing. Durable when
 // it returns nil.
-func (w *writer) DecideApproval(id ID, step string, as ApprovalState, by, reason string) (*Approval, error) {
+func (w *Writer) DecideApproval(id ID, step string, as ApprovalState, by, reason string) (*Approval, error) {
 	if !as.Decided() {
 		return nil, fmt.Errorf("run %s: decide approval of step %s as %s: want approved or rejected: %w", id.Short(), step, as, ErrTransition)
 	}
@@ -173,8 +173,8 @@ func (w *writer) DecideApproval(id ID, step string, as ApprovalState, by, reason
 	}
 	now := w.now().UTC()
 	var out Approval
-	err := w.write(func(s store) error {
-		old, err := s.run(id)
+	err := w.write(func(s Tx) error {
+		old, err := s.Run(id)
 		if err != nil {
 			return err
 		}
@@ -190,7 +190,7 @@ func (w *writer) DecideApproval(id ID, step string, as ApprovalState, by, reason
 		a.State, a.By, a.At, a.Reason = as, by, &now, reason
 		r.UpdatedAt = now
 		out = *a
-		return s.putRun(old, r)
+		return s.PutRun(old, r)
 	})
 	if err != nil {
 		return nil, err
@@ -223,13 +223,13 @@ func cloneRun(r *Run) *Run {
 // idempotency key is the invocation id. Fields of inv that the journal owns
 // (state, attempts, result, error, decisions, resolutions, timestamps) are
 // overwritten. The run must exist.
-func (w *writer) Begin(inv *Invocation) (Intent, error) {
+func (w *Writer) Begin(inv *Invocation) (Intent, error) {
 	now := w.now().UTC()
 	w.newInv(inv, now, StateIntent)
 	trust := inv.Trust
 	inv.Attempts = []Attempt{{N: 1, SentAt: now, Trust: &trust, Annotations: inv.Annotations}}
 	rec := *inv
-	err := w.write(func(s store) error { return insertInv(s, &rec) })
+	err := w.write(func(s Tx) error { return insertInv(s, &rec) })
 	if err != nil {
 		return Intent{}, err
 	}
@@ -239,21 +239,21 @@ func (w *writer) Begin(inv *Invocation) (Intent, error) {
 // Skip records a step whose condition was false: an invocation in state
 // skipped that was never sent (no attempt). Like Begin it assigns inv.ID
 // and overwrites the fields the journal owns. Durable when it returns nil.
-func (w *writer) Skip(inv *Invocation) error { return w.write(w.skip(inv)) }
+func (w *Writer) Skip(inv *Invocation) error { return w.write(w.skip(inv)) }
 
 // SkipLater is Skip queued to ride with the next commit (see Pending).
-func (w *writer) SkipLater(inv *Invocation) (*Pending, error) { return w.writeLater(w.skip(inv)) }
+func (w *Writer) SkipLater(inv *Invocation) (*Pending, error) { return w.writeLater(w.skip(inv)) }
 
-func (w *writer) skip(inv *Invocation) func(store) error {
+func (w *Writer) skip(inv *Invocation) func(Tx) error {
 	now := w.now().UTC()
 	w.newInv(inv, now, StateSkipped)
 	rec := *inv
-	return func(s store) error { return insertInv(s, &rec) }
+	return func(s Tx) error { return insertInv(s, &rec) }
 }
 
-func (w *writer) newInv(inv *Invocation, now time.Time, s State) {
+func (w *Writer) newInv(inv *Invocation, now time.Time, s State) {
 	if inv.ID.IsZero() {
-		inv.ID = w.ids.next(now)
+		inv.ID = w.ids.Next(now)
 	}
 	inv.IdempotencyKey = inv.ID.String()
 	inv.State = s
@@ -263,11 +263,11 @@ func (w *writer) newInv(inv *Invocation, now time.Time, s State) {
 }
 
 // insertInv writes a new invocation of an existing run.
-func insertInv(s store, inv *Invocation) error {
+func insertInv(s Tx, inv *Invocation) error {
 	if strings.IndexByte(inv.Server, 0) >= 0 || strings.IndexByte(inv.Tool, 0) >= 0 {
 		return fmt.Errorf("invocation %s: server or tool name contains a NUL byte", inv.ID.Short())
 	}
-	return s.putInv(nil, inv)
+	return s.PutInvocation(nil, inv)
 }
 
 // NextAttempt describes a new attempt of an existing invocation.
@@ -287,11 +287,11 @@ type NextAttempt struct {
 // Intent once the record is committed and fsynced. The invocation goes to
 // (or stays in) state intent; the previous attempt must have ended. An
 // illegal transition returns ErrTransition and writes nothing.
-func (w *writer) Again(id ID, next NextAttempt) (Intent, error) {
+func (w *Writer) Again(id ID, next NextAttempt) (Intent, error) {
 	now := w.now().UTC()
 	var out Intent
-	err := w.write(func(s store) error {
-		old, err := s.inv(id)
+	err := w.write(func(s Tx) error {
+		old, err := s.Invocation(id)
 		if err != nil {
 			return err
 		}
@@ -301,7 +301,7 @@ func (w *writer) Again(id ID, next NextAttempt) (Intent, error) {
 		if last := old.LastAttempt(); old.State == StateIntent && last != nil && last.EndedAt == nil {
 			return fmt.Errorf("invocation %s: attempt %d has no outcome yet: %w", id.Short(), last.N, ErrTransition)
 		}
-		inv := cloneInv(old)
+		inv := CloneInvocation(old)
 		inv.State = StateIntent
 		inv.Trust = next.Trust
 		inv.Annotations = next.Annotations
@@ -315,7 +315,7 @@ func (w *writer) Again(id ID, next NextAttempt) (Intent, error) {
 		n := len(inv.Attempts) + 1
 		inv.Attempts = append(inv.Attempts, Attempt{N: n, SentAt: now, Replay: next.Replay, Trust: &next.Trust, Annotations: next.Annotations})
 		out = Intent{ID: inv.ID, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: n, Replay: next.Replay, durable: true}
-		return s.putInv(old, inv)
+		return s.PutInvocation(old, inv)
 	})
 	if err != nil {
 		return Intent{}, err
@@ -342,7 +342,7 @@ type Outcome struct {
 // Finish records the outcome of the attempt that in started. The attempt
 // must be the invocation's newest and still open; an illegal transition
 // returns ErrTransition and writes nothing. Durable when it returns nil.
-func (w *writer) Finish(in Intent, o Outcome) error {
+func (w *Writer) Finish(in Intent, o Outcome) error {
 	if !in.durable {
 		return fmt.Errorf("finish: intent not issued by the journal: %w", ErrTransition)
 	}
@@ -351,17 +351,17 @@ func (w *writer) Finish(in Intent, o Outcome) error {
 
 // FinishLater is Finish queued to ride with the next commit (see Pending):
 // the outcome of one step and the intent of the next share a commit.
-func (w *writer) FinishLater(in Intent, o Outcome) (*Pending, error) {
+func (w *Writer) FinishLater(in Intent, o Outcome) (*Pending, error) {
 	if !in.durable {
 		return nil, fmt.Errorf("finish: intent not issued by the journal: %w", ErrTransition)
 	}
 	return w.writeLater(w.finish(in, o))
 }
 
-func (w *writer) finish(in Intent, o Outcome) func(store) error {
+func (w *Writer) finish(in Intent, o Outcome) func(Tx) error {
 	now := w.now().UTC()
-	return func(s store) error {
-		old, err := s.inv(in.ID)
+	return func(s Tx) error {
+		old, err := s.Invocation(in.ID)
 		if err != nil {
 			return err
 		}
@@ -375,7 +375,7 @@ func (w *writer) finish(in Intent, o Outcome) func(store) error {
 		if last == nil || last.N != in.Attempt || last.EndedAt != nil {
 			return fmt.Errorf("invocation %s: attempt %d is not the open attempt: %w", in.ID.Short(), in.Attempt, ErrTransition)
 		}
-		inv := cloneInv(old)
+		inv := CloneInvocation(old)
 		a := &inv.Attempts[len(inv.Attempts)-1]
 		a.EndedAt = &now
 		a.Failure, a.Detail = o.Failure, o.Detail
@@ -386,7 +386,7 @@ func (w *writer) finish(in Intent, o Outcome) func(store) error {
 			d.Attempt, d.At = a.N, now
 			inv.Decisions = append(inv.Decisions, d)
 		}
-		return s.putInv(old, inv)
+		return s.PutInvocation(old, inv)
 	}
 }
 
@@ -394,9 +394,9 @@ func (w *writer) finish(in Intent, o Outcome) func(store) error {
 // recorded because the process died while it was in flight (a crash is a
 // lost connection). It is Finish for an attempt found open on resume, with
 // the same checks. Durable when it returns nil.
-func (w *writer) Interrupted(id ID, o Outcome) error {
-	return w.write(func(s store) error {
-		inv, err := s.inv(id)
+func (w *Writer) Interrupted(id ID, o Outcome) error {
+	return w.write(func(s Tx) error {
+		inv, err := s.Invocation(id)
 		if err != nil {
 			return err
 		}
@@ -413,10 +413,10 @@ func (w *writer) Interrupted(id ID, o Outcome) error {
 // or timed out (judged on resume, and then only to StateOutcomeUnknown) —
 // and moves it to state (StateIntent keeps an in-flight one in flight).
 // Durable when it returns nil.
-func (w *writer) Decide(id ID, d Decision, state State, e *Error) error {
+func (w *Writer) Decide(id ID, d Decision, state State, e *Error) error {
 	now := w.now().UTC()
-	return w.write(func(s store) error {
-		old, err := s.inv(id)
+	return w.write(func(s Tx) error {
+		old, err := s.Invocation(id)
 		if err != nil {
 			return err
 		}
@@ -437,14 +437,14 @@ func (w *writer) Decide(id ID, d Decision, state State, e *Error) error {
 		if err := checkTransition(id, old.State, state); err != nil {
 			return err
 		}
-		inv := cloneInv(old)
+		inv := CloneInvocation(old)
 		d.Attempt, d.At = last.N, now
 		inv.Decisions = append(inv.Decisions, d)
 		inv.State, inv.UpdatedAt = state, now
 		if e != nil {
 			inv.Error = e
 		}
-		return s.putInv(old, inv)
+		return s.PutInvocation(old, inv)
 	})
 }
 
@@ -454,13 +454,13 @@ func (w *writer) Decide(id ID, d Decision, state State, e *Error) error {
 // and from which state. A failed invocation, or one that completed with a
 // tool error, may be approved for a retry (retry_approved). Anything else
 // returns ErrTransition and writes nothing. Durable when it returns nil.
-func (w *writer) Resolve(id ID, r Resolution, result *Result) error {
+func (w *Writer) Resolve(id ID, r Resolution, result *Result) error {
 	if strings.TrimSpace(r.By) == "" || strings.TrimSpace(r.Why) == "" {
 		return fmt.Errorf("resolve invocation %s: who (By) and why (Why) are required", id.Short())
 	}
 	now := w.now().UTC()
-	return w.write(func(s store) error {
-		old, err := s.inv(id)
+	return w.write(func(s Tx) error {
+		old, err := s.Invocation(id)
 		if err != nil {
 			return err
 		}
@@ -473,7 +473,7 @@ func (w *writer) Resolve(id ID, r Resolution, result *Result) error {
 		if !r.As.isResolution() {
 			return fmt.Errorf("resolve as %s: want completed, failed or retry_approved: %w", r.As, ErrTransition)
 		}
-		inv := cloneInv(old)
+		inv := CloneInvocation(old)
 		r.At, r.From = now, old.State
 		inv.Resolutions = append(inv.Resolutions, r)
 		inv.State, inv.UpdatedAt = r.As, now
@@ -486,11 +486,11 @@ func (w *writer) Resolve(id ID, r Resolution, result *Result) error {
 		if r.As == StateFailed {
 			inv.Error = &Error{Code: "MCPFLOW_RESOLVED_FAILED", Message: r.Why}
 		}
-		return s.putInv(old, inv)
+		return s.PutInvocation(old, inv)
 	})
 }
 
-func cloneInv(inv *Invocation) *Invocation {
+func CloneInvocation(inv *Invocation) *Invocation {
 	c := *inv
 	c.Attempts = append([]Attempt(nil), inv.Attempts...)
 	c.Resolutions = append([]Resolution(nil), inv.Resolutions...)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/mcpflow/mcpflow/api"
+	"github.com/mcpflow/mcpflow/door"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/server"
@@ -98,7 +99,7 @@ func (r *rig) start(o *server.Options) {
 		Workspace:  r.workspace,
 		TrustStore: r.trust,
 		OpenJournal: func() (journal.Store, error) {
-			return journal.OpenStore(r.journal, &journal.Options{Worker: "rig", Serves: true, Lease: 2 * time.Second})
+			return door.OpenStore(r.journal, &journal.Options{Worker: "rig", Serves: true, Lease: 2 * time.Second})
 		},
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/bolt"
 	"github.com/mcpflow/mcpflow/server"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -210,7 +211,7 @@ func TestStopLeavesRunsForTheNextStart(t *testing.T) {
 	}
 	time.Sleep(300 * time.Millisecond) // count_slowly is in flight
 	r.stop()
-	j, err := journal.Open(r.journal, &journal.Options{ReadOnly: true})
+	j, err := bolt.Open(r.journal, &journal.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

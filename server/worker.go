@@ -11,22 +11,13 @@ import (
 	"github.com/mcpflow/mcpflow/service"
 )
 
-// pool is a journal that several workers share (PostgreSQL): a worker
-// claims the runs nobody holds — submitted ones, and those of a worker
-// that died or lost its lease — and lists who holds what.
-type pool interface {
-	Claim(n int) ([]journal.ID, error)
-	Worker() string
-	Workers() ([]journal.Worker, error)
-}
-
 // pool returns the journal as a shared pool, if it is one.
-func (s *Server) pool() (pool, bool) {
+func (s *Server) pool() (journal.Shared, bool) {
 	j, err := s.svc.Journal()
 	if err != nil {
 		return nil, false
 	}
-	p, ok := j.(pool)
+	p, ok := j.(journal.Shared)
 	return p, ok && p.Worker() != ""
 }
 
@@ -34,7 +25,7 @@ func (s *Server) pool() (pool, bool) {
 // Stop, and resumes each exactly as a crash is resumed: a call that was in
 // flight in the worker that had it is a lost connection, replayed only
 // where the replay rule clears it, otherwise outcome unknown.
-func (s *Server) work(p pool) {
+func (s *Server) work(p journal.Shared) {
 	defer s.working.Done()
 	t := time.NewTicker(s.o.Poll)
 	defer t.Stop()

@@ -66,7 +66,7 @@ func (s *Service) Submit(ctx context.Context, req RunRequest) (journal.ID, error
 	if err := s.open(); err != nil {
 		return journal.ID{}, err
 	}
-	if _, ok := s.j.(shared); !ok {
+	if _, ok := s.j.(journal.Shared); !ok {
 		return journal.ID{}, ErrNotShared
 	}
 	if req.TrustWorkspace {
@@ -170,7 +170,7 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 		return nil, err
 	}
 	defer s.release(id)
-	if sh, ok := s.j.(shared); ok {
+	if sh, ok := s.j.(journal.Shared); ok {
 		// Cancelled while nobody held it: resumed only to settle what
 		// was in flight, then it ends cancelled, sending nothing.
 		why, asked, err := sh.CancelRequested(id)
@@ -282,7 +282,7 @@ func (s *Service) Resumable() ([]journal.ID, error) {
 		held[id] = true
 	}
 	s.mu.Unlock()
-	if sh, ok := s.j.(shared); ok {
+	if sh, ok := s.j.(journal.Shared); ok {
 		ws, err := sh.Workers()
 		if err != nil {
 			return nil, err

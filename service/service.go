@@ -95,24 +95,8 @@ func (s *Service) open() error {
 	return s.openErr
 }
 
-// shared is a journal several processes work on at once (PostgreSQL): a
-// run is worked on only by the process that holds its lease. A run this
-// process starts is its own; one it resumes it acquires first; either is
-// released when it stops here, and a run lost to another worker (this
-// process was paused past its lease) is stopped here at once.
-type shared interface {
-	Acquire(journal.ID) error
-	Release(journal.ID) error
-	OnLost(func(journal.ID))
-	// A cancel asked in one process reaches the one that holds the run.
-	RequestCancel(run journal.ID, reason string) (bool, error)
-	CancelRequested(journal.ID) (string, bool, error)
-	OnCancel(func(run journal.ID, reason string))
-	Workers() ([]journal.Worker, error)
-}
-
 func (s *Service) share(j journal.Store) {
-	if sh, ok := j.(shared); ok {
+	if sh, ok := j.(journal.Shared); ok {
 		sh.OnLost(s.lost)
 		sh.OnCancel(func(id journal.ID, reason string) { s.cancelHere(id, errors.New(reason)) })
 	}
@@ -138,7 +122,7 @@ func (s *Service) lost(id journal.ID) { s.cancelHere(id, journal.ErrLeaseLost) }
 // shared journal: a run going in another live worker is refused
 // (ErrRunning).
 func (s *Service) acquire(id journal.ID) error {
-	sh, ok := s.j.(shared)
+	sh, ok := s.j.(journal.Shared)
 	if !ok {
 		return nil
 	}
@@ -151,7 +135,7 @@ func (s *Service) acquire(id journal.ID) error {
 
 // release lets another worker take a run this process stopped working on.
 func (s *Service) release(id journal.ID) {
-	if sh, ok := s.j.(shared); ok {
+	if sh, ok := s.j.(journal.Shared); ok {
 		sh.Release(id)
 	}
 }
@@ -302,7 +286,7 @@ func (s *Service) Cancel(ref string, reason string) error {
 	if s.cancelHere(id, errors.New(reason)) {
 		return nil
 	}
-	if sh, ok := s.j.(shared); ok {
+	if sh, ok := s.j.(journal.Shared); ok {
 		asked, err := sh.RequestCancel(id, reason)
 		if err != nil || asked {
 			return err
@@ -317,7 +301,7 @@ func (s *Service) WorkersServing() bool {
 	if err := s.open(); err != nil {
 		return false
 	}
-	sh, ok := s.j.(shared)
+	sh, ok := s.j.(journal.Shared)
 	if !ok {
 		return false
 	}

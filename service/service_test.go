@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpflow/mcpflow/door"
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
@@ -56,7 +57,7 @@ func newRig(t *testing.T) *rig {
 	svc, err := service.New(nil, &service.Options{
 		Workspace:   ws,
 		TrustStore:  trust.OpenStore(t.TempDir()),
-		OpenJournal: func() (journal.Store, error) { return journal.OpenStore(r.journal, nil) },
+		OpenJournal: func() (journal.Store, error) { return door.OpenStore(r.journal, nil) },
 	})
 	if err != nil {
 		t.Fatal(err)

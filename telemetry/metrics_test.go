@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/bolt"
 )
 
 // TestMetricsOfTheLog: a scrape tells what of the bbolt journal's log is
 // not in its file yet (read before the scrape's own queries, which apply
 // it), and how many times the log was applied.
 func TestMetricsOfTheLog(t *testing.T) {
-	j, err := journal.Open(filepath.Join(t.TempDir(), "journal.db"), &journal.Options{ApplyIdle: time.Hour})
+	j, err := bolt.Open(filepath.Join(t.TempDir(), "journal.db"), &journal.Options{ApplyIdle: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

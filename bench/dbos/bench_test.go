@@ -24,6 +24,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/postgres"
 	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/workflow"
 )
@@ -52,7 +53,7 @@ func BenchmarkStepOverhead(b *testing.B) {
 	}
 
 	// mcpflow, its journal in a schema of its own.
-	j, err := journal.OpenPostgres(ctx, withSearchPath(b, base, schema(b, base, "mcpflow")), nil)
+	j, err := postgres.Open(ctx, withSearchPath(b, base, schema(b, base, "mcpflow")), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/door"
 	"github.com/mcpflow/mcpflow/journal"
 )
 
@@ -47,7 +48,7 @@ func runJournalCompact(o *journalCompactOptions) error {
 	if _, err := os.Stat(path); os.IsNotExist(err) {
 		return &exitError{code: exitFailed, err: fmt.Errorf("no journal at %s", path)}
 	}
-	before, after, err := journal.Compact(path)
+	before, after, err := door.Compact(path)
 	if err != nil {
 		return err
 	}

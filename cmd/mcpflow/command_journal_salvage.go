@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/door"
 	"github.com/mcpflow/mcpflow/journal"
 )
 
@@ -56,7 +57,7 @@ func runJournalSalvage(o *journalSalvageOptions) error {
 	if err != nil {
 		return err
 	}
-	rep, err := journal.Salvage(path, o.out, key)
+	rep, err := door.Salvage(path, o.out, key)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpflow/mcpflow/client"
+	"github.com/mcpflow/mcpflow/door"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 	"github.com/mcpflow/mcpflow/telemetry"
@@ -185,7 +186,7 @@ func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
 			if err != nil {
 				return nil, err
 			}
-			return journal.OpenStore(g.journalPath, &journal.Options{ReadOnly: true, Key: key})
+			return door.OpenStore(g.journalPath, &journal.Options{ReadOnly: true, Key: key})
 		}
 	case writeJournal:
 		o.OpenJournal = func() (journal.Store, error) {
@@ -198,7 +199,7 @@ func (g *globals) service(mode journalMode) (*service.Service, func(), error) {
 			if testJournalOptions != nil {
 				testJournalOptions(jo)
 			}
-			j, err := journal.OpenStore(g.journalPath, jo)
+			j, err := door.OpenStore(g.journalPath, jo)
 			if err == nil && g.onOpen != nil {
 				g.onOpen(svc)
 			}

@@ -5,9 +5,8 @@ import (
 	"io"
 	"runtime/debug"
 
+	"github.com/mcpflow/mcpflow/door"
 	"github.com/spf13/cobra"
-
-	"github.com/mcpflow/mcpflow/journal"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -20,7 +19,7 @@ func newVersionCommand(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			v := versionOf()
-			return g.printer(cmd.OutOrStdout()).print(map[string]any{"version": v, "journal_schema": journal.SchemaVersion}, func(w io.Writer) error {
+			return g.printer(cmd.OutOrStdout()).print(map[string]any{"version": v, "journal_schema": door.SchemaVersion}, func(w io.Writer) error {
 				_, err := fmt.Fprintln(w, versionLine())
 				return err
 			})
@@ -57,5 +56,5 @@ func versionOf() string {
 
 // versionLine is what version and --version print.
 func versionLine() string {
-	return fmt.Sprintf("mcpflow %s (journal schema %d)", versionOf(), journal.SchemaVersion)
+	return fmt.Sprintf("mcpflow %s (journal schema %d)", versionOf(), door.SchemaVersion)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/bolt"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/servers"
 )
@@ -171,7 +172,7 @@ func (c *cli) ledgerCount(tool string) int {
 
 // openJournal opens the journal after mcpflow exited, checks it, and
 // returns it; it is closed at cleanup.
-func (c *cli) openJournal() *journal.Journal {
+func (c *cli) openJournal() *bolt.Store {
 	c.t.Helper()
 	journaltest.CheckFile(c.t, c.journalPath())
 	// mcpflow encrypts payloads with the key in the test's config directory.
@@ -179,7 +180,7 @@ func (c *cli) openJournal() *journal.Journal {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	j, err := journal.Open(c.journalPath(), &journal.Options{ReadOnly: true, Key: key})
+	j, err := bolt.Open(c.journalPath(), &journal.Options{ReadOnly: true, Key: key})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func (c *cli) openJournal() *journal.Journal {
 	return j
 }
 
-func (c *cli) onlyRun(j *journal.Journal) (*journal.Run, []journal.Invocation) {
+func (c *cli) onlyRun(j *bolt.Store) (*journal.Run, []journal.Invocation) {
 	c.t.Helper()
 	runs, err := j.Runs(journal.RunFilter{})
 	if err != nil || len(runs) != 1 {

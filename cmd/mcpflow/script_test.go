@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpflow/mcpflow/door"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -52,7 +53,7 @@ func TestScriptsOnPostgres(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(env.WorkDir, ".mcpflow", "journal.db")); err == nil {
 				env.T().Fatal("a bbolt journal was written beside the PostgreSQL one")
 			}
-			j, err := journal.OpenStore(location, &journal.Options{ReadOnly: true, Key: scriptKey(env)})
+			j, err := door.OpenStore(location, &journal.Options{ReadOnly: true, Key: scriptKey(env)})
 			if err != nil {
 				env.T().Fatal(err)
 			}

@@ -19,9 +19,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpflow/mcpflow/door"
 	"github.com/mcpflow/mcpflow/internal/verdict"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
+	"github.com/mcpflow/mcpflow/journal/postgres"
 )
 
 var (
@@ -105,7 +107,7 @@ func openShared(t *testing.T, location string) journal.Store {
 	t.Helper()
 	// The first worker to start makes the tables.
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		j, err := journal.OpenStore(location, &journal.Options{ReadOnly: true, Key: testKey(t)})
+		j, err := door.OpenStore(location, &journal.Options{ReadOnly: true, Key: testKey(t)})
 		if err == nil {
 			return j
 		}
@@ -367,7 +369,7 @@ func workerCampaign(t *testing.T, location string, runs, restarts int) {
 		}
 		if time.Now().After(quiet) {
 			var held string
-			if p, ok := j.(*journal.Postgres); ok {
+			if p, ok := j.(*postgres.Store); ok {
 				ws, _ := p.Workers()
 				b, _ := json.MarshalIndent(ws, "", " ")
 				held = string(b)

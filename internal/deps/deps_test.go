@@ -130,6 +130,38 @@ func TestPackageGraph(t *testing.T) {
 	}
 }
 
+// TestStorageEnginesStayBehindTheDoor: journal holds the vocabulary and
+// the contract, journal/bolt and journal/postgres the storage engines.
+// An engine imports journal and internal/ only (never the other engine);
+// only door (which opens the engine a location names) and journaltest
+// import an engine; and the packages that need only the vocabulary link
+// neither bbolt nor pgx.
+func TestStorageEnginesStayBehindTheDoor(t *testing.T) {
+	all := packages(t)
+	engines := []string{"journal/bolt", "journal/postgres"}
+	for name, p := range all {
+		for _, imp := range ours(p.Imports) {
+			if slices.Contains(engines, name) && imp != "journal" && !internal(imp) {
+				t.Errorf("%s imports %s: a storage engine may import only journal and internal/", name, imp)
+			}
+			if slices.Contains(engines, imp) && name != "door" && name != "journal/journaltest" {
+				t.Errorf("%s imports %s: only door opens a storage engine", name, imp)
+			}
+		}
+	}
+	for _, name := range []string{"journal", "api", "trust", "workflow", "replay", "servers"} {
+		p, ok := all[name]
+		if !ok {
+			t.Fatalf("package %s not found", name)
+		}
+		for _, dep := range p.Deps {
+			if dep == "go.etcd.io/bbolt" || strings.HasPrefix(dep, "github.com/jackc/pgx") {
+				t.Errorf("%s links %s: it needs only the journal's vocabulary", name, dep)
+			}
+		}
+	}
+}
+
 // TestCommandsSpeakTheContract: cmd/mcpflow holds flags, prompts and
 // printing; it reaches the journal through service.API. Two files wire
 // the HTTP server in: command_server.go (mcpflow server) and owner.go (a

@@ -15,12 +15,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/mcpflow/mcpflow/door"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/bolt"
 )
 
 // Open opens a fresh journal in t.TempDir(). On cleanup it runs Check,
 // fails the test on any problem, and closes the journal.
-func Open(t testing.TB, opts *journal.Options) *journal.Journal {
+func Open(t testing.TB, opts *journal.Options) *bolt.Store {
 	t.Helper()
 	return OpenPath(t, filepath.Join(t.TempDir(), "journal.db"), opts)
 }
@@ -28,9 +30,9 @@ func Open(t testing.TB, opts *journal.Options) *journal.Journal {
 // OpenPath opens (or creates) the journal at path, with the same cleanup as
 // Open. A journal the test closed itself (after CheckAndClose, say) is left
 // alone on cleanup.
-func OpenPath(t testing.TB, path string, opts *journal.Options) *journal.Journal {
+func OpenPath(t testing.TB, path string, opts *journal.Options) *bolt.Store {
 	t.Helper()
-	j, err := journal.Open(path, opts)
+	j, err := bolt.Open(path, opts)
 	if err != nil {
 		t.Fatalf("open journal: %v", err)
 	}
@@ -67,7 +69,7 @@ func CheckAndClose(t testing.TB, j journal.Store) {
 // CheckFile opens the journal at path read-only, runs Check and closes it.
 func CheckFile(t testing.TB, path string) {
 	t.Helper()
-	j, err := journal.Open(path, &journal.Options{ReadOnly: true})
+	j, err := bolt.Open(path, &journal.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatalf("open journal %s: %v", path, err)
 	}
@@ -111,11 +113,11 @@ func EachLocation(t *testing.T, fn func(t *testing.T, location string)) {
 	}
 }
 
-// OpenStore opens the journal at location (see journal.OpenStore), with
+// OpenStore opens the journal at location (see door.OpenStore), with
 // Open's cleanup.
 func OpenStore(t testing.TB, location string, opts *journal.Options) journal.Store {
 	t.Helper()
-	j, err := journal.OpenStore(location, opts)
+	j, err := door.OpenStore(location, opts)
 	if err != nil {
 		t.Fatalf("open journal: %v", err)
 	}
