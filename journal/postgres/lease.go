@@ -407,12 +407,22 @@ func (p *Store) Release(run journal.ID) error {
 		return nil
 	}
 	e, ok := l.epoch(run)
-	if !ok || e == lostEpoch {
-		return nil // a lost run stays fenced
+	if !ok {
+		return nil
 	}
 	// A write of the run still queued commits fenced, before the run
 	// goes.
 	p.gc.Flush()
+	if e == lostEpoch {
+		// Its work here has stopped: the run may be claimed here again
+		// (see Claim). The database keeps it fenced from this session.
+		l.mu.Lock()
+		if l.held[run] == lostEpoch {
+			delete(l.held, run)
+		}
+		l.mu.Unlock()
+		return nil
+	}
 	l.mu.Lock()
 	delete(l.held, run)
 	l.mu.Unlock()
@@ -432,16 +442,29 @@ func (p *Store) Release(run journal.ID) error {
 // left by a worker that died or lost its lease — oldest first, skipping
 // the ones another worker is taking (FOR UPDATE SKIP LOCKED). The caller
 // resumes each exactly as a crash is resumed.
+//
+// A run this process still holds is never claimed, even when the database
+// says another worker took it since: its work here (lost, or about to be
+// found lost) may still be writing, and a new epoch in this same process
+// would let those writes through the fence. It is claimable here again
+// once Release says that work stopped.
 func (p *Store) Claim(n int) ([]journal.ID, error) {
 	l := p.leases
 	if l == nil || n <= 0 {
 		return nil, nil
 	}
+	l.mu.Lock()
+	here := make([][16]byte, 0, len(l.held))
+	for id := range l.held {
+		here = append(here, uuidOf(id))
+	}
+	l.mu.Unlock()
 	rows, err := p.pool.Query(bg, `UPDATE mcpflow_runs r SET owner = $2, session = $3, epoch = r.epoch + 1
 		FROM (SELECT id FROM mcpflow_runs c WHERE c.status = 'running'
 			AND (c.session IS NULL OR NOT `+liveSession("c.session")+`)
+			AND c.id <> ALL($4::uuid[])
 			ORDER BY c.id LIMIT $1 FOR UPDATE SKIP LOCKED) free
-		WHERE r.id = free.id RETURNING r.id, r.epoch`, n, l.worker, uuidOf(l.session))
+		WHERE r.id = free.id RETURNING r.id, r.epoch`, n, l.worker, uuidOf(l.session), here)
 	if err != nil {
 		return nil, p.connErr(err)
 	}

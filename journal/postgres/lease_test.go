@@ -135,6 +135,43 @@ func TestLeaseFencing(t *testing.T) {
 	}
 }
 
+// TestLeaseNoReclaimWhileTheLostRunGoesHere: a worker that lost a run
+// (paused past its lease) does not claim it back while its own work on it
+// may still write — a new epoch in the same process would let the stale
+// work's writes through the fence (an attempt finished after another
+// worker had started the next one) — and claims it once that work
+// released it.
+func TestLeaseNoReclaimWhileTheLostRunGoesHere(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	a := openWorker(t, location, "a", true)
+	b := openWorker(t, location, "b", true)
+	run := newRun(t, a)
+	in := begin(t, a, run, "srv", "pay")
+	sql(t, location, `UPDATE mcpflow_workers SET lease_until = clock_timestamp() - interval '1 second' WHERE id = 'a'`)
+	if ids, err := b.Claim(10); err != nil || !slices.Equal(ids, []journal.ID{run}) {
+		t.Fatalf("claim after a's lease expired: %v, %v", ids, err)
+	}
+	b.Close() // b dies: the run is free again
+	sql(t, location, `UPDATE mcpflow_workers SET lease_until = clock_timestamp() + interval '1 minute' WHERE id = 'a'`)
+	if ids, err := a.Claim(10); err != nil || len(ids) != 0 {
+		t.Fatalf("claim by the worker whose work on the run may still write: %v, %v; want nothing", ids, err)
+	}
+	err := a.Finish(in, journal.Outcome{State: journal.StateCompleted, Result: &journal.Result{}})
+	if !errors.Is(err, journal.ErrLeaseLost) {
+		t.Fatalf("finish by the stale work: %v; want ErrLeaseLost", err)
+	}
+	if err := a.Release(run); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := a.Claim(10); err != nil || !slices.Equal(ids, []journal.ID{run}) {
+		t.Fatalf("claim once the stale work released the run: %v, %v; want it", ids, err)
+	}
+	if err := a.Interrupted(in.ID, journal.Outcome{State: journal.StateAborted, Failure: "connection_lost",
+		Error: &journal.Error{Code: "X", Message: "lost"}}); err != nil {
+		t.Fatalf("the new hold's write: %v", err)
+	}
+}
+
 // TestLeaseHeartbeatFindsLostRuns: the heartbeat of a worker whose run
 // was taken tells OnLost without waiting for a write.
 func TestLeaseHeartbeatFindsLostRuns(t *testing.T) {
