@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpflow/mcpflow/internal/didyoumean"
 	mcpmeta "github.com/mcpflow/mcpflow/internal/meta"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -438,7 +439,8 @@ func (s *Session) Tools(ctx context.Context) (map[string]Tool, error) {
 	return tools, nil
 }
 
-// Tool returns one tool, or an error naming the tools that exist.
+// Tool returns one tool, or an error naming the tools that exist (and the
+// one likely meant, for a typo).
 func (s *Session) Tool(ctx context.Context, name string) (Tool, error) {
 	tools, err := s.Tools(ctx)
 	if err != nil {
@@ -455,6 +457,9 @@ func (s *Session) Tool(ctx context.Context, name string) (Tool, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	if guess := didyoumean.Closest(name, names); guess != "" {
+		return Tool{}, fmt.Errorf("%w %q on server %q (did you mean %q? it has: %s)", ErrUnknownTool, name, s.server.Name, guess, strings.Join(names, ", "))
+	}
 	return Tool{}, fmt.Errorf("%w %q on server %q (it has: %s)", ErrUnknownTool, name, s.server.Name, strings.Join(names, ", "))
 }
 

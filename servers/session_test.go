@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -335,6 +336,21 @@ func TestDiscoveryPages(t *testing.T) {
 		s := connect(t, &Server{Name: "paged", Builtin: "demo", Args: []string{"--page-size", "2", "--ledger", filepath.Join(ws, "l.jsonl")}}, &Options{Self: self(t), Workspace: ws})
 		checkDiscovery(t, s)
 	})
+}
+
+// TestUnknownTool: an unknown tool is an ErrUnknownTool naming the tools
+// the server has, and the one likely meant when the name is a typo.
+func TestUnknownTool(t *testing.T) {
+	s := connect(t, &Server{Name: "demo", URL: serveDemoHTTP(t, demo.Config{HTTPAddr: "127.0.0.1:0"})}, nil)
+	for _, tc := range []struct{ name, want string }{
+		{"gret", `unknown tool "gret" on server "demo" (did you mean "greet"? it has: contradictory_read, count_slowly, fail, greet, `},
+		{"no_such_tool", `unknown tool "no_such_tool" on server "demo" (it has: contradictory_read, `},
+	} {
+		_, err := s.Tool(context.Background(), tc.name)
+		if !errors.Is(err, ErrUnknownTool) || !strings.HasPrefix(fmt.Sprint(err), tc.want) {
+			t.Errorf("Tool(%q) = %v, want an ErrUnknownTool starting %q", tc.name, err, tc.want)
+		}
+	}
 }
 
 func TestConnectUnsetVariable(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -196,43 +197,51 @@ type ValidateRequest struct {
 }
 
 // Validate loads and checks a workflow; with Discover, against the servers.
-// Nothing is journaled or called. Problems found by discovery are an
-// invalid request naming every one.
+// Nothing is journaled or called. The problems found, by Load and by
+// discovery (in the steps Load found no error in), are one workflow.Errors,
+// sorted by position: every problem at once.
 func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*workflow.Workflow, error) {
 	external, err := s.External(s.o.Workspace)
 	if err != nil {
 		return nil, err
 	}
-	wf, err := workflow.LoadFile(req.File, external)
+	if !req.Discover {
+		return workflow.LoadFile(req.File, external)
+	}
+	src, err := workflow.ReadFile(req.File)
 	if err != nil {
 		return nil, err
 	}
-	if !req.Discover {
-		return wf, nil
+	wf, err := workflow.LoadPartial(req.File, src, external)
+	var problems workflow.Errors
+	if (err != nil && !errors.As(err, &problems)) || wf == nil {
+		return nil, err
 	}
+	problems = slices.Clone(problems)
 	pool := servers.NewPool(wf.Servers, &servers.Options{Workspace: s.o.Workspace, Self: s.o.Self})
 	defer pool.Close()
-	var problems []error
 	for _, st := range wf.Steps {
 		if err := s.mayStart(wf.Servers[st.Server], req.TrustWorkspace); err != nil {
 			return nil, &invalidError{msg: err.Error(), cause: err}
 		}
 		sess, err := pool.Session(ctx, st.Server)
-		if err != nil {
-			problems = append(problems, fmt.Errorf("step %s: server %q: %v", st.ID, st.Server, err))
-			continue
+		if err == nil {
+			var tool servers.Tool
+			if tool, err = sess.Tool(ctx, st.Tool); err == nil {
+				err = workflow.CheckLiteralArguments(st, tool)
+			}
+		} else {
+			err = fmt.Errorf("server %q: %w", st.Server, err)
 		}
-		tool, err := sess.Tool(ctx, st.Tool)
-		if err != nil {
-			problems = append(problems, fmt.Errorf("step %s: %v", st.ID, err))
-			continue
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // interrupted: not a problem of the workflow
 		}
-		if err := workflow.CheckLiteralArguments(st, tool); err != nil {
-			problems = append(problems, fmt.Errorf("step %s: %v", st.ID, err))
+		if err != nil {
+			problems = append(problems, wf.StepError(st, err))
 		}
 	}
-	if len(problems) > 0 {
-		return nil, &invalidError{msg: fmt.Sprintf("%s: %v", req.File, errors.Join(problems...))}
+	if err := workflow.Join(problems...); err != nil {
+		return nil, err
 	}
 	return wf, nil
 }

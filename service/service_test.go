@@ -21,6 +21,7 @@ import (
 	"github.com/mcpflow/mcpflow/servers/demo"
 	"github.com/mcpflow/mcpflow/service"
 	"github.com/mcpflow/mcpflow/trust"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // The test binary serves the demo when started as "TESTBINARY demo-server
@@ -291,5 +292,52 @@ func TestResolveRefusesAnIllegalTransition(t *testing.T) {
 	_, err = r.svc.Resolve(service.ResolveRequest{Invocation: rep.Invocations[0].ID.String(), As: journal.StateFailed, Reason: "x", By: "t"})
 	if !errors.Is(err, service.ErrInvalid) {
 		t.Errorf("resolving a completed invocation: %v, want ErrInvalid", err)
+	}
+}
+
+// TestValidateDiscoverPlacesEveryProblem: validate with discovery reports
+// the errors of the file and those the servers find in one list sorted by
+// position, each at the place it is about: an unknown tool at its tool:,
+// an argument at its value, a missing one at with:. A step with errors of
+// its own is not discovered.
+func TestValidateDiscoverPlacesEveryProblem(t *testing.T) {
+	r := newRig(t)
+	file := r.workflow("d.yaml", `name: d
+steps:
+  - id: a
+    server: demo
+    tool: gret
+  - id: b
+    server: demo
+    tool: upper
+    with: {}
+  - id: c
+    server: demo
+    tool: nope
+    wiht: {}
+  - id: d
+    server: demo
+    tool: upper
+    with:
+      text: 5
+`)
+	_, err := r.svc.Validate(t.Context(), service.ValidateRequest{File: file, Discover: true})
+	var errs workflow.Errors
+	if !errors.As(err, &errs) || !errors.Is(err, workflow.ErrInvalid) || service.CodeOf(err).Exit != 2 {
+		t.Fatalf("Validate: %T %v, want workflow.Errors (exit 2)", err, err)
+	}
+	want := []string{
+		`5:11 step a: unknown tool "gret" on server "demo" (did you mean "greet"? it has: `,
+		`9:11 step b: tool upper: argument text: missing (required)`,
+		`13:5 steps[2]: unknown key "wiht" (did you mean "with"?)`,
+		`18:13 step d: tool upper: argument text: `,
+	}
+	if len(errs) != len(want) {
+		t.Fatalf("%d errors, want %d:\n%v", len(errs), len(want), err)
+	}
+	for i, e := range errs {
+		if got := fmt.Sprintf("%d:%d %s", e.Line, e.Column, e.Msg); e.File != file || !strings.HasPrefix(got, want[i]) {
+			t.Errorf("error %d: %s: %s, want %s", i, e.File, got, want[i])
+		}
 	}
 }

@@ -12,6 +12,10 @@
 //     errors show at run time, naming the expression's own file, line and
 //     column.
 //   - Every error of Load names the file, line and column ([PosError]).
+//     Load goes on after an error and returns every one it found, sorted by
+//     position ([Errors]); a YAML syntax error ends it, as it ends the
+//     parser. A plain value broken at ": " (text: ${{ a: b }}) gets a
+//     hint to quote it.
 //   - YAML anchors and aliases are read as the YAML spec says, by the
 //     positioned reader shared with server configuration.
 package workflow

@@ -1,8 +1,11 @@
 package workflow
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 var (
@@ -15,8 +18,8 @@ var (
 // PosError is an error at a position in a workflow file.
 type PosError struct {
 	File   string
-	Line   int
-	Column int
+	Line   int // 1-based; 0 when the error is about the file as a whole
+	Column int // 1-based, in characters
 	Msg    string
 }
 
@@ -28,3 +31,40 @@ func (e *PosError) Error() string {
 }
 
 func (e *PosError) Unwrap() error { return ErrInvalid }
+
+// Errors is every error found in a workflow file, sorted by position, then
+// message (see [Join]): validation goes on after an error, so that one run
+// of mcpflow validate names them all. Its text is one error a line.
+// errors.Is(err, ErrInvalid) holds, and errors.As finds the first
+// *PosError.
+type Errors []*PosError
+
+func (e Errors) Error() string {
+	lines := make([]string, len(e))
+	for i, pe := range e {
+		lines[i] = pe.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (e Errors) Unwrap() []error {
+	out := make([]error, len(e))
+	for i, pe := range e {
+		out[i] = pe
+	}
+	return out
+}
+
+// Join returns errs as one Errors sorted by file, line, column and message,
+// each error once (an error inside an aliased node is found at every use of
+// the alias, at the anchor's position), or nil when errs is empty.
+func Join(errs ...*PosError) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	out := slices.Clone(Errors(errs))
+	slices.SortStableFunc(out, func(a, b *PosError) int {
+		return cmp.Or(strings.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column), strings.Compare(a.Msg, b.Msg))
+	})
+	return slices.CompactFunc(out, func(a, b *PosError) bool { return *a == *b })
+}

@@ -296,18 +296,23 @@ type part struct {
 }
 
 // parseTemplate splits s into literals and compiled expressions. It returns
-// nil, nil when s holds no expression.
-func parseTemplate(s string) (*template, error) {
+// nil and no error when s holds no expression. Its errors are those of every
+// expression that does not compile, in order; an unclosed ${{ is the last.
+func parseTemplate(s string) (*template, []error) {
 	if !strings.Contains(s, "${{") {
 		return nil, nil
 	}
 	t := &template{}
+	var errs []error
 	rest := s
 	for {
 		i := strings.Index(rest, "${{")
 		if i < 0 {
 			if rest != "" {
 				t.parts = append(t.parts, part{literal: rest})
+			}
+			if errs != nil {
+				return nil, errs
 			}
 			return t, nil
 		}
@@ -317,13 +322,13 @@ func parseTemplate(s string) (*template, error) {
 		body := rest[i+3:]
 		j := closing(body)
 		if j < 0 {
-			return nil, fmt.Errorf("unclosed ${{ … }}: expected }} after %q", strings.TrimSpace(body))
+			return nil, append(errs, fmt.Errorf("unclosed ${{ … }}: expected }} after %q", strings.TrimSpace(body)))
 		}
-		e, err := compileExpr(strings.TrimSpace(body[:j]))
-		if err != nil {
-			return nil, err
+		if e, err := compileExpr(strings.TrimSpace(body[:j])); err != nil {
+			errs = append(errs, err)
+		} else {
+			t.parts = append(t.parts, part{expr: e})
 		}
-		t.parts = append(t.parts, part{expr: e})
 		rest = body[j+2:]
 	}
 }
@@ -407,6 +412,9 @@ type Value struct {
 	mapping  map[string]*Value
 	keys     []string // mapping keys in a stable order
 	sequence []*Value
+	// at is where the value is written (zero for one built in Go, such
+	// as Literal's): an error found after Load points there.
+	at position
 }
 
 func (v *Value) Eval(ctx context.Context, vs Vars) (any, error) {

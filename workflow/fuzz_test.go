@@ -2,6 +2,7 @@ package workflow_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,8 +31,20 @@ func FuzzLoad(f *testing.F) {
 		if err == nil && (wf.Name == "" || len(wf.Steps) == 0) {
 			t.Fatalf("accepted a workflow without name or steps: %q", src)
 		}
-		if err != nil && !strings.HasPrefix(err.Error(), "f.yaml") {
-			t.Fatalf("error does not name the file: %v", err)
+		if err == nil {
+			return
+		}
+		var errs workflow.Errors
+		if !errors.As(err, &errs) || !errors.Is(err, workflow.ErrInvalid) {
+			t.Fatalf("error is not a workflow.Errors: %T %v", err, err)
+		}
+		for i, e := range errs {
+			if e.File != "f.yaml" {
+				t.Fatalf("error does not name the file: %v", e)
+			}
+			if i > 0 && !before(errs[i-1], e) {
+				t.Fatalf("errors out of order or repeated:\n%v", err)
+			}
 		}
 	})
 }
@@ -65,4 +78,15 @@ func FuzzExpression(f *testing.F) {
 
 func quote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// before reports whether a sorts before b, as Join sorts.
+func before(a, b *workflow.PosError) bool {
+	if a.Line != b.Line {
+		return a.Line < b.Line
+	}
+	if a.Column != b.Column {
+		return a.Column < b.Column
+	}
+	return a.Msg < b.Msg
 }

@@ -44,74 +44,135 @@ func ReadFile(path string) ([]byte, error) {
 }
 
 // Load parses and validates a workflow (see LoadFile). Every error names the
-// file, line and column, and what was expected.
-func Load(file string, src []byte, external servers.Set) (wf *Workflow, err error) {
-	l := &loader{file: file}
-	root, err := yamlpos.Parse(src)
+// file, line and column, and what was expected. Validation goes on after an
+// error: the error is an Errors holding every one found.
+func Load(file string, src []byte, external servers.Set) (*Workflow, error) {
+	wf, err := LoadPartial(file, src, external)
 	if err != nil {
-		if ye := (*yamlpos.Error)(nil); errors.As(err, &ye) {
-			return nil, &PosError{File: file, Line: ye.Line, Column: ye.Column, Msg: ye.Msg}
-		}
-		return nil, &PosError{File: file, Msg: err.Error()}
-	}
-	if root == nil {
-		return nil, &PosError{File: file, Msg: "empty workflow: expected a mapping with name and steps"}
-	}
-	wf = &Workflow{Path: file, Source: src, Servers: servers.Merge(external), Own: servers.Set{}}
-	if err := l.workflow(root, wf); err != nil {
 		return nil, err
 	}
 	return wf, nil
 }
 
-type loader struct{ file string }
-
-func (l *loader) errAt(n *yaml.Node, format string, args ...any) error {
-	return &PosError{File: l.file, Line: n.Line, Column: n.Column, Msg: fmt.Sprintf(format, args...)}
+// LoadPartial is Load for a check that adds errors of its own (validate
+// --discover): besides every error Load finds (an Errors), it returns the
+// workflow as far as it could be read, without the steps and outputs that
+// have errors (nil when the file is not YAML or holds nothing). A workflow
+// returned with an error must never be run.
+func LoadPartial(file string, src []byte, external servers.Set) (*Workflow, error) {
+	root, err := yamlpos.Parse(src)
+	if err != nil {
+		return nil, Join(syntaxError(file, src, err))
+	}
+	if root == nil {
+		return nil, Join(&PosError{File: file, Msg: "empty workflow: expected a mapping with name and steps"})
+	}
+	l := &loader{file: file, badServers: map[string]bool{}}
+	wf := &Workflow{Path: file, Source: src, Servers: servers.Merge(external), Own: servers.Set{}}
+	l.workflow(root, wf)
+	return wf, Join(l.errs...)
 }
 
-// fields checks that n is a mapping whose keys are all in allowed, and
-// returns its values by key.
-func (l *loader) fields(n *yaml.Node, what string, allowed ...string) (map[string]*yaml.Node, error) {
+// loader reads a workflow's nodes into a Workflow. It records every error
+// it finds and goes on with what it can still check.
+type loader struct {
+	file string
+	errs []*PosError
+	// badServers are the workflow's own servers whose entries have errors:
+	// a step that uses one is not told the server is unknown.
+	badServers map[string]bool
+}
+
+// position is where a node starts in the file; zero when unknown.
+type position struct{ line, col int }
+
+func posOf(n *yaml.Node) position { return position{n.Line, n.Column} }
+
+// fail records an error at n.
+func (l *loader) fail(n *yaml.Node, format string, args ...any) {
+	l.errs = append(l.errs, &PosError{File: l.file, Line: n.Line, Column: n.Column, Msg: fmt.Sprintf(format, args...)})
+}
+
+// failedSince reports whether an error was recorded since mark, a length
+// of l.errs taken before.
+func (l *loader) failedSince(mark int) bool { return len(l.errs) > mark }
+
+// mapping is a YAML mapping read by fields: the value of each allowed key
+// it holds, and the allowed keys that an unknown key of it was taken for
+// (its error says "did you mean").
+type mapping struct {
+	node    *yaml.Node
+	what    string
+	values  map[string]*yaml.Node
+	guessed map[string]bool
+}
+
+// fields checks that n is a mapping whose keys are all in allowed, each
+// once, and returns the values of the keys it allows. ok is false when n
+// is not a mapping.
+func (l *loader) fields(n *yaml.Node, what string, allowed ...string) (m *mapping, ok bool) {
 	if n.Kind != yaml.MappingNode {
-		return nil, l.errAt(n, "%s: expected a mapping, found %s", what, yamlpos.KindName(n))
+		l.fail(n, "%s: expected a mapping, found %s", what, yamlpos.KindName(n))
+		return nil, false
 	}
-	out := map[string]*yaml.Node{}
+	m = &mapping{node: n, what: what, values: map[string]*yaml.Node{}, guessed: map[string]bool{}}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if !slices.Contains(allowed, k.Value) {
 			msg := fmt.Sprintf("%s: unknown key %q", what, k.Value)
 			if s := didyoumean.Closest(k.Value, allowed); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
+				m.guessed[s] = true
 			} else {
 				msg += fmt.Sprintf(" (expected one of: %s)", strings.Join(allowed, ", "))
 			}
-			return nil, l.errAt(k, "%s", msg)
+			l.fail(k, "%s", msg)
+			continue
 		}
-		if _, dup := out[k.Value]; dup {
-			return nil, l.errAt(k, "%s: duplicate key %q", what, k.Value)
+		if _, dup := m.values[k.Value]; dup {
+			l.fail(k, "%s: duplicate key %q", what, k.Value)
+			continue
 		}
-		out[k.Value] = v
+		m.values[k.Value] = v
 	}
-	return out, nil
+	return m, true
 }
 
-func (l *loader) str(n *yaml.Node, what string) (string, error) {
+// require reports each of keys that m lacks, but for a key an unknown key
+// of m was taken for: that key's error says it already.
+func (l *loader) require(m *mapping, keys ...string) {
+	for _, k := range keys {
+		if _, ok := m.values[k]; !ok && !m.guessed[k] {
+			l.fail(m.node, "%s: missing required key %q", m.what, k)
+		}
+	}
+}
+
+func (l *loader) str(n *yaml.Node, what string) (string, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		return "", l.errAt(n, "%s: expected a string, found %s", what, yamlpos.KindName(n))
+		hint := ""
+		if n.Kind == yaml.MappingNode && len(n.Content) == 2 {
+			if h, ok := brokenValue(n.Content[0], n.Content[1], true); ok {
+				hint = " (" + h + ")"
+			}
+		}
+		l.fail(n, "%s: expected a string, found %s%s", what, yamlpos.KindName(n), hint)
+		return "", false
 	}
-	return n.Value, nil
+	return n.Value, true
 }
 
-func (l *loader) boolean(n *yaml.Node, what string) (bool, error) {
+func (l *loader) boolean(n *yaml.Node, what string) (bool, bool) {
 	var b bool
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-		return false, l.errAt(n, "%s: expected true or false, found %s", what, yamlpos.KindName(n))
+		l.fail(n, "%s: expected true or false, found %s", what, yamlpos.KindName(n))
+		return false, false
 	}
 	if err := n.Decode(&b); err != nil {
-		return false, l.errAt(n, "%s: %v", what, err)
+		l.fail(n, "%s: %v", what, err)
+		return false, false
 	}
-	return b, nil
+	return b, true
 }
 
 // The keys each level of a workflow file accepts (also in
@@ -125,150 +186,147 @@ var (
 
 var idPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
 
-func (l *loader) workflow(n *yaml.Node, wf *Workflow) error {
-	f, err := l.fields(n, "workflow", workflowKeys...)
-	if err != nil {
-		return err
+func (l *loader) workflow(n *yaml.Node, wf *Workflow) {
+	m, ok := l.fields(n, "workflow", workflowKeys...)
+	if !ok {
+		return
 	}
+	l.require(m, "name", "steps")
+	f := m.values
 	if v, ok := f["name"]; ok {
-		if wf.Name, err = l.str(v, "name"); err != nil {
-			return err
-		}
-	} else {
-		return l.errAt(n, "workflow: missing required key \"name\"")
+		wf.Name, _ = l.str(v, "name")
 	}
 	if v, ok := f["description"]; ok {
-		if wf.Description, err = l.str(v, "description"); err != nil {
-			return err
-		}
+		wf.Description, _ = l.str(v, "description")
 	}
 	if v, ok := f["inputs"]; ok {
-		if err := l.inputs(v, wf); err != nil {
-			return err
-		}
+		l.inputs(v, wf)
 	}
 	if v, ok := f["env"]; ok {
-		if v.Kind != yaml.SequenceNode {
-			return l.errAt(v, "env: expected a list of environment variable names, found %s", yamlpos.KindName(v))
-		}
-		for _, e := range v.Content {
-			name, err := l.str(e, "env")
-			if err != nil {
-				return err
-			}
+		l.env(v, wf)
+	}
+	if v, ok := f["servers"]; ok {
+		l.servers(v, wf)
+	}
+	var ids []string
+	if v, ok := f["steps"]; ok {
+		ids = l.steps(v, wf)
+	}
+	if v, ok := f["outputs"]; ok {
+		l.outputs(v, wf, ids)
+	}
+}
+
+func (l *loader) env(n *yaml.Node, wf *Workflow) {
+	if n.Kind != yaml.SequenceNode {
+		l.fail(n, "env: expected a list of environment variable names, found %s", yamlpos.KindName(n))
+		return
+	}
+	for _, e := range n.Content {
+		if name, ok := l.str(e, "env"); ok {
 			wf.Env = append(wf.Env, name)
 		}
 	}
-	if v, ok := f["servers"]; ok {
-		if err := l.servers(v, wf); err != nil {
-			return err
-		}
-	}
-	v, ok := f["steps"]
-	if !ok {
-		return l.errAt(n, "workflow: missing required key \"steps\"")
-	}
-	if err := l.steps(v, wf); err != nil {
-		return err
-	}
-	if v, ok := f["outputs"]; ok {
-		return l.outputs(v, wf)
-	}
-	return nil
 }
 
-func (l *loader) outputs(n *yaml.Node, wf *Workflow) error {
+// outputs reads the outputs, which may name every step of ids.
+func (l *loader) outputs(n *yaml.Node, wf *Workflow, ids []string) {
 	if n.Kind != yaml.MappingNode {
-		return l.errAt(n, "outputs: expected a mapping of names to values, found %s", yamlpos.KindName(n))
+		l.fail(n, "outputs: expected a mapping of names to values, found %s", yamlpos.KindName(n))
+		return
 	}
 	sc := scope{wf: wf, earlier: map[string]bool{}}
-	for _, st := range wf.Steps {
-		sc.earlier[st.ID] = true
+	for _, id := range ids {
+		sc.earlier[id] = true
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		val, err := l.value(v, "output "+k.Value, sc)
-		if err != nil {
-			return err
+		mark := len(l.errs)
+		val := l.value(v, "output "+k.Value, sc)
+		if !l.failedSince(mark) {
+			wf.Outputs = append(wf.Outputs, &Output{Name: k.Value, Value: val})
 		}
-		wf.Outputs = append(wf.Outputs, &Output{Name: k.Value, Value: val})
 	}
-	return nil
 }
 
 // value compiles a YAML value holding ${{ … }} expressions and checks every
-// name they read.
-func (l *loader) value(n *yaml.Node, what string, sc scope) (*Value, error) {
+// name they read. The value is never nil; it is of no use when an error
+// was recorded.
+func (l *loader) value(n *yaml.Node, what string, sc scope) *Value {
+	at := posOf(n)
 	if n.Tag == LiteralTag {
 		// Sent exactly as written: no ${{ … }} in it is evaluated.
 		var raw any
 		if err := n.Decode(&raw); err != nil {
-			return nil, l.errAt(n, "%s: %v", what, err)
+			l.fail(n, "%s: %v", what, err)
+			return &Value{at: at}
 		}
-		return &Value{literal: jsonShape(raw)}, nil
+		return &Value{literal: jsonShape(raw), at: at}
 	}
 	switch n.Kind {
 	case yaml.MappingNode:
-		out := &Value{mapping: map[string]*Value{}}
+		out := &Value{mapping: map[string]*Value{}, at: at}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Kind != yaml.ScalarNode {
-				return nil, l.errAt(k, "%s: expected a string key, found %s", what, yamlpos.KindName(k))
+				l.fail(k, "%s: expected a string key, found %s", what, yamlpos.KindName(k))
+				continue
+			}
+			if hint, ok := brokenValue(k, v, len(n.Content) == 2); ok {
+				l.fail(k, "%s: a key holding ${{ … }} is never evaluated (%s)", what, hint)
+				continue
 			}
 			if _, dup := out.mapping[k.Value]; dup {
-				return nil, l.errAt(k, "%s: duplicate key %q", what, k.Value)
+				l.fail(k, "%s: duplicate key %q", what, k.Value)
+				continue
 			}
-			c, err := l.value(v, what, sc)
-			if err != nil {
-				return nil, err
-			}
-			out.mapping[k.Value] = c
+			out.mapping[k.Value] = l.value(v, what, sc)
 			out.keys = append(out.keys, k.Value)
 		}
 		sort.Strings(out.keys)
-		return out, nil
+		return out
 	case yaml.SequenceNode:
-		out := &Value{sequence: []*Value{}}
+		out := &Value{sequence: []*Value{}, at: at}
 		for _, e := range n.Content {
-			c, err := l.value(e, what, sc)
-			if err != nil {
-				return nil, err
-			}
-			out.sequence = append(out.sequence, c)
+			out.sequence = append(out.sequence, l.value(e, what, sc))
 		}
-		return out, nil
+		return out
 	}
 	var raw any
 	if err := n.Decode(&raw); err != nil {
-		return nil, l.errAt(n, "%s: %v", what, err)
+		l.fail(n, "%s: %v", what, err)
+		return &Value{at: at}
 	}
 	str, ok := raw.(string)
 	if !ok {
-		return &Value{literal: jsonShape(raw)}, nil
+		return &Value{literal: jsonShape(raw), at: at}
 	}
-	t, err := parseTemplate(str)
-	if err != nil {
-		return nil, l.errAt(n, "%s: %v", what, err)
+	t, errs := parseTemplate(str)
+	for _, err := range errs {
+		l.fail(n, "%s: %v", what, err)
+	}
+	if errs != nil {
+		return &Value{at: at}
 	}
 	if t == nil {
-		return &Value{literal: str}, nil
+		return &Value{literal: str, at: at}
 	}
 	for _, e := range t.exprs() {
 		// Runtime errors name the expression's own line and column.
 		e.file, e.line, e.col = l.file, n.Line, n.Column
-		if err := sc.check(e); err != nil {
-			return nil, l.errAt(n, "%s: %v", what, err)
+		for _, err := range sc.check(e) {
+			l.fail(n, "%s: %v", what, err)
 		}
 	}
-	return &Value{tmpl: t}, nil
+	return &Value{tmpl: t, at: at}
 }
 
 // condition compiles an if or for_each expression: either ${{ … }} or a
-// bare CEL expression.
-func (l *loader) condition(n *yaml.Node, what string, sc scope) (*Expression, error) {
-	src, err := l.str(n, what)
-	if err != nil {
-		return nil, err
+// bare CEL expression. It is nil when the expression has errors.
+func (l *loader) condition(n *yaml.Node, what string, sc scope) *Expression {
+	src, ok := l.str(n, what)
+	if !ok {
+		return nil
 	}
 	src = strings.TrimSpace(src)
 	if strings.HasPrefix(src, "${{") && strings.HasSuffix(src, "}}") && closing(src[3:]) == len(src)-5 {
@@ -276,13 +334,18 @@ func (l *loader) condition(n *yaml.Node, what string, sc scope) (*Expression, er
 	}
 	e, err := compileExpr(src)
 	if err != nil {
-		return nil, l.errAt(n, "%s: %v", what, err)
+		l.fail(n, "%s: %v", what, err)
+		return nil
 	}
 	e.file, e.line, e.col = l.file, n.Line, n.Column
-	if err := sc.check(e); err != nil {
-		return nil, l.errAt(n, "%s: %v", what, err)
+	errs := sc.check(e)
+	for _, err := range errs {
+		l.fail(n, "%s: %v", what, err)
 	}
-	return e, nil
+	if errs != nil {
+		return nil
+	}
+	return e
 }
 
 // scope is what an expression may name at one place of a workflow: the
@@ -296,9 +359,11 @@ type scope struct {
 	loop    bool
 }
 
-// check checks every name an expression reads against the scope.
-func (sc scope) check(e *Expression) error {
+// check checks every name an expression reads against the scope, and
+// returns an error for each it may not read.
+func (sc scope) check(e *Expression) []error {
 	wf := sc.wf
+	var errs []error
 	for _, name := range e.refs.inputs {
 		if wf.Input(name) == nil {
 			names := make([]string, len(wf.Inputs))
@@ -306,33 +371,35 @@ func (sc scope) check(e *Expression) error {
 				names[i] = in.Name
 			}
 			if s := didyoumean.Closest(name, names); s != "" {
-				return fmt.Errorf("expression %q: unknown input %q (did you mean %q?)", e.src, name, s)
+				errs = append(errs, fmt.Errorf("expression %q: unknown input %q (did you mean %q?)", e.src, name, s))
+			} else {
+				errs = append(errs, fmt.Errorf("expression %q: unknown input %q (declared: %s)", e.src, name, inputNames(wf)))
 			}
-			return fmt.Errorf("expression %q: unknown input %q (declared: %s)", e.src, name, inputNames(wf))
 		}
 	}
 	for _, name := range e.refs.env {
 		if !slices.Contains(wf.Env, name) {
-			return fmt.Errorf("expression %q: env.%s is not listed in the workflow's env: (add it there to read it)", e.src, name)
+			errs = append(errs, fmt.Errorf("expression %q: env.%s is not listed in the workflow's env: (add it there to read it)", e.src, name))
 		}
 	}
 	for _, name := range e.refs.steps {
-		if sc.earlier[name] {
-			continue
+		switch {
+		case sc.earlier[name]:
+		case sc.later[name]:
+			errs = append(errs, fmt.Errorf("expression %q: step %q does not run before this one (only earlier steps can be referenced)", e.src, name))
+		default:
+			ids := slices.Sorted(maps.Keys(sc.earlier))
+			if s := didyoumean.Closest(name, ids); s != "" {
+				errs = append(errs, fmt.Errorf("expression %q: unknown step %q (did you mean %q?)", e.src, name, s))
+			} else {
+				errs = append(errs, fmt.Errorf("expression %q: unknown step %q", e.src, name))
+			}
 		}
-		if sc.later[name] {
-			return fmt.Errorf("expression %q: step %q does not run before this one (only earlier steps can be referenced)", e.src, name)
-		}
-		ids := slices.Sorted(maps.Keys(sc.earlier))
-		if s := didyoumean.Closest(name, ids); s != "" {
-			return fmt.Errorf("expression %q: unknown step %q (did you mean %q?)", e.src, name, s)
-		}
-		return fmt.Errorf("expression %q: unknown step %q", e.src, name)
 	}
 	if e.refs.item && !sc.loop {
-		return fmt.Errorf("expression %q: item and index exist only in the with: of a step that has for_each", e.src)
+		errs = append(errs, fmt.Errorf("expression %q: item and index exist only in the with: of a step that has for_each", e.src))
 	}
-	return nil
+	return errs
 }
 
 func inputNames(wf *Workflow) string {
@@ -346,96 +413,105 @@ func inputNames(wf *Workflow) string {
 	return strings.Join(names, ", ")
 }
 
-func (l *loader) inputs(n *yaml.Node, wf *Workflow) error {
+func (l *loader) inputs(n *yaml.Node, wf *Workflow) {
 	if n.Kind != yaml.MappingNode {
-		return l.errAt(n, "inputs: expected a mapping of input names, found %s", yamlpos.KindName(n))
+		l.fail(n, "inputs: expected a mapping of input names, found %s", yamlpos.KindName(n))
+		return
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		what := "input " + k.Value
 		if !idPattern.MatchString(k.Value) {
-			return l.errAt(k, "%s: name must be letters, digits, _ or -", what)
+			l.fail(k, "%s: name must be letters, digits, _ or -", what)
 		}
-		f, err := l.fields(v, what, inputKeys...)
-		if err != nil {
-			return err
-		}
+		// Declared even with errors: an expression that reads it is not
+		// told it is unknown.
 		in := &Input{Name: k.Value, Type: TypeString}
+		wf.Inputs = append(wf.Inputs, in)
+		m, ok := l.fields(v, what, inputKeys...)
+		if !ok {
+			continue
+		}
+		f := m.values
+		typed := true
 		if t, ok := f["type"]; ok {
-			s, err := l.str(t, what+".type")
-			if err != nil {
-				return err
-			}
+			s, ok := l.str(t, what+".type")
 			switch InputType(s) {
 			case TypeString, TypeNumber, TypeBoolean, TypeObject, TypeArray:
 				in.Type = InputType(s)
 			default:
-				return l.errAt(t, "%s.type: unknown type %q (expected string, number, boolean, object or array)", what, s)
+				typed = false
+				if ok {
+					l.fail(t, "%s.type: unknown type %q (expected string, number, boolean, object or array)", what, s)
+				}
 			}
 		}
 		if d, ok := f["description"]; ok {
-			if in.Description, err = l.str(d, what+".description"); err != nil {
-				return err
-			}
+			in.Description, _ = l.str(d, what+".description")
 		}
 		if r, ok := f["required"]; ok {
-			if in.Required, err = l.boolean(r, what+".required"); err != nil {
-				return err
-			}
+			in.Required, _ = l.boolean(r, what+".required")
 		}
 		if s, ok := f["secret"]; ok {
-			if in.Secret, err = l.boolean(s, what+".secret"); err != nil {
-				return err
-			}
+			in.Secret, _ = l.boolean(s, what+".secret")
 		}
-		if d, ok := f["default"]; ok {
+		if d, ok := f["default"]; ok && typed {
 			var val any
 			if err := d.Decode(&val); err != nil {
-				return l.errAt(d, "%s.default: %v", what, err)
+				l.fail(d, "%s.default: %v", what, err)
+			} else if in.Default, err = convertInput(in, val); err != nil {
+				l.fail(d, "%s.default: %v", what, err)
+			} else {
+				in.HasDefault = true
 			}
-			if in.Default, err = convertInput(in, val); err != nil {
-				return l.errAt(d, "%s.default: %v", what, err)
-			}
-			in.HasDefault = true
 		}
-		wf.Inputs = append(wf.Inputs, in)
 	}
-	return nil
 }
 
-func (l *loader) servers(n *yaml.Node, wf *Workflow) error {
+func (l *loader) servers(n *yaml.Node, wf *Workflow) {
 	if n.Kind != yaml.MappingNode {
-		return l.errAt(n, "servers: expected a mapping of server names, found %s", yamlpos.KindName(n))
+		l.fail(n, "servers: expected a mapping of server names, found %s", yamlpos.KindName(n))
+		return
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		srv, err := servers.ParseEntry(l.file, k.Value, v)
-		if ce := (*servers.ConfigError)(nil); errors.As(err, &ce) {
-			return &PosError{File: ce.File, Line: ce.Line, Column: ce.Column, Msg: ce.Message()}
-		}
 		if err != nil {
-			return l.errAt(v, "server %s: %v", k.Value, err)
+			l.badServers[k.Value] = true
+			if ce := (*servers.ConfigError)(nil); errors.As(err, &ce) {
+				l.errs = append(l.errs, &PosError{File: ce.File, Line: ce.Line, Column: ce.Column, Msg: ce.Message()})
+			} else {
+				l.fail(v, "server %s: %v", k.Value, err)
+			}
+			continue
 		}
 		// A workflow's own servers read only the environment it lists: a
 		// workflow someone else wrote cannot send AWS_SECRET_ACCESS_KEY to
 		// a server of its choosing.
 		for _, name := range srv.EnvRefs() {
 			if !slices.Contains(wf.Env, name) {
-				return l.errAt(v, "server %s: ${%s} reads an environment variable the workflow does not list (add %s to the workflow's env: to pass it)", k.Value, name, name)
+				l.badServers[k.Value] = true
+				l.fail(v, "server %s: ${%s} reads an environment variable the workflow does not list (add %s to the workflow's env: to pass it)", k.Value, name, name)
 			}
+		}
+		if l.badServers[k.Value] {
+			continue
 		}
 		srv.EnvAllowed = append([]string{}, wf.Env...)
 		wf.Servers[k.Value], wf.Own[k.Value] = srv, srv
 	}
-	return nil
 }
 
-func (l *loader) steps(n *yaml.Node, wf *Workflow) error {
+// steps reads the steps into wf.Steps, leaving out those with errors, and
+// returns the ids of all of them (with errors or not), for the outputs.
+func (l *loader) steps(n *yaml.Node, wf *Workflow) (ids []string) {
 	if n.Kind != yaml.SequenceNode {
-		return l.errAt(n, "steps: expected a list of steps, found %s", yamlpos.KindName(n))
+		l.fail(n, "steps: expected a list of steps, found %s", yamlpos.KindName(n))
+		return nil
 	}
 	if len(n.Content) == 0 {
-		return l.errAt(n, "steps: a workflow needs at least one step")
+		l.fail(n, "steps: a workflow needs at least one step")
+		return nil
 	}
 	// Every id first, so a reference to a later step says so.
 	later := map[string]bool{}
@@ -450,167 +526,177 @@ func (l *loader) steps(n *yaml.Node, wf *Workflow) error {
 	}
 	earlier := map[string]bool{}
 	for i, sn := range n.Content {
-		st, err := l.step(sn, i, scope{wf: wf, earlier: maps.Clone(earlier), later: later})
-		if err != nil {
-			return err
+		mark := len(l.errs)
+		st := l.step(sn, i, scope{wf: wf, earlier: maps.Clone(earlier), later: later})
+		// A step with errors is still one the next steps may name.
+		if st.ID != "" && !earlier[st.ID] {
+			earlier[st.ID] = true
+			ids = append(ids, st.ID)
 		}
-		earlier[st.ID] = true
-		wf.Steps = append(wf.Steps, st)
+		if !l.failedSince(mark) {
+			wf.Steps = append(wf.Steps, st)
+		}
 	}
-	return nil
+	return ids
 }
 
-func (l *loader) step(sn *yaml.Node, i int, sc scope) (*Step, error) {
+func (l *loader) step(sn *yaml.Node, i int, sc scope) *Step {
 	wf := sc.wf
-	what := fmt.Sprintf("steps[%d]", i)
-	f, err := l.fields(sn, what, stepKeys...)
-	if err != nil {
-		return nil, err
-	}
 	st := &Step{Concurrency: 1, Retry: Retry{Attempts: 1}}
-	for _, req := range []string{"id", "server", "tool"} {
-		if _, ok := f[req]; !ok {
-			return nil, l.errAt(sn, "%s: missing required key %q", what, req)
+	what := fmt.Sprintf("steps[%d]", i)
+	m, ok := l.fields(sn, what, stepKeys...)
+	if !ok {
+		return st
+	}
+	l.require(m, "id", "server", "tool")
+	f := m.values
+	if v, ok := f["id"]; ok {
+		if id, ok := l.str(v, what+".id"); ok {
+			st.ID = id
+			switch {
+			case !idPattern.MatchString(id):
+				l.fail(v, "%s.id: %q must start with a letter or _ and hold only letters, digits, _ or -", what, id)
+			case sc.earlier[id]:
+				l.fail(v, "%s.id: duplicate step id %q", what, id)
+			default:
+				what = "step " + id
+			}
 		}
 	}
-	if st.ID, err = l.str(f["id"], what+".id"); err != nil {
-		return nil, err
-	}
-	if !idPattern.MatchString(st.ID) {
-		return nil, l.errAt(f["id"], "%s.id: %q must start with a letter or _ and hold only letters, digits, _ or -", what, st.ID)
-	}
-	if sc.earlier[st.ID] {
-		return nil, l.errAt(f["id"], "%s.id: duplicate step id %q", what, st.ID)
-	}
-	what = "step " + st.ID
 	if v, ok := f["name"]; ok {
-		if st.Name, err = l.str(v, what+".name"); err != nil {
-			return nil, err
+		st.Name, _ = l.str(v, what+".name")
+	}
+	if v, ok := f["server"]; ok {
+		st.at.server = posOf(v)
+		if name, ok := l.str(v, what+".server"); ok {
+			st.Server = name
+			if _, known := wf.Servers[name]; !known && !l.badServers[name] {
+				names := l.serverNames(wf)
+				if s := didyoumean.Closest(name, names); s != "" {
+					l.fail(v, "%s: unknown server %q (did you mean %q? %s)", what, name, s, declared(names))
+				} else {
+					l.fail(v, "%s: unknown server %q (%s)", what, name, declared(names))
+				}
+			}
 		}
 	}
-	if st.Server, err = l.str(f["server"], what+".server"); err != nil {
-		return nil, err
-	}
-	if _, ok := wf.Servers[st.Server]; !ok {
-		if s := didyoumean.Closest(st.Server, wf.Servers.Names()); s != "" {
-			return nil, l.errAt(f["server"], "%s: unknown server %q (did you mean %q? %s)", what, st.Server, s, serverNames(wf.Servers))
-		}
-		return nil, l.errAt(f["server"], "%s: unknown server %q (%s)", what, st.Server, serverNames(wf.Servers))
-	}
-	if st.Tool, err = l.str(f["tool"], what+".tool"); err != nil {
-		return nil, err
+	if v, ok := f["tool"]; ok {
+		st.at.tool = posOf(v)
+		st.Tool, _ = l.str(v, what+".tool")
 	}
 	if v, ok := f["if"]; ok {
-		if st.If, err = l.condition(v, what+".if", sc); err != nil {
-			return nil, err
-		}
+		st.If = l.condition(v, what+".if", sc)
 	}
+	_, loop := f["for_each"]
 	if v, ok := f["for_each"]; ok {
-		if v.Kind == yaml.ScalarNode && v.Tag != "!!str" {
-			return nil, l.errAt(v, "%s.for_each: expected a list or an expression yielding one, found %s", what, yamlpos.KindName(v))
-		}
-		if v.Kind == yaml.ScalarNode {
-			e, err := l.condition(v, what+".for_each", sc)
-			if err != nil {
-				return nil, err
-			}
-			st.ForEach = &Value{tmpl: &template{parts: []part{{expr: e}}}}
-		} else if v.Kind == yaml.SequenceNode {
-			if st.ForEach, err = l.value(v, what+".for_each", sc); err != nil {
-				return nil, err
-			}
-		} else {
-			return nil, l.errAt(v, "%s.for_each: expected a list or an expression yielding one, found %s", what, yamlpos.KindName(v))
-		}
+		st.ForEach = l.forEach(v, what+".for_each", sc)
 	}
 	if v, ok := f["concurrency"]; ok {
-		if st.ForEach == nil {
-			return nil, l.errAt(v, "%s.concurrency: only a step with for_each runs calls concurrently", what)
-		}
-		if v.Tag != "!!int" || v.Decode(&st.Concurrency) != nil || st.Concurrency < 1 || st.Concurrency > 256 {
-			return nil, l.errAt(v, "%s.concurrency: expected a whole number from 1 to 256, found %s", what, outOfRange(v))
+		switch {
+		case !loop:
+			l.fail(v, "%s.concurrency: only a step with for_each runs calls concurrently", what)
+		case v.Tag != "!!int" || v.Decode(&st.Concurrency) != nil || st.Concurrency < 1 || st.Concurrency > 256:
+			l.fail(v, "%s.concurrency: expected a whole number from 1 to 256, found %s", what, outOfRange(v))
 		}
 	}
 	if v, ok := f["timeout"]; ok {
-		if st.Timeout, err = l.duration(v, what+".timeout"); err != nil {
-			return nil, err
-		}
+		st.Timeout = l.duration(v, what+".timeout")
 	}
 	if v, ok := f["retry"]; ok {
-		rf, err := l.fields(v, what+".retry", retryKeys...)
-		if err != nil {
-			return nil, err
-		}
-		if a, ok := rf["attempts"]; ok {
-			if a.Tag != "!!int" || a.Decode(&st.Retry.Attempts) != nil || st.Retry.Attempts < 1 || st.Retry.Attempts > 100 {
-				return nil, l.errAt(a, "%s.retry.attempts: expected a whole number from 1 to 100 (the total number of attempts), found %s", what, outOfRange(a))
-			}
-		}
 		st.Retry.Backoff = time.Second
-		if b, ok := rf["backoff"]; ok {
-			if st.Retry.Backoff, err = l.duration(b, what+".retry.backoff"); err != nil {
-				return nil, err
+		if rm, ok := l.fields(v, what+".retry", retryKeys...); ok {
+			if a, ok := rm.values["attempts"]; ok {
+				if a.Tag != "!!int" || a.Decode(&st.Retry.Attempts) != nil || st.Retry.Attempts < 1 || st.Retry.Attempts > 100 {
+					l.fail(a, "%s.retry.attempts: expected a whole number from 1 to 100 (the total number of attempts), found %s", what, outOfRange(a))
+				}
+			}
+			if b, ok := rm.values["backoff"]; ok {
+				st.Retry.Backoff = l.duration(b, what+".retry.backoff")
 			}
 		}
 	}
 	if v, ok := f["continue_on_error"]; ok {
-		if st.ContinueOnError, err = l.boolean(v, what+".continue_on_error"); err != nil {
-			return nil, err
-		}
+		st.ContinueOnError, _ = l.boolean(v, what+".continue_on_error")
 	}
 	if v, ok := f["approve"]; ok {
-		if st.Approve, st.ApproveMessage, err = l.approve(v, what+".approve"); err != nil {
-			return nil, err
-		}
+		st.Approve, st.ApproveMessage = l.approve(v, what+".approve")
 	}
 	if w, ok := f["with"]; ok {
 		if w.Kind != yaml.MappingNode {
-			return nil, l.errAt(w, "%s.with: expected a mapping of arguments, found %s", what, yamlpos.KindName(w))
-		}
-		if st.With, err = l.value(w, what+".with", scope{wf: wf, earlier: sc.earlier, later: sc.later, loop: st.ForEach != nil}); err != nil {
-			return nil, err
+			l.fail(w, "%s.with: expected a mapping of arguments, found %s", what, yamlpos.KindName(w))
+		} else {
+			st.With = l.value(w, what+".with", scope{wf: wf, earlier: sc.earlier, later: sc.later, loop: loop})
 		}
 	}
-	return st, nil
+	return st
+}
+
+// forEach reads a step's for_each: a list, or an expression yielding one.
+// It is nil when it has errors.
+func (l *loader) forEach(n *yaml.Node, what string, sc scope) *Value {
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!str":
+		if e := l.condition(n, what, sc); e != nil {
+			return &Value{tmpl: &template{parts: []part{{expr: e}}}, at: posOf(n)}
+		}
+		return nil
+	case n.Kind == yaml.SequenceNode:
+		return l.value(n, what, sc)
+	}
+	l.fail(n, "%s: expected a list or an expression yielding one, found %s", what, yamlpos.KindName(n))
+	return nil
 }
 
 // approve reads a step's approve: true, false, or the message shown to the
 // approver (which implies true).
-func (l *loader) approve(n *yaml.Node, what string) (bool, string, error) {
+func (l *loader) approve(n *yaml.Node, what string) (bool, string) {
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
-		b, err := l.boolean(n, what)
-		return b, "", err
+		b, _ := l.boolean(n, what)
+		return b, ""
 	}
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-		return false, "", l.errAt(n, "%s: expected true, false or a message for the approver, found %s", what, yamlpos.KindName(n))
+		l.fail(n, "%s: expected true, false or a message for the approver, found %s", what, yamlpos.KindName(n))
+		return false, ""
 	}
 	msg := strings.TrimSpace(n.Value)
 	switch {
 	case msg == "":
-		return false, "", l.errAt(n, "%s: the message for the approver is empty (write approve: true for none)", what)
+		l.fail(n, "%s: the message for the approver is empty (write approve: true for none)", what)
+		return false, ""
 	case strings.Contains(msg, "${{"):
-		return false, "", l.errAt(n, "%s: the message is shown as written; expressions are not evaluated here", what)
+		l.fail(n, "%s: the message is shown as written; expressions are not evaluated here", what)
+		return false, ""
 	}
-	return true, msg, nil
+	return true, msg
 }
 
-func (l *loader) duration(n *yaml.Node, what string) (time.Duration, error) {
-	s, err := l.str(n, what)
-	if err != nil {
-		return 0, err
+// duration reads a positive duration; 0 when it is not one.
+func (l *loader) duration(n *yaml.Node, what string) time.Duration {
+	s, ok := l.str(n, what)
+	if !ok {
+		return 0
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {
-		return 0, l.errAt(n, "%s: expected a positive duration such as 30s or 2m", what)
+		l.fail(n, "%s: expected a positive duration such as 30s or 2m", what)
+		return 0
 	}
-	return d, nil
+	return d
 }
 
-func serverNames(s servers.Set) string {
-	if len(s) == 0 {
+// serverNames are the names of the servers steps may use, sorted: those
+// whose entries have errors too.
+func (l *loader) serverNames(wf *Workflow) []string {
+	names := append(wf.Servers.Names(), slices.Collect(maps.Keys(l.badServers))...)
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+func declared(names []string) string {
+	if len(names) == 0 {
 		return "the workflow declares no servers"
 	}
-	return "declared servers: " + strings.Join(s.Names(), ", ")
+	return "declared servers: " + strings.Join(names, ", ")
 }
 
 // ParseInputs turns --input key=value pairs into typed values, applies

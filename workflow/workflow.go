@@ -3,7 +3,10 @@ package workflow
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,6 +84,9 @@ type Step struct {
 	// ApproveMessage is shown to the approver ("" for approve: true).
 	Approve        bool
 	ApproveMessage string
+	// at is where the step's server: and tool: are written (zero for a
+	// step built in Go): an error found after Load points there.
+	at struct{ server, tool position }
 }
 
 // Retry says how often to try a call again after a tool error (isError).
@@ -125,6 +131,66 @@ func CheckLiteralArguments(st *Step, tool servers.Tool) error {
 		}
 	}
 	return tool.Validate(args)
+}
+
+// StepError is err, found for step st after Load (by validate --discover),
+// at the place in the workflow's file it is about: the argument a
+// *servers.ArgsError names (or the nearest value around it that is
+// written: with:, else tool:), the step's tool: for servers.ErrUnknownTool,
+// else its server:. The message is "step ID: err".
+func (w *Workflow) StepError(st *Step, err error) *PosError {
+	at := st.at.server
+	var ae *servers.ArgsError
+	switch {
+	case errors.As(err, &ae):
+		at = st.at.tool
+		if st.With != nil {
+			at = st.With.find(ae.Field)
+		}
+	case errors.Is(err, servers.ErrUnknownTool):
+		at = st.at.tool
+	}
+	return &PosError{File: w.Path, Line: at.line, Column: at.col, Msg: fmt.Sprintf("step %s: %v", st.ID, err)}
+}
+
+// find is the position of the value at field, an argument path as
+// servers.ArgsError names it ("address.zip", "tags[2]", "tags[]" for any
+// item): of the deepest value on that path that is written.
+func (v *Value) find(field string) position {
+	at := v.at
+	for field != "" && v != nil {
+		var name string
+		if field[0] == '[' {
+			end := strings.IndexByte(field, ']')
+			if end < 0 {
+				break
+			}
+			name, field = field[:end+1], field[end+1:]
+		} else {
+			end := strings.IndexAny(field, ".[")
+			if end < 0 {
+				end = len(field)
+			}
+			name, field = field[:end], field[end:]
+		}
+		field = strings.TrimPrefix(field, ".")
+		switch {
+		case v.mapping != nil && !strings.HasPrefix(name, "["):
+			v = v.mapping[name]
+		case v.sequence != nil && strings.HasPrefix(name, "["):
+			i, err := strconv.Atoi(name[1 : len(name)-1])
+			if err != nil || i < 0 || i >= len(v.sequence) {
+				return at // "[]": any item of the list
+			}
+			v = v.sequence[i]
+		default:
+			return at
+		}
+		if v != nil && v.at.line > 0 {
+			at = v.at
+		}
+	}
+	return at
 }
 
 // HasExpressions reports whether v holds a ${{ … }} expression anywhere.

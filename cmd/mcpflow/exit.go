@@ -7,11 +7,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 	"github.com/mcpflow/mcpflow/telemetry"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // Exit codes, documented in the README and in --help.
@@ -146,7 +148,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var ee *exitError
 	if err != nil && !(errors.As(err, &ee) && ee.err == nil) {
-		fmt.Fprintf(stderr, "mcpflow: %v\n", err)
+		printError(stderr, err)
 	}
 	return codeFor(err)
+}
+
+// printError writes err after "mcpflow: ". The errors of a workflow come
+// one a line (workflow.Errors, here or read back from a server): each line
+// gets the prefix, as one error alone would.
+func printError(w io.Writer, err error) {
+	msg := err.Error()
+	if errors.Is(err, workflow.ErrInvalid) {
+		msg = strings.ReplaceAll(msg, "\n", "\nmcpflow: ")
+	}
+	fmt.Fprintf(w, "mcpflow: %s\n", msg)
 }
