@@ -1,8 +1,11 @@
 // Package door is how a process reaches a workspace's journal: it opens
 // the store a location names — a bbolt file ([bolt.Open]) or a PostgreSQL
-// database ([postgres.Open]) — and keeps the file's maintenance (compact,
-// salvage) behind the same location, so that front ends speak of
-// locations and the journal's contract, never of storage engines.
+// database ([postgres.Open]) — keeps the file's maintenance (compact,
+// salvage) behind the same location, and starts mcpflow's HTTP API over a
+// service that holds the journal ([NewServer] for `mcpflow server`, [Own]
+// for a command that holds it for one run), so that front ends speak of
+// locations, the journal's contract and service.API, never of storage
+// engines or of the server's insides.
 package door
 
 import (

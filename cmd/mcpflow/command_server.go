@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/door"
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/server"
 )
 
 type serverOptions struct {
@@ -120,8 +120,8 @@ func runServer(ctx context.Context, o *serverOptions) error {
 		return err
 	}
 	defer done()
-	srv, err := server.New(&server.Options{
-		Service: svc, Workspace: o.g.workspace, Socket: socket, Listen: o.listen, Token: token, Grace: o.grace, By: osUser(),
+	srv, err := door.NewServer(svc, door.ServeOptions{
+		Workspace: o.g.workspace, Socket: socket, Listen: o.listen, Token: token, Grace: o.grace, By: osUser(),
 		MaxRuns: o.maxRuns, AllowedHosts: o.hosts,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(o.Err, "%s mcpflow server: %s\n", time.Now().Format(time.TimeOnly), fmt.Sprintf(format, args...))

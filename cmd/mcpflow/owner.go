@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"time"
 
 	"github.com/mcpflow/mcpflow/client"
+	"github.com/mcpflow/mcpflow/door"
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/server"
 	"github.com/mcpflow/mcpflow/service"
 )
 
@@ -36,16 +35,10 @@ func (g *globals) owner(command string, warn io.Writer) (service.API, func(), er
 	if journal.IsPostgres(g.journalPath) {
 		return g.backend(writeJournal)
 	}
-	var srv *server.Server
+	var srv *door.Server
 	local := &service.Local{}
 	g.onOpen = func(svc *service.Service) {
-		s, err := server.New(&server.Options{
-			Service: svc, Workspace: g.workspace, Socket: g.socketPath(), By: osUser(),
-			Owner: &server.Owner{PID: os.Getpid(), Command: command},
-		})
-		if err == nil {
-			err = s.Start()
-		}
+		s, err := door.Own(svc, g.workspace, g.socketPath(), osUser(), command)
 		if err != nil {
 			fmt.Fprintf(warn, "mcpflow: not serving the journal to other commands (%v): they will find it locked until this command ends\n", err)
 			return

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/mcpflow/mcpflow/door"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/bolt"
+	"github.com/mcpflow/mcpflow/journal/postgres"
 )
 
 // Open opens a fresh journal in t.TempDir(). On cleanup it runs Check,
@@ -113,11 +113,17 @@ func EachLocation(t *testing.T, fn func(t *testing.T, location string)) {
 	}
 }
 
-// OpenStore opens the journal at location (see door.OpenStore), with
-// Open's cleanup.
+// OpenStore opens the journal at location, a PostgreSQL URL or a file
+// path (as door.OpenStore does), with Open's cleanup.
 func OpenStore(t testing.TB, location string, opts *journal.Options) journal.Store {
 	t.Helper()
-	j, err := door.OpenStore(location, opts)
+	var j journal.Store
+	var err error
+	if journal.IsPostgres(location) {
+		j, err = postgres.Open(context.Background(), location, opts)
+	} else {
+		j, err = bolt.Open(location, opts)
+	}
 	if err != nil {
 		t.Fatalf("open journal: %v", err)
 	}
