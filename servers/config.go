@@ -96,6 +96,11 @@ type Server struct {
 	// Origin is where the entry was read, "FILE:LINE:COL"; "" if not from a
 	// file. Informational only.
 	Origin string `yaml:"-" json:"origin,omitempty"`
+	// at is Origin with the file absolute and its symbolic links resolved:
+	// two readings of one file, however it was named, give one entry.
+	// shadowAt are the same of Shadows, when known.
+	at       string
+	shadowAt []string
 	// File is the file the entry was read from, as it was named; "" if not
 	// from a file. A command that only looks does not start a server whose
 	// entry comes from a file of a workspace the user has not trusted.
@@ -380,6 +385,10 @@ func (s Set) Lookup(name string) (*Server, error) {
 // entries, so trust: true cannot leak from an overridden entry. The entries
 // are shared with the inputs, not copied; treat them as read-only.
 //
+// An entry read twice (one file imported by mcpflow.yaml and given with
+// --servers, under two spellings of its path) is one entry: it shadows
+// nothing.
+//
 // mcpflow merges in this order (later wins):
 //
 //	Merge(workspace, serversFlag, workflow)
@@ -390,15 +399,58 @@ func Merge(sets ...Set) Set {
 	out := Set{}
 	for _, s := range sets {
 		for name, srv := range s {
-			if prev, ok := out[name]; ok && prev.Origin != srv.Origin {
-				c := *srv // the entry as read stays as it was
-				c.Shadows = append(append([]string{prev.Origin}, prev.Shadows...), srv.Shadows...)
-				srv = &c
+			if prev, ok := out[name]; ok {
+				srv = prevailing(prev, srv)
 			}
 			out[name] = srv
 		}
 	}
 	return out
+}
+
+// prevailing is the entry of a name that wins when next is merged over
+// prev: next, with prev and what prev overrode among its shadows — less
+// next itself, when an entry was read twice. The entries as read stay as
+// they were: a winner that gains shadows is a copy.
+func prevailing(prev, next *Server) *Server {
+	var origins, ats []string
+	add := func(origin, at string) {
+		if samePlace(origin, at, next.Origin, next.at) {
+			return
+		}
+		for i := range origins {
+			if samePlace(origin, at, origins[i], ats[i]) {
+				return
+			}
+		}
+		origins, ats = append(origins, origin), append(ats, at)
+	}
+	add(prev.Origin, prev.at)
+	for _, s := range []*Server{prev, next} {
+		for i, origin := range s.Shadows {
+			at := ""
+			if i < len(s.shadowAt) {
+				at = s.shadowAt[i]
+			}
+			add(origin, at)
+		}
+	}
+	if slices.Equal(origins, next.Shadows) {
+		return next
+	}
+	c := *next
+	c.Shadows, c.shadowAt = origins, ats
+	return &c
+}
+
+// samePlace reports whether two entries, each known by its Origin and its
+// canonical position (at, "" when unknown), were read at one place of one
+// file.
+func samePlace(origin, at, origin2, at2 string) bool {
+	if at != "" && at2 != "" {
+		return at == at2
+	}
+	return origin == origin2
 }
 
 func sortedKeys[V any](m map[string]V) []string {

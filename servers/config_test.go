@@ -57,6 +57,10 @@ servers:
 	if err != nil {
 		t.Fatal(err)
 	}
+	if at := canonicalFile("wf.yaml") + ":4:5"; got.at != at {
+		t.Errorf("at = %q, want %q", got.at, at)
+	}
+	got.at = "" // compared above
 	want := &Server{Name: "all", Command: "srv", Args: []string{"--port", "8080", "${PORT:-1}"}, Env: map[string]string{"A": "1", "B": "${B}"},
 		Cwd: "tools", Trust: true, ConnectTimeout: 5 * time.Second, CallTimeout: time.Minute, Origin: "wf.yaml:4:5", File: "wf.yaml"}
 	if !reflect.DeepEqual(got, want) {

@@ -147,3 +147,23 @@ func TestLoadWorkspaceWithoutFile(t *testing.T) {
 		t.Errorf("LoadWorkspace(empty mcpflow.yaml) = %v, %v", set, err)
 	}
 }
+
+// TestServersFlagAlsoImported: a file given with --servers that
+// mcpflow.yaml imports too is read twice, under two spellings of its path;
+// each of its entries is one entry, which shadows nothing but what it
+// overrides (mcpflow.yaml's own b).
+func TestServersFlagAlsoImported(t *testing.T) {
+	dir := filepath.Join("testdata", "twice")
+	flag, err := filepath.Abs(filepath.Join(dir, "servers.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, _, err := LoadExternal(dir, flag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, filepath.Join(dir, "servers.golden"), renderJSON(t, set))
+	if a := set["a"]; len(a.Shadows) != 0 {
+		t.Errorf("a shadows %q, want nothing: it is one entry read twice", a.Shadows)
+	}
+}

@@ -35,6 +35,7 @@ var geminiKeys = []string{"httpUrl", "trust", "timeout", "includeTools", "exclud
 // jimporter reads one JSON servers file.
 type jimporter struct {
 	file      string
+	canon     string // file absolute, symbolic links resolved
 	src       []byte
 	dialect   dialect
 	workspace string            // what ${workspaceFolder} means
@@ -51,7 +52,7 @@ func (p *jimporter) errAt(off int, server, format string, args ...any) *ConfigEr
 // whose projects[project].mcpServers (the servers `claude mcp add` puts
 // there by default) win over its user-scoped mcpServers.
 func importJSON(file string, src []byte, project string) (Set, error) {
-	p := &jimporter{file: file, src: src, workspace: workspaceOf(file)}
+	p := &jimporter{file: file, canon: canonicalFile(file), src: src, workspace: workspaceOf(file)}
 	root, err := jsonpos.Parse(src)
 	if err != nil {
 		msg, off := jsonpos.ErrorPos(src, err)
@@ -199,7 +200,8 @@ func (p *jimporter) entry(name string, n *jsonpos.Node) (*Server, error) {
 		return nil, nil
 	}
 	line, col := jsonpos.LineCol(p.src, n.Off)
-	srv := &Server{Name: name, Origin: fmt.Sprintf("%s:%d:%d", p.file, line, col), File: p.file}
+	srv := &Server{Name: name, Origin: fmt.Sprintf("%s:%d:%d", p.file, line, col), File: p.file,
+		at: fmt.Sprintf("%s:%d:%d", p.canon, line, col)}
 	pos := map[string]int{"": n.Off} // mcpflow key → offset, for validation errors
 	var urlKey string
 	for _, f := range n.Keys {

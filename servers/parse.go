@@ -53,6 +53,9 @@ func ParseEntry(file, name string, node *yaml.Node) (srv *Server, err error) {
 		return nil, err
 	}
 	srv = &Server{Name: name, Origin: position(file, node), File: file}
+	if file != "" {
+		srv.at = position(canonicalFile(file), node)
+	}
 	for _, k := range keys {
 		v := fields[k]
 		switch k {

@@ -259,3 +259,16 @@ func resolvePath(base, p string) string {
 	}
 	return filepath.Join(base, p)
 }
+
+// canonicalFile is file made absolute, its symbolic links resolved when it
+// exists: one name for every spelling of one file.
+func canonicalFile(file string) string {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return file
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	return abs
+}
