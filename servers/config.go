@@ -101,6 +101,9 @@ type Server struct {
 	// shadowAt are the same of Shadows, when known.
 	at       string
 	shadowAt []string
+	// scope is the Claude Code scope the entry was read from (see
+	// claudecode.go); scopeNone for every other entry.
+	scope scope
 	// File is the file the entry was read from, as it was named; "" if not
 	// from a file. A command that only looks does not start a server whose
 	// entry comes from a file of a workspace the user has not trusted.
@@ -385,9 +388,12 @@ func (s Set) Lookup(name string) (*Server, error) {
 // entries, so trust: true cannot leak from an overridden entry. The entries
 // are shared with the inputs, not copied; treat them as read-only.
 //
-// An entry read twice (one file imported by mcpflow.yaml and given with
-// --servers, under two spellings of its path) is one entry: it shadows
-// nothing.
+// Two exceptions. An entry read twice (one file imported by mcpflow.yaml
+// and given with --servers, under two spellings of its path) is one entry:
+// it shadows nothing. Of two entries of Claude Code's, the higher scope
+// wins, whatever the order: local (~/.claude.json's projects[DIR]), then
+// project (.mcp.json), then user (~/.claude.json's mcpServers), as Claude
+// Code itself decides.
 //
 // mcpflow merges in this order (later wins):
 //
@@ -409,13 +415,19 @@ func Merge(sets ...Set) Set {
 }
 
 // prevailing is the entry of a name that wins when next is merged over
-// prev: next, with prev and what prev overrode among its shadows — less
-// next itself, when an entry was read twice. The entries as read stay as
-// they were: a winner that gains shadows is a copy.
+// prev: next, unless both are Claude Code's and prev's scope is the higher
+// (see outranks). The loser and what it overrode join the winner's
+// shadows — less the winner itself, when an entry was read twice. The
+// entries as read stay as they were: a winner that gains shadows is a
+// copy.
 func prevailing(prev, next *Server) *Server {
+	winner, loser := next, prev
+	if outranks(prev, next) {
+		winner, loser = prev, next
+	}
 	var origins, ats []string
 	add := func(origin, at string) {
-		if samePlace(origin, at, next.Origin, next.at) {
+		if samePlace(origin, at, winner.Origin, winner.at) {
 			return
 		}
 		for i := range origins {
@@ -425,8 +437,8 @@ func prevailing(prev, next *Server) *Server {
 		}
 		origins, ats = append(origins, origin), append(ats, at)
 	}
-	add(prev.Origin, prev.at)
-	for _, s := range []*Server{prev, next} {
+	add(loser.Origin, loser.at)
+	for _, s := range []*Server{loser, winner} {
 		for i, origin := range s.Shadows {
 			at := ""
 			if i < len(s.shadowAt) {
@@ -435,10 +447,10 @@ func prevailing(prev, next *Server) *Server {
 			add(origin, at)
 		}
 	}
-	if slices.Equal(origins, next.Shadows) {
-		return next
+	if slices.Equal(origins, winner.Shadows) {
+		return winner
 	}
-	c := *next
+	c := *winner
 	c.Shadows, c.shadowAt = origins, ats
 	return &c
 }

@@ -260,8 +260,9 @@ func FuzzImportJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		set, err := importJSON("f.json", src, "")
+		r, err := importJSON("f.json", src, "")
 		if err == nil {
+			set, _ := r.merge()
 			for _, s := range set {
 				if s.Validate() != nil {
 					t.Errorf("imported an invalid entry: %+v", s)
@@ -288,8 +289,9 @@ func FuzzLoadYAML(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		set, _, err := loadYAML("f.yaml", src, t.TempDir(), false)
+		r, _, err := loadYAML("f.yaml", src, t.TempDir(), false)
 		if err == nil {
+			set, _ := r.merge()
 			for _, s := range set {
 				if s.Validate() != nil {
 					t.Errorf("loaded an invalid entry: %+v", s)

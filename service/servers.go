@@ -53,6 +53,9 @@ type ServerStatus struct {
 	Checked bool
 	Tools   int
 	Err     error // why it did not connect, or why it was not started
+	// Disabled, when set, says why the entry was read and left out (a
+	// server asked for by name that is not in effect); it is not checked.
+	Disabled *servers.Disabled
 }
 
 // ErrUntrustedWorkspace: a command that only looks was asked to start (or
@@ -79,19 +82,33 @@ func (s *Service) mayStart(srv *servers.Server, trustWorkspace bool) error {
 	return fmt.Errorf("%w: server %q is defined in %s; mcpflow does not start servers defined by a workspace's files until you trust it (mcpflow trust add, or --trust-workspace for this command)", ErrUntrustedWorkspace, srv.Name, srv.File)
 }
 
-// Servers lists the configured servers (see ServerSet) by name; with
-// connect, each is started or connected to and its tools counted — except
-// those defined by files of a workspace the user has not trusted (see
-// ErrUntrustedWorkspace), which are reported unchecked with the reason.
-func (s *Service) Servers(ctx context.Context, workflowFile string, connect, trustWorkspace bool) ([]ServerStatus, error) {
+// Servers lists the configured servers (see ServerSet) by name, or only
+// those names; with connect, each is started or connected to and its tools
+// counted — except those defined by files of a workspace the user has not
+// trusted (see ErrUntrustedWorkspace), which are reported unchecked with
+// the reason. A name asked for that the configuration read and left out
+// (servers.Disabled) is reported with why; any other unknown name is an
+// invalid request.
+func (s *Service) Servers(ctx context.Context, workflowFile string, connect, trustWorkspace bool, names ...string) ([]ServerStatus, error) {
 	set, err := s.ServerSet(workflowFile)
 	if err != nil {
 		return nil, err
 	}
 	pool := servers.NewPool(set, &servers.Options{Workspace: s.o.Workspace, Self: s.o.Self})
 	defer pool.Close()
-	out := make([]ServerStatus, 0, len(set))
-	for _, name := range set.Names() {
+	if len(names) == 0 {
+		names = set.Names()
+	}
+	out := make([]ServerStatus, 0, len(names))
+	for _, name := range names {
+		if _, err := set.Lookup(name); err != nil {
+			d, err := s.leftOut(name, err)
+			if d == nil {
+				return nil, err
+			}
+			out = append(out, ServerStatus{Server: d.Server, Disabled: d})
+			continue
+		}
 		st := ServerStatus{Server: set[name], Checked: connect}
 		if err := s.mayStart(set[name], trustWorkspace); connect && err != nil {
 			st.Checked, st.Err = false, err
@@ -109,6 +126,21 @@ func (s *Service) Servers(ctx context.Context, workflowFile string, connect, tru
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// leftOut explains lookupErr, the error of a server name not configured:
+// when the configuration read an entry of that name and left it out (see
+// servers.Disabled), it returns that and an invalid request saying why;
+// else nil and lookupErr as an invalid request.
+func (s *Service) leftOut(name string, lookupErr error) (*servers.Disabled, error) {
+	cfg, err := servers.LoadConfig(s.o.Workspace, s.o.ServersFile)
+	if err != nil {
+		return nil, err
+	}
+	if d := cfg.Disabled[name]; d != nil {
+		return d, &invalidError{msg: fmt.Sprintf("%v: left out: %s", lookupErr, d.Reason()), cause: lookupErr, fields: map[string]string{"server": name}}
+	}
+	return nil, &invalidError{msg: lookupErr.Error(), cause: lookupErr}
 }
 
 // ToolsRequest asks for a server's tools with their replay verdicts.
@@ -149,10 +181,10 @@ func (s *Service) Tools(ctx context.Context, req ToolsRequest) (*ToolsReport, er
 	}
 	srv, err := set.Lookup(req.Server)
 	if err != nil {
-		if req.Workflow == "" {
-			return nil, invalid("%v; servers a workflow declares need --workflow FILE", err)
+		if d, err := s.leftOut(req.Server, err); d != nil || req.Workflow != "" {
+			return nil, err
 		}
-		return nil, invalid("%v", err)
+		return nil, invalid("%v; servers a workflow declares need --workflow FILE", err)
 	}
 	if err := s.mayStart(srv, req.TrustWorkspace); err != nil {
 		return nil, &invalidError{msg: err.Error(), cause: err}

@@ -151,3 +151,30 @@ func TestVSCodeInputQuestionEndsOnCtrlC(t *testing.T) {
 		}
 	}
 }
+
+// TestClaudeCodeSettingsLeaveOut: a .mcp.json server that Claude Code's
+// settings for the project leave out is not used; servers list says why
+// when asked for it by name, and so does a call.
+func TestClaudeCodeSettingsLeaveOut(t *testing.T) {
+	c := newCLI(t)
+	home := t.TempDir()
+	c.env = []string{"HOME=" + home}
+	c.writeFile(filepath.Join(home, ".claude.json"), `{
+  "mcpServers": {},
+  "projects": {
+    "`+c.workspace+`": {"mcpServers": {}, "enabledMcpjsonServers": [], "disabledMcpjsonServers": ["off"]}
+  }
+}`)
+	c.writeFile(filepath.Join(c.workspace, ".mcp.json"), `{"mcpServers": {"on": {"command": "on-mcp"}, "off": {"command": "off-mcp"}}}`)
+	c.writeFile(filepath.Join(c.workspace, "mcpflow.yaml"), "import: [.mcp.json, ~/.claude.json]\n")
+	if r := c.run("servers", "list", "--no-connect", "--jq", ".[].name"); r.code != 0 || strings.TrimSpace(r.stdout) != "on" {
+		t.Errorf("servers list: exit %d %q, want only on\n%s", r.code, r.stdout, r.stderr)
+	}
+	why := "is in Claude Code's disabledMcpjsonServers at " + filepath.Join(home, ".claude.json") + ":4:"
+	if r := c.run("servers", "list", "--no-connect", "off"); r.code != 0 || !strings.Contains(r.stdout, "left out: the entry at "+filepath.Join(c.workspace, ".mcp.json")+":1:") || !strings.Contains(r.stdout, why) {
+		t.Errorf("servers list off: exit %d, want why\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := c.run("call", "off", "greet"); r.code != exitUsage || !strings.Contains(r.stderr, why) {
+		t.Errorf("call off: exit %d, want 2 saying why\n%s", r.code, r.stderr)
+	}
+}
