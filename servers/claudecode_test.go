@@ -51,8 +51,8 @@ func TestClaudeCodeProjectServers(t *testing.T) {
 }
 
 // TestUnsetVariableAsSpelled: a variable an imported file spells
-// ${env:NAME} is reported as the user wrote it when it is not set, with
-// what to set; mcpflow's own ${NAME} keeps its own advice.
+// ${env:NAME} is reported as the user wrote it when it is not set, where
+// it is, and with what to set; mcpflow's own ${NAME} keeps its own advice.
 func TestUnsetVariableAsSpelled(t *testing.T) {
 	set, err := Import(filepath.Join("testdata", "import", "cursor-mcp.json"))
 	if err != nil {
@@ -60,7 +60,7 @@ func TestUnsetVariableAsSpelled(t *testing.T) {
 	}
 	unset := func(string) (string, bool) { return "", false }
 	_, err = set["linear"].expand("header Authorization", set["linear"].Headers["Authorization"], unset)
-	want := `server "linear": header Authorization: ${env:LINEAR_API_KEY}: environment variable not set (expected LINEAR_API_KEY set in mcpflow's environment)`
+	want := `testdata/import/cursor-mcp.json:5:36: server "linear": header Authorization: ${env:LINEAR_API_KEY}: environment variable not set (expected LINEAR_API_KEY set in mcpflow's environment)`
 	if err == nil || err.Error() != want || !errors.Is(err, ErrUnsetVariable) {
 		t.Errorf("got %v\nwant %s", err, want)
 	}

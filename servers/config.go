@@ -93,6 +93,10 @@ type Server struct {
 	// spelled maps a variable of a ${NAME} reference to the spelling the
 	// imported file used for it (${env:NAME}), for messages.
 	spelled map[string]string
+	// places says where each value that may refer to a variable was read,
+	// FILE:LINE:COL, by the name messages give it: "command", "args[0]",
+	// "cwd", "env_file", "url", "env NAME", "header NAME".
+	places map[string]string
 	// Origin is where the entry was read, "FILE:LINE:COL"; "" if not from a
 	// file. Informational only.
 	Origin string `yaml:"-" json:"origin,omitempty"`

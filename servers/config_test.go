@@ -62,7 +62,9 @@ servers:
 	}
 	got.at = "" // compared above
 	want := &Server{Name: "all", Command: "srv", Args: []string{"--port", "8080", "${PORT:-1}"}, Env: map[string]string{"A": "1", "B": "${B}"},
-		Cwd: "tools", Trust: true, ConnectTimeout: 5 * time.Second, CallTimeout: time.Minute, Origin: "wf.yaml:4:5", File: "wf.yaml"}
+		Cwd: "tools", Trust: true, ConnectTimeout: 5 * time.Second, CallTimeout: time.Minute, Origin: "wf.yaml:4:5", File: "wf.yaml",
+		places: map[string]string{"command": "wf.yaml:4:14", "args[0]": "wf.yaml:5:12", "args[1]": "wf.yaml:5:20", "args[2]": "wf.yaml:5:26",
+			"env A": "wf.yaml:6:14", "env B": "wf.yaml:6:22", "cwd": "wf.yaml:7:10"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseEntry = %+v\nwant        %+v", got, want)
 	}

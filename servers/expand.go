@@ -64,16 +64,42 @@ func (e *unsetError) Error() string {
 }
 
 // expand is expandVars for one of the entry's values, its errors naming
-// the server and what was expanded, and variables as the user spelled them.
+// the server, what was expanded (a key of Server.places: "command",
+// "args[0]", "env NAME", …) and where it was read, and variables as the
+// user spelled them.
 func (s *Server) expand(what, v string, lookup func(string) (string, bool)) (string, error) {
 	out, err := expandVars(v, lookup)
 	if ue, ok := err.(*unsetError); ok {
 		ue.spelled = s.spelled[ue.name]
 	}
-	if err != nil {
-		return "", fmt.Errorf("server %q: %s: %w", s.Name, what, err)
+	switch {
+	case err == nil:
+		return out, nil
+	case s.places[what] != "":
+		return "", fmt.Errorf("%s: server %q: %s: %w", s.places[what], s.Name, what, err)
 	}
-	return out, nil
+	return "", fmt.Errorf("server %q: %s: %w", s.Name, what, err)
+}
+
+// place records that the value the key names (see Server.places) was
+// read at where, FILE:LINE:COL; where "" records nothing.
+func (s *Server) place(key, where string) {
+	if where == "" {
+		return
+	}
+	if s.places == nil {
+		s.places = map[string]string{}
+	}
+	s.places[key] = where
+}
+
+// placeKey is the key of Server.places for the value of name in an
+// entry's env or headers.
+func placeKey(field, name string) string {
+	if field == "headers" {
+		return "header " + name
+	}
+	return "env " + name
 }
 
 // parseRef parses "${NAME}" or "${NAME:-default}" at the start of s.

@@ -311,6 +311,7 @@ func (p *jimporter) entry(name string, n *jsonpos.Node) (*Server, error) {
 	if err := p.translate(srv, pos); err != nil {
 		return nil, err
 	}
+	p.place(srv, n)
 	if pr := srv.check(); pr != nil {
 		off, ok := pos[pr.key]
 		if !ok {
@@ -319,6 +320,33 @@ func (p *jimporter) entry(name string, n *jsonpos.Node) (*Server, error) {
 		return nil, p.errAt(off, name, "%s", jsonWording(pr.msg))
 	}
 	return srv, nil
+}
+
+// place records where each value of the entry n that may refer to a
+// variable is (see Server.places).
+func (p *jimporter) place(srv *Server, n *jsonpos.Node) {
+	at := func(key string, v *jsonpos.Node) {
+		line, col := jsonpos.LineCol(p.src, v.Off)
+		srv.place(key, fmt.Sprintf("%s:%d:%d", p.file, line, col))
+	}
+	for _, f := range n.Keys {
+		switch f.Name {
+		case "command", "cwd", "url":
+			at(f.Name, f.Val)
+		case "httpUrl":
+			at("url", f.Val)
+		case "envFile":
+			at("env_file", f.Val)
+		case "args":
+			for i, it := range f.Val.Items {
+				at(fmt.Sprintf("args[%d]", i), it)
+			}
+		case "env", "headers":
+			for _, e := range f.Val.Keys {
+				at(placeKey(f.Name, e.Name), e.Val)
+			}
+		}
+	}
 }
 
 // informational are entry keys that change nothing mcpflow does: they are

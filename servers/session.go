@@ -215,7 +215,7 @@ func (s *Session) transport(o Options) (mcp.Transport, error) {
 	}
 	headers := http.Header{}
 	for _, k := range sortedKeys(srv.Headers) {
-		v, err := srv.expand("header "+k, srv.Headers[k], o.LookupEnv)
+		v, err := srv.expand(placeKey("headers", k), srv.Headers[k], o.LookupEnv)
 		if err != nil {
 			return nil, err
 		}
@@ -234,7 +234,7 @@ func (s *Session) command(o Options) (*exec.Cmd, error) {
 	args := make([]string, len(srv.Args))
 	for i, a := range srv.Args {
 		var err error
-		if args[i], err = expand("args", a); err != nil {
+		if args[i], err = expand(fmt.Sprintf("args[%d]", i), a); err != nil {
 			return nil, err
 		}
 	}
@@ -291,7 +291,7 @@ func (s *Session) command(o Options) (*exec.Cmd, error) {
 		}
 	}
 	for _, k := range sortedKeys(srv.Env) {
-		v, err := expand("env "+k, srv.Env[k])
+		v, err := expand(placeKey("env", k), srv.Env[k])
 		if err != nil {
 			return nil, err
 		}

@@ -178,3 +178,33 @@ func TestClaudeCodeSettingsLeaveOut(t *testing.T) {
 		t.Errorf("call off: exit %d, want 2 saying why\n%s", r.code, r.stderr)
 	}
 }
+
+// TestUnsetVariableFailsOnlyItsServer: an unset ${VAR} in one entry's env
+// fails that server when it starts, naming the variable and where it is;
+// listing servers, and using the file's other servers, work.
+func TestUnsetVariableFailsOnlyItsServer(t *testing.T) {
+	c := newCLI(t)
+	file := filepath.Join(c.workspace, "servers.json")
+	c.writeFile(file, `{
+  "mcpServers": {
+    "needs": {"command": "${env:MCPFLOW_EXE}", "args": ["demo-server"], "env": {"MCPFLOW_TEST_AS_MAIN": "1", "TOKEN": "${env:MCPFLOW_TEST_NEVER_SET}"}},
+    "plain": {"command": "${env:MCPFLOW_EXE}", "args": ["demo-server"], "env": {"MCPFLOW_TEST_AS_MAIN": "1"}}
+  }
+}`)
+	c.env = []string{"MCPFLOW_EXE=" + c.exe()}
+	unset := file + `:3:119: server "needs": env TOKEN: ${env:MCPFLOW_TEST_NEVER_SET}: environment variable not set`
+	if r := c.run("servers", "list", "--servers", file, "--trust-workspace", "-o", "json", "--jq", `.[] | "\(.name) \(.connects) \(.error // "")"`); r.code != 0 ||
+		!strings.Contains(r.stdout, "needs false "+unset) || !strings.Contains(r.stdout, "plain true \n") {
+		t.Errorf("servers list: exit %d, want both listed, needs failing where its variable is\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := c.run("call", "plain", "greet", "--servers", file, "--arg", "name=Ada"); r.code != 0 || !strings.Contains(r.stdout, "Hello, Ada!") {
+		t.Errorf("call plain: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	wf := c.workflow("plain.yaml", "name: p\nsteps:\n  - {id: a, server: plain, tool: greet, with: {name: Bo}}\n")
+	if r := c.run("run", wf, "--servers", file); r.code != 0 {
+		t.Errorf("run of a workflow using plain: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := c.run("call", "needs", "greet", "--servers", file, "--arg", "name=Ada"); r.code == 0 || !strings.Contains(r.stderr, unset) {
+		t.Errorf("call needs: exit %d, want a failure saying %q\n%s", r.code, unset, r.stderr)
+	}
+}
