@@ -2,6 +2,7 @@ package servers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -11,6 +12,33 @@ import (
 // ErrUnsetVariable; a set but empty one expands to "" unless it has a
 // default (:- means "unset or empty", as in the shell).
 func expandVars(s string, lookup func(string) (string, bool)) (string, error) {
+	return walkVars(s, func(name, def string, hasDef bool) (string, error) {
+		v, _, ok := refValue(name, def, hasDef, lookup)
+		if !ok {
+			return "", &unsetError{name: name}
+		}
+		return v, nil
+	})
+}
+
+// refValue is the value of one reference, ${name} or ${name:-def}: the
+// variable's (fromEnv), or the default when the variable is unset or empty;
+// ok is false when it is unset and there is no default. Connect and
+// Displayed both decide by it.
+func refValue(name, def string, hasDef bool, lookup func(string) (string, bool)) (v string, fromEnv, ok bool) {
+	v, set := lookup(name)
+	switch {
+	case hasDef && v == "":
+		return def, false, true
+	case !set:
+		return "", false, false
+	}
+	return v, true, true
+}
+
+// walkVars rewrites s, each reference replaced by what ref returns for it,
+// $${ by a literal ${.
+func walkVars(s string, ref func(name, def string, hasDef bool) (string, error)) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
@@ -32,15 +60,56 @@ func expandVars(s string, lookup func(string) (string, bool)) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		v, ok := lookup(name)
-		switch {
-		case hasDef && v == "":
-			v = def
-		case !ok:
-			return "", &unsetError{name: name}
+		v, err := ref(name, def, hasDef)
+		if err != nil {
+			return "", err
 		}
 		b.WriteString(v)
 		s = rest
+	}
+}
+
+// Displayed returns a copy of the entry whose command, args, cwd and url
+// read as Connect would use them now, for showing: each ${VAR:-default}
+// whose variable is unset or empty is its default. A reference to a set
+// variable stays ${VAR} (the environment's values are not shown: they may
+// be secrets), and so does one to an unset variable without a default
+// (Connect fails on it). lookup is read as Connect reads
+// Options.LookupEnv, EnvAllowed applied.
+func (s *Server) Displayed(lookup func(string) (string, bool)) *Server {
+	lookup = s.lookup(lookup)
+	show := func(v string) string {
+		out, err := walkVars(v, func(name, def string, hasDef bool) (string, error) {
+			if v, fromEnv, ok := refValue(name, def, hasDef, lookup); ok && !fromEnv {
+				return v, nil
+			}
+			return "${" + name + "}", nil
+		})
+		if err != nil {
+			return v // malformed: shown as written
+		}
+		return out
+	}
+	c := *s
+	c.Command, c.Cwd, c.URL = show(s.Command), show(s.Cwd), show(s.URL)
+	c.Args = make([]string, len(s.Args))
+	for i, a := range s.Args {
+		c.Args[i] = show(a)
+	}
+	return &c
+}
+
+// lookup is lookup restricted to the variables the entry may read (see
+// EnvAllowed).
+func (s *Server) lookup(lookup func(string) (string, bool)) func(string) (string, bool) {
+	if s.EnvAllowed == nil {
+		return lookup
+	}
+	return func(name string) (string, bool) {
+		if !slices.Contains(s.EnvAllowed, name) {
+			return "", false
+		}
+		return lookup(name)
 	}
 }
 

@@ -167,3 +167,26 @@ func TestServersFlagAlsoImported(t *testing.T) {
 		t.Errorf("a shadows %q, want nothing: it is one entry read twice", a.Shadows)
 	}
 }
+
+// TestDisplayedGolden: an entry shown (servers list's TARGET) reads as it
+// would start: a default applies where its variable is unset or empty,
+// and a variable the environment sets stays a reference, its value unshown.
+func TestDisplayedGolden(t *testing.T) {
+	dir := filepath.Join("testdata", "targets")
+	set, err := Import(filepath.Join(dir, "servers.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"EMPTY_DIR": "", "PROJ_TOKEN": "s3cret", "PROJ_KEY": "k3y"}
+	lookup := func(name string) (string, bool) { v, ok := env[name]; return v, ok }
+	shown := map[string]any{}
+	for name, srv := range set {
+		d := srv.Displayed(lookup)
+		shown[name] = map[string]any{"command": d.Command, "args": d.Args, "cwd": d.Cwd, "url": d.URL}
+	}
+	got := renderJSON(t, shown)
+	golden(t, filepath.Join(dir, "servers.golden"), got)
+	if bytes.Contains(got, []byte("s3cret")) || bytes.Contains(got, []byte("k3y")) {
+		t.Error("a value of the environment is shown")
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -136,15 +135,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	if o.LookupEnv == nil {
 		o.LookupEnv = os.LookupEnv
 	}
-	if srv.EnvAllowed != nil {
-		lookup := o.LookupEnv
-		o.LookupEnv = func(name string) (string, bool) {
-			if !slices.Contains(srv.EnvAllowed, name) {
-				return "", false
-			}
-			return lookup(name)
-		}
-	}
+	o.LookupEnv = srv.lookup(o.LookupEnv)
 	s := &Session{server: srv, tap: newWireTap(), progress: map[any]func(float64, float64, string){},
 		workspace: o.Workspace, logPath: filepath.Join(logDir(o.Workspace), logName(srv.Name))}
 	s.tap.secrets = &s.secrets

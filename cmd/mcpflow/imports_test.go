@@ -208,3 +208,17 @@ func TestUnsetVariableFailsOnlyItsServer(t *testing.T) {
 		t.Errorf("call needs: exit %d, want a failure saying %q\n%s", r.code, unset, r.stderr)
 	}
 }
+
+// TestServersListTargetAsStarted: TARGET shows an entry as it would start:
+// the default of an unset variable, and a set variable as a reference,
+// its value unshown.
+func TestServersListTargetAsStarted(t *testing.T) {
+	c := newCLI(t)
+	file := filepath.Join(c.workspace, ".mcp.json")
+	c.writeFile(file, `{"mcpServers": {"p": {"command": "npx", "args": ["proj-mcp", "${PROJ_DIR:-/srv/projects}", "${PROJ_TOKEN:-none}"]}}}`)
+	c.env = []string{"PROJ_TOKEN=s3cret"}
+	r := c.run("servers", "list", "--no-connect", "--servers", file, "--jq", ".[].target")
+	if got := strings.TrimSpace(r.stdout); r.code != 0 || got != "npx proj-mcp /srv/projects ${PROJ_TOKEN}" {
+		t.Errorf("servers list: exit %d, target %q, want the default applied and the set value unshown\n%s", r.code, got, r.stderr)
+	}
+}
