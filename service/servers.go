@@ -65,18 +65,17 @@ type ServerStatus struct {
 var ErrUntrustedWorkspace = errors.New("the workspace is not trusted")
 
 // mayStart says whether a command that only looks may start srv: yes for
-// mcpflow's own demo server without arguments, for entries from the user's
-// own files outside the workspace (--servers, imports from the home
-// directory), and for any entry once the workspace is trusted (the trust
-// store, or trustWorkspace for this command).
+// mcpflow's own demo server without arguments, and as trust.MayLook says
+// for any other: for entries from the user's own files outside the
+// workspace (imports from the home directory), from the --servers file
+// the user named, and for any entry once the workspace is trusted (the
+// trust store, or trustWorkspace for this command).
 func (s *Service) mayStart(srv *servers.Server, trustWorkspace bool) error {
 	if srv.Builtin != "" && len(srv.Args) == 0 && len(srv.Env) == 0 {
 		return nil
 	}
-	if srv.File == "" || !trust.Within(s.o.Workspace, srv.File) {
-		return nil
-	}
-	if ok, _ := trust.Workspace(s.o.TrustStore, s.o.Workspace, trustWorkspace); ok {
+	if trust.MayLook(trust.LookOptions{Workspace: s.o.Workspace, File: srv.File, Named: []string{s.o.ServersFile},
+		Flag: trustWorkspace, Store: s.o.TrustStore}) {
 		return nil
 	}
 	return fmt.Errorf("%w: server %q is defined in %s; mcpflow does not start servers defined by a workspace's files until you trust it (mcpflow trust add, or --trust-workspace for this command)", ErrUntrustedWorkspace, srv.Name, srv.File)
