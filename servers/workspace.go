@@ -113,6 +113,9 @@ type Config struct {
 	// Files are every file the configuration depends on (see
 	// Source.Files), then the --servers file and what it imports.
 	Files []string
+	// Read are the files read, in order: mcpflow.yaml when it exists, its
+	// imports, the --servers file and its imports.
+	Read []string
 	// Disabled are the entries read and left out by their own client's
 	// settings (Claude Code's disabledMcpjsonServers and
 	// enabledMcpjsonServers), by name.
@@ -131,6 +134,10 @@ func LoadConfig(workspace, serversFile string) (*Config, error) {
 		return nil, err
 	}
 	files := src.Files(workspace)
+	var read []string
+	if src.File != "" {
+		read = append([]string{src.File}, src.Imports...)
+	}
 	if serversFile != "" {
 		flag, nested, err := importFile(serversFile, true, workspace)
 		if err != nil {
@@ -138,9 +145,10 @@ func LoadConfig(workspace, serversFile string) (*Config, error) {
 		}
 		r.add(flag)
 		files = append(append(files, serversFile), nested...)
+		read = append(append(read, serversFile), nested...)
 	}
 	set, disabled := r.merge()
-	return &Config{Servers: set, Files: files, Disabled: disabled}, nil
+	return &Config{Servers: set, Files: files, Read: read, Disabled: disabled}, nil
 }
 
 // LoadExternal is LoadConfig's servers and files: it also returns every

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
@@ -30,7 +31,7 @@ func (s *Service) serverSet(workflowFile string, src []byte) (servers.Set, error
 	if workflowFile == "" && src == nil {
 		return ext, nil
 	}
-	wf, err := loadWorkflow(workflowFile, src, ext)
+	wf, err := s.loadWorkflow(workflowFile, src, ext)
 	if err != nil {
 		return nil, err
 	}
@@ -38,12 +39,35 @@ func (s *Service) serverSet(workflowFile string, src []byte) (servers.Set, error
 }
 
 // loadWorkflow loads the workflow whose text is src, named file; with src
-// nil, the one file holds.
-func loadWorkflow(file string, src []byte, external servers.Set) (*workflow.Workflow, error) {
+// nil, the one file holds. A step naming a server that is nowhere is an
+// error whose fields say where servers were looked for (see lookedFor).
+func (s *Service) loadWorkflow(file string, src []byte, external servers.Set) (*workflow.Workflow, error) {
+	var wf *workflow.Workflow
+	var err error
 	if src != nil {
-		return workflow.Load(file, src, external)
+		wf, err = workflow.Load(file, src, external)
+	} else {
+		wf, err = workflow.LoadFile(file, external)
 	}
-	return workflow.LoadFile(file, external)
+	return wf, s.lookedFor(err, file)
+}
+
+// lookedFor adds to err, when it is a step naming an unknown server
+// (workflow.UnknownServerError), fields that say where servers were
+// looked for: unknown_server, the name; workspace, the directory whose
+// mcpflow.yaml was read (or was absent); read, the files read, one a line
+// (none: no mcpflow.yaml and no --servers); workflow, the workflow file.
+// Where else to look is the front end's to say.
+func (s *Service) lookedFor(err error, file string) error {
+	var us *workflow.UnknownServerError
+	if !errors.As(err, &us) {
+		return err
+	}
+	f := map[string]string{"unknown_server": us.Server, "workspace": s.o.Workspace, "workflow": file}
+	if cfg, cerr := servers.LoadConfig(s.o.Workspace, s.o.ServersFile); cerr == nil {
+		f["read"] = strings.Join(cfg.Read, "\n")
+	}
+	return &fieldsError{err: err, fields: f}
 }
 
 // ServerStatus is a configured server and, when checked, whether it
@@ -234,7 +258,7 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*workflow.
 	if err != nil {
 		return nil, err
 	}
-	wf, err := workflow.LoadFile(req.File, external)
+	wf, err := s.loadWorkflow(req.File, nil, external)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,8 @@ package workflow
 import (
 	"errors"
 	"fmt"
+
+	"github.com/mcpflow/mcpflow/servers"
 )
 
 var (
@@ -28,3 +30,16 @@ func (e *PosError) Error() string {
 }
 
 func (e *PosError) Unwrap() error { return ErrInvalid }
+
+// UnknownServerError is a step naming a server that neither the workflow
+// declares nor the configuration given to Load defines. It is a *PosError
+// and a servers.ErrUnknownServer.
+type UnknownServerError struct {
+	PosError
+	// Server is the name the step gives.
+	Server string
+}
+
+func (e *UnknownServerError) Unwrap() []error {
+	return []error{&e.PosError, servers.ErrUnknownServer}
+}

@@ -492,10 +492,12 @@ func (l *loader) step(sn *yaml.Node, i int, sc scope) (*Step, error) {
 		return nil, err
 	}
 	if _, ok := wf.Servers[st.Server]; !ok {
+		msg := fmt.Sprintf("%s: unknown server %q (%s)", what, st.Server, serverNames(wf.Servers))
 		if s := didyoumean.Closest(st.Server, wf.Servers.Names()); s != "" {
-			return nil, l.errAt(f["server"], "%s: unknown server %q (did you mean %q? %s)", what, st.Server, s, serverNames(wf.Servers))
+			msg = fmt.Sprintf("%s: unknown server %q (did you mean %q? %s)", what, st.Server, s, serverNames(wf.Servers))
 		}
-		return nil, l.errAt(f["server"], "%s: unknown server %q (%s)", what, st.Server, serverNames(wf.Servers))
+		n := f["server"]
+		return nil, &UnknownServerError{PosError: PosError{File: l.file, Line: n.Line, Column: n.Column, Msg: msg}, Server: st.Server}
 	}
 	if st.Tool, err = l.str(f["tool"], what+".tool"); err != nil {
 		return nil, err
@@ -608,7 +610,7 @@ func (l *loader) duration(n *yaml.Node, what string) (time.Duration, error) {
 
 func serverNames(s servers.Set) string {
 	if len(s) == 0 {
-		return "the workflow declares no servers"
+		return "no servers: the workflow declares none, and none are configured"
 	}
 	return "declared servers: " + strings.Join(s.Names(), ", ")
 }
