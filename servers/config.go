@@ -93,9 +93,21 @@ type Server struct {
 	// spelled maps a variable of a ${NAME} reference to the spelling the
 	// imported file used for it (${env:NAME}), for messages.
 	spelled map[string]string
+	// places says where each value that may refer to a variable was read,
+	// FILE:LINE:COL, by the name messages give it: "command", "args[0]",
+	// "cwd", "env_file", "url", "env NAME", "header NAME".
+	places map[string]string
 	// Origin is where the entry was read, "FILE:LINE:COL"; "" if not from a
 	// file. Informational only.
 	Origin string `yaml:"-" json:"origin,omitempty"`
+	// at is Origin with the file absolute and its symbolic links resolved:
+	// two readings of one file, however it was named, give one entry.
+	// shadowAt are the same of Shadows, when known.
+	at       string
+	shadowAt []string
+	// scope is the Claude Code scope the entry was read from (see
+	// claudecode.go); scopeNone for every other entry.
+	scope scope
 	// File is the file the entry was read from, as it was named; "" if not
 	// from a file. A command that only looks does not start a server whose
 	// entry comes from a file of a workspace the user has not trusted.
@@ -380,6 +392,13 @@ func (s Set) Lookup(name string) (*Server, error) {
 // entries, so trust: true cannot leak from an overridden entry. The entries
 // are shared with the inputs, not copied; treat them as read-only.
 //
+// Two exceptions. An entry read twice (one file imported by mcpflow.yaml
+// and given with --servers, under two spellings of its path) is one entry:
+// it shadows nothing. Of two entries of Claude Code's, the higher scope
+// wins, whatever the order: local (~/.claude.json's projects[DIR]), then
+// project (.mcp.json), then user (~/.claude.json's mcpServers), as Claude
+// Code itself decides.
+//
 // mcpflow merges in this order (later wins):
 //
 //	Merge(workspace, serversFlag, workflow)
@@ -390,15 +409,64 @@ func Merge(sets ...Set) Set {
 	out := Set{}
 	for _, s := range sets {
 		for name, srv := range s {
-			if prev, ok := out[name]; ok && prev.Origin != srv.Origin {
-				c := *srv // the entry as read stays as it was
-				c.Shadows = append(append([]string{prev.Origin}, prev.Shadows...), srv.Shadows...)
-				srv = &c
+			if prev, ok := out[name]; ok {
+				srv = prevailing(prev, srv)
 			}
 			out[name] = srv
 		}
 	}
 	return out
+}
+
+// prevailing is the entry of a name that wins when next is merged over
+// prev: next, unless both are Claude Code's and prev's scope is the higher
+// (see outranks). The loser and what it overrode join the winner's
+// shadows — less the winner itself, when an entry was read twice. The
+// entries as read stay as they were: a winner that gains shadows is a
+// copy.
+func prevailing(prev, next *Server) *Server {
+	winner, loser := next, prev
+	if outranks(prev, next) {
+		winner, loser = prev, next
+	}
+	var origins, ats []string
+	add := func(origin, at string) {
+		if samePlace(origin, at, winner.Origin, winner.at) {
+			return
+		}
+		for i := range origins {
+			if samePlace(origin, at, origins[i], ats[i]) {
+				return
+			}
+		}
+		origins, ats = append(origins, origin), append(ats, at)
+	}
+	add(loser.Origin, loser.at)
+	for _, s := range []*Server{loser, winner} {
+		for i, origin := range s.Shadows {
+			at := ""
+			if i < len(s.shadowAt) {
+				at = s.shadowAt[i]
+			}
+			add(origin, at)
+		}
+	}
+	if slices.Equal(origins, winner.Shadows) {
+		return winner
+	}
+	c := *winner
+	c.Shadows, c.shadowAt = origins, ats
+	return &c
+}
+
+// samePlace reports whether two entries, each known by its Origin and its
+// canonical position (at, "" when unknown), were read at one place of one
+// file.
+func samePlace(origin, at, origin2, at2 string) bool {
+	if at != "" && at2 != "" {
+		return at == at2
+	}
+	return origin == origin2
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -57,8 +57,14 @@ servers:
 	if err != nil {
 		t.Fatal(err)
 	}
+	if at := canonicalFile("wf.yaml") + ":4:5"; got.at != at {
+		t.Errorf("at = %q, want %q", got.at, at)
+	}
+	got.at = "" // compared above
 	want := &Server{Name: "all", Command: "srv", Args: []string{"--port", "8080", "${PORT:-1}"}, Env: map[string]string{"A": "1", "B": "${B}"},
-		Cwd: "tools", Trust: true, ConnectTimeout: 5 * time.Second, CallTimeout: time.Minute, Origin: "wf.yaml:4:5", File: "wf.yaml"}
+		Cwd: "tools", Trust: true, ConnectTimeout: 5 * time.Second, CallTimeout: time.Minute, Origin: "wf.yaml:4:5", File: "wf.yaml",
+		places: map[string]string{"command": "wf.yaml:4:14", "args[0]": "wf.yaml:5:12", "args[1]": "wf.yaml:5:20", "args[2]": "wf.yaml:5:26",
+			"env A": "wf.yaml:6:14", "env B": "wf.yaml:6:22", "cwd": "wf.yaml:7:10"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("ParseEntry = %+v\nwant        %+v", got, want)
 	}
@@ -256,8 +262,9 @@ func FuzzImportJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		set, err := importJSON("f.json", src, "")
+		r, err := importJSON("f.json", src, "")
 		if err == nil {
+			set, _ := r.merge()
 			for _, s := range set {
 				if s.Validate() != nil {
 					t.Errorf("imported an invalid entry: %+v", s)
@@ -284,8 +291,9 @@ func FuzzLoadYAML(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
-		set, _, err := loadYAML("f.yaml", src, t.TempDir(), false)
+		r, _, err := loadYAML("f.yaml", src, t.TempDir(), false)
 		if err == nil {
+			set, _ := r.merge()
 			for _, s := range set {
 				if s.Validate() != nil {
 					t.Errorf("loaded an invalid entry: %+v", s)

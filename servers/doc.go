@@ -20,7 +20,10 @@
 // ${VAR:-default} in command, args, cwd, url, env and headers are expanded
 // from the environment when the
 // session connects (never when read, so parsed configuration holds no
-// secrets from the environment); an unset variable fails the connect.
+// secrets from the environment); an unset variable fails the connect of
+// that server only, the error leading with where the value was read
+// (FILE:LINE:COL). [Server.Displayed] shows an entry as it would start,
+// defaults applied, the environment's values unshown.
 // A stdio server's stderr goes to WORKSPACE/.mcpflow/logs/NAME.log
 // ([Session.LogPath]), and so do the log messages (notifications/message)
 // of any server that declares the logging capability, one line each with
@@ -47,8 +50,13 @@
 //  4. the servers: the workflow declares.
 //
 // So workflow-declared servers override workspace ones. [LoadWorkspace]
-// applies 1 and 2; callers combine the rest with
-// Merge(workspace, serversFlag, workflow).
+// applies 1 and 2, [LoadConfig] 1 to 3; callers combine the rest with
+// Merge(workspace, serversFlag, workflow). One file read twice (imported
+// and given with --servers) is one entry. Between Claude Code's own
+// entries its precedence decides whatever the order (local in
+// ~/.claude.json's projects[DIR], then a .mcp.json, then user), and the
+// project's disabledMcpjsonServers and enabledMcpjsonServers leave out
+// servers of its .mcp.json ([Disabled]).
 //
 // # Trust
 //
@@ -62,8 +70,10 @@
 // Workspace trust is the user's decision about a directory, kept in
 // package trust's Store, outside every workspace (~/.config/mcpflow by default) and
 // changed only by the user (mcpflow trust add/remove), or granted for one
-// command with --trust-workspace. No file — workflow, mcpflow.yaml or
-// anything imported — can grant it: keys that look like an attempt
+// command with --trust-workspace. (Commands that only look start the
+// servers of the --servers file the user names without it: see
+// trust.MayLook. That grants no workspace trust.) No file — workflow,
+// mcpflow.yaml or anything imported — can grant it: keys that look like an attempt
 // (trust_workspace, trusted_folders, a top-level trust) are errors that say
 // so, and Gemini's own trustedFolders.json is never read. A trusted
 // directory covers its subdirectories (as VS Code's workspace trust and

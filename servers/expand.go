@@ -2,6 +2,7 @@ package servers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -11,6 +12,33 @@ import (
 // ErrUnsetVariable; a set but empty one expands to "" unless it has a
 // default (:- means "unset or empty", as in the shell).
 func expandVars(s string, lookup func(string) (string, bool)) (string, error) {
+	return walkVars(s, func(name, def string, hasDef bool) (string, error) {
+		v, _, ok := refValue(name, def, hasDef, lookup)
+		if !ok {
+			return "", &unsetError{name: name}
+		}
+		return v, nil
+	})
+}
+
+// refValue is the value of one reference, ${name} or ${name:-def}: the
+// variable's (fromEnv), or the default when the variable is unset or empty;
+// ok is false when it is unset and there is no default. Connect and
+// Displayed both decide by it.
+func refValue(name, def string, hasDef bool, lookup func(string) (string, bool)) (v string, fromEnv, ok bool) {
+	v, set := lookup(name)
+	switch {
+	case hasDef && v == "":
+		return def, false, true
+	case !set:
+		return "", false, false
+	}
+	return v, true, true
+}
+
+// walkVars rewrites s, each reference replaced by what ref returns for it,
+// $${ by a literal ${.
+func walkVars(s string, ref func(name, def string, hasDef bool) (string, error)) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
 	}
@@ -32,15 +60,56 @@ func expandVars(s string, lookup func(string) (string, bool)) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		v, ok := lookup(name)
-		switch {
-		case hasDef && v == "":
-			v = def
-		case !ok:
-			return "", &unsetError{name: name}
+		v, err := ref(name, def, hasDef)
+		if err != nil {
+			return "", err
 		}
 		b.WriteString(v)
 		s = rest
+	}
+}
+
+// Displayed returns a copy of the entry whose command, args, cwd and url
+// read as Connect would use them now, for showing: each ${VAR:-default}
+// whose variable is unset or empty is its default. A reference to a set
+// variable stays ${VAR} (the environment's values are not shown: they may
+// be secrets), and so does one to an unset variable without a default
+// (Connect fails on it). lookup is read as Connect reads
+// Options.LookupEnv, EnvAllowed applied.
+func (s *Server) Displayed(lookup func(string) (string, bool)) *Server {
+	lookup = s.lookup(lookup)
+	show := func(v string) string {
+		out, err := walkVars(v, func(name, def string, hasDef bool) (string, error) {
+			if v, fromEnv, ok := refValue(name, def, hasDef, lookup); ok && !fromEnv {
+				return v, nil
+			}
+			return "${" + name + "}", nil
+		})
+		if err != nil {
+			return v // malformed: shown as written
+		}
+		return out
+	}
+	c := *s
+	c.Command, c.Cwd, c.URL = show(s.Command), show(s.Cwd), show(s.URL)
+	c.Args = make([]string, len(s.Args))
+	for i, a := range s.Args {
+		c.Args[i] = show(a)
+	}
+	return &c
+}
+
+// lookup is lookup restricted to the variables the entry may read (see
+// EnvAllowed).
+func (s *Server) lookup(lookup func(string) (string, bool)) func(string) (string, bool) {
+	if s.EnvAllowed == nil {
+		return lookup
+	}
+	return func(name string) (string, bool) {
+		if !slices.Contains(s.EnvAllowed, name) {
+			return "", false
+		}
+		return lookup(name)
 	}
 }
 
@@ -64,16 +133,42 @@ func (e *unsetError) Error() string {
 }
 
 // expand is expandVars for one of the entry's values, its errors naming
-// the server and what was expanded, and variables as the user spelled them.
+// the server, what was expanded (a key of Server.places: "command",
+// "args[0]", "env NAME", …) and where it was read, and variables as the
+// user spelled them.
 func (s *Server) expand(what, v string, lookup func(string) (string, bool)) (string, error) {
 	out, err := expandVars(v, lookup)
 	if ue, ok := err.(*unsetError); ok {
 		ue.spelled = s.spelled[ue.name]
 	}
-	if err != nil {
-		return "", fmt.Errorf("server %q: %s: %w", s.Name, what, err)
+	switch {
+	case err == nil:
+		return out, nil
+	case s.places[what] != "":
+		return "", fmt.Errorf("%s: server %q: %s: %w", s.places[what], s.Name, what, err)
 	}
-	return out, nil
+	return "", fmt.Errorf("server %q: %s: %w", s.Name, what, err)
+}
+
+// place records that the value the key names (see Server.places) was
+// read at where, FILE:LINE:COL; where "" records nothing.
+func (s *Server) place(key, where string) {
+	if where == "" {
+		return
+	}
+	if s.places == nil {
+		s.places = map[string]string{}
+	}
+	s.places[key] = where
+}
+
+// placeKey is the key of Server.places for the value of name in an
+// entry's env or headers.
+func placeKey(field, name string) string {
+	if field == "headers" {
+		return "header " + name
+	}
+	return "env " + name
 }
 
 // parseRef parses "${NAME}" or "${NAME:-default}" at the start of s.

@@ -147,3 +147,46 @@ func TestLoadWorkspaceWithoutFile(t *testing.T) {
 		t.Errorf("LoadWorkspace(empty mcpflow.yaml) = %v, %v", set, err)
 	}
 }
+
+// TestServersFlagAlsoImported: a file given with --servers that
+// mcpflow.yaml imports too is read twice, under two spellings of its path;
+// each of its entries is one entry, which shadows nothing but what it
+// overrides (mcpflow.yaml's own b).
+func TestServersFlagAlsoImported(t *testing.T) {
+	dir := filepath.Join("testdata", "twice")
+	flag, err := filepath.Abs(filepath.Join(dir, "servers.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, _, err := LoadExternal(dir, flag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, filepath.Join(dir, "servers.golden"), renderJSON(t, set))
+	if a := set["a"]; len(a.Shadows) != 0 {
+		t.Errorf("a shadows %q, want nothing: it is one entry read twice", a.Shadows)
+	}
+}
+
+// TestDisplayedGolden: an entry shown (servers list's TARGET) reads as it
+// would start: a default applies where its variable is unset or empty,
+// and a variable the environment sets stays a reference, its value unshown.
+func TestDisplayedGolden(t *testing.T) {
+	dir := filepath.Join("testdata", "targets")
+	set, err := Import(filepath.Join(dir, "servers.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"EMPTY_DIR": "", "PROJ_TOKEN": "s3cret", "PROJ_KEY": "k3y"}
+	lookup := func(name string) (string, bool) { v, ok := env[name]; return v, ok }
+	shown := map[string]any{}
+	for name, srv := range set {
+		d := srv.Displayed(lookup)
+		shown[name] = map[string]any{"command": d.Command, "args": d.Args, "cwd": d.Cwd, "url": d.URL}
+	}
+	got := renderJSON(t, shown)
+	golden(t, filepath.Join(dir, "servers.golden"), got)
+	if bytes.Contains(got, []byte("s3cret")) || bytes.Contains(got, []byte("k3y")) {
+		t.Error("a value of the environment is shown")
+	}
+}

@@ -35,6 +35,7 @@ var geminiKeys = []string{"httpUrl", "trust", "timeout", "includeTools", "exclud
 // jimporter reads one JSON servers file.
 type jimporter struct {
 	file      string
+	canon     string // file absolute, symbolic links resolved
 	src       []byte
 	dialect   dialect
 	workspace string            // what ${workspaceFolder} means
@@ -48,10 +49,11 @@ func (p *jimporter) errAt(off int, server, format string, args ...any) *ConfigEr
 
 // importJSON reads the servers of a Claude Desktop, Cursor, .mcp.json,
 // VS Code or Gemini CLI / Qwen Code file, or Claude Code's ~/.claude.json,
-// whose projects[project].mcpServers (the servers `claude mcp add` puts
-// there by default) win over its user-scoped mcpServers.
-func importJSON(file string, src []byte, project string) (Set, error) {
-	p := &jimporter{file: file, src: src, workspace: workspaceOf(file)}
+// whose projects[project] contributes the project's local-scoped servers
+// (those `claude mcp add` puts there by default) and the user's choices
+// about the project's .mcp.json servers (see Disabled).
+func importJSON(file string, src []byte, project string) (*reading, error) {
+	p := &jimporter{file: file, canon: canonicalFile(file), src: src, workspace: workspaceOf(file)}
 	root, err := jsonpos.Parse(src)
 	if err != nil {
 		msg, off := jsonpos.ErrorPos(src, err)
@@ -67,6 +69,8 @@ func importJSON(file string, src []byte, project string) (Set, error) {
 			vs, hasVS = nested.Field("servers")
 		}
 	}
+	projects, claudeCode := root.Field("projects")
+	claudeCode = claudeCode && projects.Kind == jsonpos.Object || filepath.Base(file) == ".claude.json"
 	var servers *jsonpos.Node
 	switch {
 	case hasMCP && hasVS:
@@ -82,22 +86,43 @@ func importJSON(file string, src []byte, project string) (Set, error) {
 	default:
 		return nil, p.errAt(root.Off, "", "no \"mcpServers\" or \"servers\" object (expected {\"mcpServers\": {NAME: {...}}} as in Claude Desktop, Cursor, .mcp.json, Gemini CLI and Qwen Code, or {\"servers\": {NAME: {...}}} as in VS Code)")
 	}
-	set, err := p.entries(servers)
+	claudeCode = claudeCode && p.dialect == dialectMCPServers
+	sc := scopeNone
+	switch {
+	case claudeCode:
+		sc = scopeUser
+	case p.dialect == dialectMCPServers && filepath.Base(file) == ".mcp.json":
+		sc = scopeProject
+	}
+	set, err := p.entries(servers, sc)
 	if err != nil {
 		return nil, err
 	}
-	if scoped := projectServers(root, project); scoped != nil && p.dialect == dialectMCPServers {
-		own, err := p.entries(scoped)
+	r := &reading{sets: []Set{set}}
+	entry := projectEntry(root, project)
+	if !claudeCode || entry == nil {
+		return r, nil
+	}
+	if scoped, ok := entry.Field("mcpServers"); ok {
+		own, err := p.entries(scoped, scopeLocal)
 		if err != nil {
 			return nil, err
 		}
-		set = Merge(set, own)
+		r.sets = append(r.sets, own)
 	}
-	return set, nil
+	c, err := p.projectChoices(entry, project)
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		r.choices = append(r.choices, c)
+	}
+	return r, nil
 }
 
-// entries converts an object of server entries by name.
-func (p *jimporter) entries(servers *jsonpos.Node) (Set, error) {
+// entries converts an object of server entries by name, read from
+// Claude Code's scope sc (scopeNone for other clients).
+func (p *jimporter) entries(servers *jsonpos.Node, sc scope) (Set, error) {
 	if servers.Kind != jsonpos.Object {
 		return nil, p.errAt(servers.Off, "", "expected an object of servers by name, found %s", servers.KindName())
 	}
@@ -114,16 +139,16 @@ func (p *jimporter) entries(servers *jsonpos.Node) (Set, error) {
 			return nil, err
 		}
 		if srv != nil {
+			srv.scope = sc
 			set[f.Name] = srv
 		}
 	}
 	return set, nil
 }
 
-// projectServers is Claude Code's projects[project].mcpServers, or nil.
-// The project is matched by its absolute path, symbolic links resolved
-// or not.
-func projectServers(root *jsonpos.Node, project string) *jsonpos.Node {
+// projectEntry is Claude Code's projects[project] object, or nil. The
+// project is matched by its absolute path, symbolic links resolved or not.
+func projectEntry(root *jsonpos.Node, project string) *jsonpos.Node {
 	projects, ok := root.Field("projects")
 	if !ok || project == "" || projects.Kind != jsonpos.Object {
 		return nil
@@ -133,11 +158,8 @@ func projectServers(root *jsonpos.Node, project string) *jsonpos.Node {
 		want[real] = true
 	}
 	for _, f := range projects.Keys {
-		if !want[filepath.Clean(f.Name)] || f.Val.Kind != jsonpos.Object {
-			continue
-		}
-		if servers, ok := f.Val.Field("mcpServers"); ok {
-			return servers
+		if want[filepath.Clean(f.Name)] && f.Val.Kind == jsonpos.Object {
+			return f.Val
 		}
 	}
 	return nil
@@ -199,7 +221,8 @@ func (p *jimporter) entry(name string, n *jsonpos.Node) (*Server, error) {
 		return nil, nil
 	}
 	line, col := jsonpos.LineCol(p.src, n.Off)
-	srv := &Server{Name: name, Origin: fmt.Sprintf("%s:%d:%d", p.file, line, col), File: p.file}
+	srv := &Server{Name: name, Origin: fmt.Sprintf("%s:%d:%d", p.file, line, col), File: p.file,
+		at: fmt.Sprintf("%s:%d:%d", p.canon, line, col)}
 	pos := map[string]int{"": n.Off} // mcpflow key → offset, for validation errors
 	var urlKey string
 	for _, f := range n.Keys {
@@ -288,6 +311,7 @@ func (p *jimporter) entry(name string, n *jsonpos.Node) (*Server, error) {
 	if err := p.translate(srv, pos); err != nil {
 		return nil, err
 	}
+	p.place(srv, n)
 	if pr := srv.check(); pr != nil {
 		off, ok := pos[pr.key]
 		if !ok {
@@ -296,6 +320,33 @@ func (p *jimporter) entry(name string, n *jsonpos.Node) (*Server, error) {
 		return nil, p.errAt(off, name, "%s", jsonWording(pr.msg))
 	}
 	return srv, nil
+}
+
+// place records where each value of the entry n that may refer to a
+// variable is (see Server.places).
+func (p *jimporter) place(srv *Server, n *jsonpos.Node) {
+	at := func(key string, v *jsonpos.Node) {
+		line, col := jsonpos.LineCol(p.src, v.Off)
+		srv.place(key, fmt.Sprintf("%s:%d:%d", p.file, line, col))
+	}
+	for _, f := range n.Keys {
+		switch f.Name {
+		case "command", "cwd", "url":
+			at(f.Name, f.Val)
+		case "httpUrl":
+			at("url", f.Val)
+		case "envFile":
+			at("env_file", f.Val)
+		case "args":
+			for i, it := range f.Val.Items {
+				at(fmt.Sprintf("args[%d]", i), it)
+			}
+		case "env", "headers":
+			for _, e := range f.Val.Keys {
+				at(placeKey(f.Name, e.Name), e.Val)
+			}
+		}
+	}
 }
 
 // informational are entry keys that change nothing mcpflow does: they are

@@ -53,6 +53,9 @@ func ParseEntry(file, name string, node *yaml.Node) (srv *Server, err error) {
 		return nil, err
 	}
 	srv = &Server{Name: name, Origin: position(file, node), File: file}
+	if file != "" {
+		srv.at = position(canonicalFile(file), node)
+	}
 	for _, k := range keys {
 		v := fields[k]
 		switch k {
@@ -103,6 +106,21 @@ func ParseEntry(file, name string, node *yaml.Node) (srv *Server, err error) {
 			at = v
 		}
 		return nil, p.errAt(at, "%s", pr.msg)
+	}
+	for _, k := range keys {
+		v := fields[k]
+		switch k {
+		case "command", "cwd", "url", "env_file":
+			srv.place(k, position(file, v))
+		case "args":
+			for i, it := range v.Content {
+				srv.place(fmt.Sprintf("args[%d]", i), position(file, it))
+			}
+		case "env", "headers":
+			for i := 0; i+1 < len(v.Content); i += 2 {
+				srv.place(placeKey(k, v.Content[i].Value), position(file, v.Content[i+1]))
+			}
+		}
 	}
 	return srv, nil
 }

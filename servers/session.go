@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -137,15 +136,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	if o.LookupEnv == nil {
 		o.LookupEnv = os.LookupEnv
 	}
-	if srv.EnvAllowed != nil {
-		lookup := o.LookupEnv
-		o.LookupEnv = func(name string) (string, bool) {
-			if !slices.Contains(srv.EnvAllowed, name) {
-				return "", false
-			}
-			return lookup(name)
-		}
-	}
+	o.LookupEnv = srv.lookup(o.LookupEnv)
 	s := &Session{server: srv, tap: newWireTap(), progress: map[any]func(float64, float64, string){},
 		workspace: o.Workspace, logPath: filepath.Join(logDir(o.Workspace), logName(srv.Name))}
 	s.tap.secrets = &s.secrets
@@ -216,7 +207,7 @@ func (s *Session) transport(o Options) (mcp.Transport, error) {
 	}
 	headers := http.Header{}
 	for _, k := range sortedKeys(srv.Headers) {
-		v, err := srv.expand("header "+k, srv.Headers[k], o.LookupEnv)
+		v, err := srv.expand(placeKey("headers", k), srv.Headers[k], o.LookupEnv)
 		if err != nil {
 			return nil, err
 		}
@@ -235,7 +226,7 @@ func (s *Session) command(o Options) (*exec.Cmd, error) {
 	args := make([]string, len(srv.Args))
 	for i, a := range srv.Args {
 		var err error
-		if args[i], err = expand("args", a); err != nil {
+		if args[i], err = expand(fmt.Sprintf("args[%d]", i), a); err != nil {
 			return nil, err
 		}
 	}
@@ -292,7 +283,7 @@ func (s *Session) command(o Options) (*exec.Cmd, error) {
 		}
 	}
 	for _, k := range sortedKeys(srv.Env) {
-		v, err := expand("env "+k, srv.Env[k])
+		v, err := expand(placeKey("env", k), srv.Env[k])
 		if err != nil {
 			return nil, err
 		}

@@ -53,10 +53,19 @@ func (s *Source) Files(dir string) []string {
 // No key of this file (or of any imported file) grants workspace trust; an
 // entry's trust is server trust. Errors are *ConfigError.
 func LoadWorkspace(dir string) (Set, *Source, error) {
+	r, src, err := loadWorkspace(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	set, _ := r.merge()
+	return set, src, nil
+}
+
+func loadWorkspace(dir string) (*reading, *Source, error) {
 	path := filepath.Join(dir, WorkspaceFile)
 	src, err := inputfile.Read(path, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return Set{}, &Source{}, nil
+		return &reading{}, &Source{}, nil
 	}
 	if err != nil {
 		return nil, nil, &ConfigError{File: path, Msg: fmt.Sprintf("cannot read: %v", err)}
@@ -89,49 +98,88 @@ func LoadWorkspace(dir string) (Set, *Source, error) {
 // honoured. Entries with "disabled": true are skipped. Errors are
 // *ConfigError with the line and column in FILE.
 func Import(path string) (Set, error) {
-	set, _, err := importFile(path, true, "")
-	return set, err
+	r, _, err := importFile(path, true, "")
+	if err != nil {
+		return nil, err
+	}
+	set, _ := r.merge()
+	return set, nil
 }
 
-// LoadExternal reads the servers configured outside workflows: the
-// workspace's mcpflow.yaml (with its imports), then serversFile (--servers;
-// "" for none), whose entries win. It also returns every file that
-// configuration depends on, so that a caller can tell when it changed.
-func LoadExternal(workspace, serversFile string) (Set, []string, error) {
-	ws, src, err := LoadWorkspace(workspace)
+// Config is the servers configured outside workflows (see LoadConfig).
+type Config struct {
+	// Servers are the entries in effect, by name.
+	Servers Set
+	// Files are every file the configuration depends on (see
+	// Source.Files), then the --servers file and what it imports.
+	Files []string
+	// Read are the files read, in order: mcpflow.yaml when it exists, its
+	// imports, the --servers file and its imports.
+	Read []string
+	// Disabled are the entries read and left out by their own client's
+	// settings (Claude Code's disabledMcpjsonServers and
+	// enabledMcpjsonServers), by name.
+	Disabled map[string]*Disabled
+}
+
+// LoadConfig reads the servers configured outside workflows: the
+// workspace's mcpflow.yaml (with its imports), then serversFile
+// (--servers; "" for none), whose entries win — except that of Claude
+// Code's entries, the higher scope wins (local, then a project's
+// .mcp.json, then user), and the user's choices in ~/.claude.json about a
+// project's .mcp.json servers apply to that .mcp.json however it was read.
+func LoadConfig(workspace, serversFile string) (*Config, error) {
+	r, src, err := loadWorkspace(workspace)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	files := src.Files(workspace)
-	if serversFile == "" {
-		return ws, files, nil
+	var read []string
+	if src.File != "" {
+		read = append([]string{src.File}, src.Imports...)
 	}
-	flag, nested, err := importFile(serversFile, true, workspace)
+	if serversFile != "" {
+		flag, nested, err := importFile(serversFile, true, workspace)
+		if err != nil {
+			return nil, err
+		}
+		r.add(flag)
+		files = append(append(files, serversFile), nested...)
+		read = append(append(read, serversFile), nested...)
+	}
+	set, disabled := r.merge()
+	return &Config{Servers: set, Files: files, Read: read, Disabled: disabled}, nil
+}
+
+// LoadExternal is LoadConfig's servers and files: it also returns every
+// file that configuration depends on, so that a caller can tell when it
+// changed.
+func LoadExternal(workspace, serversFile string) (Set, []string, error) {
+	c, err := LoadConfig(workspace, serversFile)
 	if err != nil {
 		return nil, nil, err
 	}
-	files = append(append(files, serversFile), nested...)
-	return Merge(ws, flag), files, nil
+	return c.Servers, c.Files, nil
 }
 
 // importFile reads one file of servers. project is the workspace whose
 // project-scoped servers a Claude Code ~/.claude.json also contributes
 // ("": none).
-func importFile(path string, allowImport bool, project string) (Set, []string, error) {
+func importFile(path string, allowImport bool, project string) (*reading, []string, error) {
 	src, err := inputfile.Read(path, 0)
 	if err != nil {
 		return nil, nil, &ConfigError{File: path, Msg: fmt.Sprintf("cannot read: %v", unwrapPathError(err))}
 	}
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".yaml", ".yml":
-		set, src, err := loadYAML(path, src, filepath.Dir(path), allowImport)
+		r, src, err := loadYAML(path, src, filepath.Dir(path), allowImport)
 		if err != nil {
 			return nil, nil, err
 		}
-		return set, src.Imports, nil
+		return r, src.Imports, nil
 	}
-	set, err := importJSON(path, src, project)
-	return set, nil, err
+	r, err := importJSON(path, src, project)
+	return r, nil, err
 }
 
 func unwrapPathError(err error) error {
@@ -144,8 +192,9 @@ func unwrapPathError(err error) error {
 
 // loadYAML reads a file of mcpflow.yaml's shape. base is what relative
 // imports are relative to.
-func loadYAML(file string, src []byte, base string, allowImport bool) (set Set, source *Source, err error) {
+func loadYAML(file string, src []byte, base string, allowImport bool) (r *reading, source *Source, err error) {
 	source = &Source{File: file}
+	r = &reading{}
 	root, err := yamlpos.Parse(src)
 	if err != nil {
 		e := &ConfigError{File: file, Msg: err.Error() + " (expected valid YAML)"}
@@ -155,14 +204,13 @@ func loadYAML(file string, src []byte, base string, allowImport bool) (set Set, 
 		return nil, nil, e
 	}
 	if root == nil || root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-		return Set{}, source, nil // empty file
+		return r, source, nil // empty file
 	}
 	p := &yamlParser{file: file}
 	fields, _, err := p.fields(root, []string{"import", "servers"})
 	if err != nil {
 		return nil, nil, err
 	}
-	var sets []Set
 	if n, ok := fields["import"]; ok {
 		if !allowImport {
 			return nil, nil, p.errAt(n, "import: an imported file cannot import others (expected servers: only)")
@@ -184,11 +232,11 @@ func loadYAML(file string, src []byte, base string, allowImport bool) (set Set, 
 			} else if _, err := os.Stat(path); err != nil {
 				return nil, nil, p.errAt(item, "import[%d]: %s: %v (expected an existing file, or {path: …, optional: true})", i, path, unwrapPathError(err))
 			}
-			s, nested, err := importFile(path, false, base)
+			imported, nested, err := importFile(path, false, base)
 			if err != nil {
 				return nil, nil, err
 			}
-			sets = append(sets, s)
+			r.add(imported)
 			source.Imports = append(source.Imports, path)
 			source.Imports = append(source.Imports, nested...)
 		}
@@ -215,7 +263,8 @@ func loadYAML(file string, src []byte, base string, allowImport bool) (set Set, 
 			own[k.Value] = srv
 		}
 	}
-	return Merge(append(sets, own)...), source, nil
+	r.sets = append(r.sets, own)
+	return r, source, nil
 }
 
 func (p *yamlParser) importItem(n *yaml.Node, i int) (path string, optional bool, err error) {
@@ -258,4 +307,17 @@ func resolvePath(base, p string) string {
 		return filepath.Clean(p)
 	}
 	return filepath.Join(base, p)
+}
+
+// canonicalFile is file made absolute, its symbolic links resolved when it
+// exists: one name for every spelling of one file.
+func canonicalFile(file string) string {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return file
+	}
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		return real
+	}
+	return abs
 }

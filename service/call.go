@@ -43,7 +43,8 @@ func (s *Service) Call(ctx context.Context, req CallRequest) (*Report, error) {
 		return nil, err
 	}
 	if _, err := set.Lookup(req.Server); err != nil {
-		return nil, invalid("%v", err)
+		_, err = s.leftOut(req.Server, err)
+		return nil, err
 	}
 	// The tool is discovered on the session the call will use.
 	x := s.prepare(set, nil, s.o.Workspace, req.TrustWorkspace)

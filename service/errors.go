@@ -147,6 +147,17 @@ func (e *invalidError) Unwrap() []error {
 	return []error{ErrInvalid, e.cause}
 }
 
+// fieldsError is err, its code and message unchanged, with fields that
+// say more (see Fielder).
+type fieldsError struct {
+	err    error
+	fields map[string]string
+}
+
+func (e *fieldsError) Error() string             { return e.err.Error() }
+func (e *fieldsError) Unwrap() error             { return e.err }
+func (e *fieldsError) Fields() map[string]string { return e.fields }
+
 func invalid(format string, args ...any) error {
 	return &invalidError{msg: fmt.Sprintf(format, args...)}
 }

@@ -101,7 +101,7 @@ func (s *Service) load(req RunRequest) (*workflow.Workflow, map[string]any, erro
 	if err != nil {
 		return nil, nil, err
 	}
-	wf, err := loadWorkflow(req.File, req.Source, external)
+	wf, err := s.loadWorkflow(req.File, req.Source, external)
 	if err != nil {
 		return nil, nil, err
 	}

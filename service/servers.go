@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
@@ -31,7 +32,7 @@ func (s *Service) serverSet(workflowFile string, src []byte) (servers.Set, error
 	if workflowFile == "" && src == nil {
 		return ext, nil
 	}
-	wf, err := loadWorkflow(workflowFile, src, ext)
+	wf, err := s.loadWorkflow(workflowFile, src, ext)
 	if err != nil {
 		return nil, err
 	}
@@ -39,12 +40,35 @@ func (s *Service) serverSet(workflowFile string, src []byte) (servers.Set, error
 }
 
 // loadWorkflow loads the workflow whose text is src, named file; with src
-// nil, the one file holds.
-func loadWorkflow(file string, src []byte, external servers.Set) (*workflow.Workflow, error) {
+// nil, the one file holds. A step naming a server that is nowhere is an
+// error whose fields say where servers were looked for (see lookedFor).
+func (s *Service) loadWorkflow(file string, src []byte, external servers.Set) (*workflow.Workflow, error) {
+	var wf *workflow.Workflow
+	var err error
 	if src != nil {
-		return workflow.Load(file, src, external)
+		wf, err = workflow.Load(file, src, external)
+	} else {
+		wf, err = workflow.LoadFile(file, external)
 	}
-	return workflow.LoadFile(file, external)
+	return wf, s.lookedFor(err, file)
+}
+
+// lookedFor adds to err, when it is a step naming an unknown server
+// (workflow.UnknownServerError), fields that say where servers were
+// looked for: unknown_server, the name; workspace, the directory whose
+// mcpflow.yaml was read (or was absent); read, the files read, one a line
+// (none: no mcpflow.yaml and no --servers); workflow, the workflow file.
+// Where else to look is the front end's to say.
+func (s *Service) lookedFor(err error, file string) error {
+	var us *workflow.UnknownServerError
+	if !errors.As(err, &us) {
+		return err
+	}
+	f := map[string]string{"unknown_server": us.Server, "workspace": s.o.Workspace, "workflow": file}
+	if cfg, cerr := servers.LoadConfig(s.o.Workspace, s.o.ServersFile); cerr == nil {
+		f["read"] = strings.Join(cfg.Read, "\n")
+	}
+	return &fieldsError{err: err, fields: f}
 }
 
 // ServerStatus is a configured server and, when checked, whether it
@@ -54,6 +78,9 @@ type ServerStatus struct {
 	Checked bool
 	Tools   int
 	Err     error // why it did not connect, or why it was not started
+	// Disabled, when set, says why the entry was read and left out (a
+	// server asked for by name that is not in effect); it is not checked.
+	Disabled *servers.Disabled
 }
 
 // ErrUntrustedWorkspace: a command that only looks was asked to start (or
@@ -63,36 +90,49 @@ type ServerStatus struct {
 var ErrUntrustedWorkspace = errors.New("the workspace is not trusted")
 
 // mayStart says whether a command that only looks may start srv: yes for
-// mcpflow's own demo server without arguments, for entries from the user's
-// own files outside the workspace (--servers, imports from the home
-// directory), and for any entry once the workspace is trusted (the trust
-// store, or trustWorkspace for this command).
+// mcpflow's own demo server without arguments, and as trust.MayLook says
+// for any other: for entries from the user's own files outside the
+// workspace (imports from the home directory), from the --servers file
+// the user named, and for any entry once the workspace is trusted (the
+// trust store, or trustWorkspace for this command).
 func (s *Service) mayStart(srv *servers.Server, trustWorkspace bool) error {
 	if srv.Builtin != "" && len(srv.Args) == 0 && len(srv.Env) == 0 {
 		return nil
 	}
-	if srv.File == "" || !trust.Within(s.o.Workspace, srv.File) {
-		return nil
-	}
-	if ok, _ := trust.Workspace(s.o.TrustStore, s.o.Workspace, trustWorkspace); ok {
+	if trust.MayLook(trust.LookOptions{Workspace: s.o.Workspace, File: srv.File, Named: []string{s.o.ServersFile},
+		Flag: trustWorkspace, Store: s.o.TrustStore}) {
 		return nil
 	}
 	return fmt.Errorf("%w: server %q is defined in %s; mcpflow does not start servers defined by a workspace's files until you trust it (mcpflow trust add, or --trust-workspace for this command)", ErrUntrustedWorkspace, srv.Name, srv.File)
 }
 
-// Servers lists the configured servers (see ServerSet) by name; with
-// connect, each is started or connected to and its tools counted — except
-// those defined by files of a workspace the user has not trusted (see
-// ErrUntrustedWorkspace), which are reported unchecked with the reason.
-func (s *Service) Servers(ctx context.Context, workflowFile string, connect, trustWorkspace bool) ([]ServerStatus, error) {
+// Servers lists the configured servers (see ServerSet) by name, or only
+// those names; with connect, each is started or connected to and its tools
+// counted — except those defined by files of a workspace the user has not
+// trusted (see ErrUntrustedWorkspace), which are reported unchecked with
+// the reason. A name asked for that the configuration read and left out
+// (servers.Disabled) is reported with why; any other unknown name is an
+// invalid request.
+func (s *Service) Servers(ctx context.Context, workflowFile string, connect, trustWorkspace bool, names ...string) ([]ServerStatus, error) {
 	set, err := s.ServerSet(workflowFile)
 	if err != nil {
 		return nil, err
 	}
 	pool := servers.NewPool(set, &servers.Options{Workspace: s.o.Workspace, Self: s.o.Self})
 	defer pool.Close()
-	out := make([]ServerStatus, 0, len(set))
-	for _, name := range set.Names() {
+	if len(names) == 0 {
+		names = set.Names()
+	}
+	out := make([]ServerStatus, 0, len(names))
+	for _, name := range names {
+		if _, err := set.Lookup(name); err != nil {
+			d, err := s.leftOut(name, err)
+			if d == nil {
+				return nil, err
+			}
+			out = append(out, ServerStatus{Server: d.Server, Disabled: d})
+			continue
+		}
 		st := ServerStatus{Server: set[name], Checked: connect}
 		if err := s.mayStart(set[name], trustWorkspace); connect && err != nil {
 			st.Checked, st.Err = false, err
@@ -110,6 +150,21 @@ func (s *Service) Servers(ctx context.Context, workflowFile string, connect, tru
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// leftOut explains lookupErr, the error of a server name not configured:
+// when the configuration read an entry of that name and left it out (see
+// servers.Disabled), it returns that and an invalid request saying why;
+// else nil and lookupErr as an invalid request.
+func (s *Service) leftOut(name string, lookupErr error) (*servers.Disabled, error) {
+	cfg, err := servers.LoadConfig(s.o.Workspace, s.o.ServersFile)
+	if err != nil {
+		return nil, err
+	}
+	if d := cfg.Disabled[name]; d != nil {
+		return d, &invalidError{msg: fmt.Sprintf("%v: left out: %s", lookupErr, d.Reason()), cause: lookupErr, fields: map[string]string{"server": name}}
+	}
+	return nil, &invalidError{msg: lookupErr.Error(), cause: lookupErr}
 }
 
 // ToolsRequest asks for a server's tools with their replay verdicts.
@@ -150,10 +205,10 @@ func (s *Service) Tools(ctx context.Context, req ToolsRequest) (*ToolsReport, er
 	}
 	srv, err := set.Lookup(req.Server)
 	if err != nil {
-		if req.Workflow == "" {
-			return nil, invalid("%v; servers a workflow declares need --workflow FILE", err)
+		if d, err := s.leftOut(req.Server, err); d != nil || req.Workflow != "" {
+			return nil, err
 		}
-		return nil, invalid("%v", err)
+		return nil, invalid("%v; servers a workflow declares need --workflow FILE", err)
 	}
 	if err := s.mayStart(srv, req.TrustWorkspace); err != nil {
 		return nil, &invalidError{msg: err.Error(), cause: err}
@@ -206,7 +261,7 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*workflow.
 		return nil, err
 	}
 	if !req.Discover {
-		return workflow.LoadFile(req.File, external)
+		return s.loadWorkflow(req.File, nil, external)
 	}
 	src, err := workflow.ReadFile(req.File)
 	if err != nil {
@@ -241,7 +296,7 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*workflow.
 		}
 	}
 	if err := workflow.Join(problems...); err != nil {
-		return nil, err
+		return nil, s.lookedFor(err, req.File)
 	}
 	return wf, nil
 }

@@ -3,7 +3,8 @@
 // directories, outside every workspace), the workspace gate ([Workspace]:
 // the store or --trust-workspace), and one [Resolver] per run that answers
 // both gates — server trust from the current configuration, workspace trust
-// from the store — for the engine's every decision.
+// from the store — for the engine's every decision — and the gate of
+// commands that only look ([MayLook]): which servers they may start.
 //
 // # Caveats
 //

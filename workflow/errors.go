@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/mcpflow/mcpflow/servers"
 )
 
 var (
@@ -21,6 +23,9 @@ type PosError struct {
 	Line   int // 1-based; 0 when the error is about the file as a whole
 	Column int // 1-based, in characters
 	Msg    string
+	// Cause, when set, is what the error is about as a value callers can
+	// find with errors.As (an *UnknownServerError).
+	Cause error
 }
 
 func (e *PosError) Error() string {
@@ -30,7 +35,24 @@ func (e *PosError) Error() string {
 	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Msg)
 }
 
-func (e *PosError) Unwrap() error { return ErrInvalid }
+func (e *PosError) Unwrap() []error {
+	if e.Cause != nil {
+		return []error{ErrInvalid, e.Cause}
+	}
+	return []error{ErrInvalid}
+}
+
+// UnknownServerError is the cause of a step's error that names a server
+// which neither the workflow declares nor the configuration given to Load
+// defines. It is a servers.ErrUnknownServer.
+type UnknownServerError struct {
+	// Server is the name the step gives.
+	Server string
+}
+
+func (e *UnknownServerError) Error() string { return fmt.Sprintf("unknown server %q", e.Server) }
+
+func (e *UnknownServerError) Unwrap() error { return servers.ErrUnknownServer }
 
 // Errors is every error found in a workflow file, sorted by position, then
 // message (see [Join]): validation goes on after an error, so that one run

@@ -572,11 +572,11 @@ func (l *loader) step(sn *yaml.Node, i int, sc scope) *Step {
 			st.Server = name
 			if _, known := wf.Servers[name]; !known && !l.badServers[name] {
 				names := l.serverNames(wf)
+				msg := fmt.Sprintf("%s: unknown server %q (%s)", what, name, declared(names))
 				if s := didyoumean.Closest(name, names); s != "" {
-					l.fail(v, "%s: unknown server %q (did you mean %q? %s)", what, name, s, declared(names))
-				} else {
-					l.fail(v, "%s: unknown server %q (%s)", what, name, declared(names))
+					msg = fmt.Sprintf("%s: unknown server %q (did you mean %q? %s)", what, name, s, declared(names))
 				}
+				l.errs = append(l.errs, &PosError{File: l.file, Line: v.Line, Column: v.Column, Msg: msg, Cause: &UnknownServerError{Server: name}})
 			}
 		}
 	}
@@ -694,7 +694,7 @@ func (l *loader) serverNames(wf *Workflow) []string {
 
 func declared(names []string) string {
 	if len(names) == 0 {
-		return "the workflow declares no servers"
+		return "no servers: the workflow declares none, and none are configured"
 	}
 	return "declared servers: " + strings.Join(names, ", ")
 }

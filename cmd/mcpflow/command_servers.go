@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -25,7 +26,11 @@ imports), in --servers FILE, and — with --workflow FILE — in a workflow.`,
 	return cmd
 }
 
+// target is where the server is, as it would be started now: defaults of
+// unset variables applied, values of set ones not shown
+// (servers.Server.Displayed).
 func target(s *servers.Server) string {
+	s = s.Displayed(os.LookupEnv)
 	switch {
 	case s.Builtin != "":
 		return "builtin " + s.Builtin

@@ -16,6 +16,7 @@ type serversListOptions struct {
 	workflow       *string
 	noConnect      bool
 	trustWorkspace bool
+	names          []string
 }
 
 // serverView is the stable JSON shape of servers list.
@@ -31,6 +32,9 @@ type serverView struct {
 	// NotStarted: the server is defined by a file of a workspace the user
 	// has not trusted, so a command that only looks did not start it.
 	NotStarted bool `json:"not_started,omitempty"`
+	// LeftOut, for a server asked for by name, says why its entry was
+	// read and not used (Claude Code's settings for the project).
+	LeftOut string `json:"left_out,omitempty"`
 	// Shadows are the origins of entries of the same name this one wins
 	// over; Warnings what of its entry mcpflow does not apply.
 	Shadows  []string `json:"shadows,omitempty"`
@@ -40,11 +44,15 @@ type serverView struct {
 func newServersListCommand(g *globals, workflow *string, runF func(context.Context, *serversListOptions) error) *cobra.Command {
 	o := &serversListOptions{g: g, workflow: workflow}
 	cmd := &cobra.Command{
-		Use:   "list",
+		Use:   "list [NAME]...",
 		Short: "Show each server: transport, trust, and whether it connects",
-		Args:  cobra.NoArgs,
+		Long: `Show each configured server, or those named: transport, target, trust, and
+whether it connects. A server named here whose entry was read and left out (a
+.mcp.json server Claude Code's settings for the project disable) is shown with
+why.`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.ioStreams = streams(cmd)
+			o.ioStreams, o.names = streams(cmd), args
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
@@ -62,7 +70,7 @@ func runServersList(ctx context.Context, o *serversListOptions) error {
 		return err
 	}
 	defer done()
-	list, err := svc.Servers(ctx, *o.workflow, !o.noConnect, o.trustWorkspace)
+	list, err := svc.Servers(ctx, *o.workflow, !o.noConnect, o.trustWorkspace, o.names...)
 	if err != nil {
 		return err
 	}
@@ -71,7 +79,9 @@ func runServersList(ctx context.Context, o *serversListOptions) error {
 		srv := st.Server
 		v := serverView{Name: srv.Name, Transport: srv.Transport(), Target: target(srv), Trust: srv.Trust, Origin: srv.Origin, Connects: st.Checked && st.Err == nil, Tools: st.Tools,
 			Shadows: srv.Shadows, Warnings: srv.Warnings}
-		if errors.Is(st.Err, service.ErrUntrustedWorkspace) {
+		if st.Disabled != nil {
+			v.LeftOut = st.Disabled.Reason()
+		} else if errors.Is(st.Err, service.ErrUntrustedWorkspace) {
 			v.Error, v.NotStarted = "not started: defined by this workspace, which you have not trusted", true
 		} else if st.Err != nil {
 			v.Error = firstLine(st.Err.Error())
@@ -87,6 +97,8 @@ func runServersList(ctx context.Context, o *serversListOptions) error {
 		for _, v := range views {
 			status := "not checked"
 			switch {
+			case v.LeftOut != "":
+				status = "left out: " + v.LeftOut
 			case o.noConnect:
 			case v.NotStarted:
 				status = v.Error

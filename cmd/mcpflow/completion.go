@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,6 +29,32 @@ func completeRunIDs(g *globals) cobra.CompletionFunc {
 		var out []cobra.Completion
 		for _, r := range runs {
 			if id := r.Run.ID.String(); strings.HasPrefix(id, toComplete) {
+				out = append(out, cobra.CompletionWithDesc(id, r.Run.Workflow+" "+r.Run.Status.String()))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// completeCancellable offers the runs runs cancel can stop: running, and
+// going somewhere (in mcpflow server, in the command that serves the
+// journal, or in a live worker) — not finished runs, nor running ones that
+// nothing runs any more (resume continues those).
+func completeCancellable(g *globals) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 || g.resolve(cmd) != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		svc, done, err := g.backend(readJournal)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer done()
+		runs, _ := svc.Runs(service.RunQuery{Status: journal.RunRunning.String(), Limit: 100})
+		stopped, _ := svc.Resumable()
+		var out []cobra.Completion
+		for _, r := range runs {
+			if id := r.Run.ID.String(); strings.HasPrefix(id, toComplete) && !slices.Contains(stopped, r.Run.ID) {
 				out = append(out, cobra.CompletionWithDesc(id, r.Run.Workflow+" "+r.Run.Status.String()))
 			}
 		}
@@ -97,8 +124,10 @@ func completeInvocationIDs(g *globals) cobra.CompletionFunc {
 
 // completeServerTools offers server names, then, after a server, the tools
 // it lists. Asking a server for its tools starts it, so this happens only
-// where mcpflow may start it (see service.ErrUntrustedWorkspace), and
-// within a few seconds.
+// where a command that only looks may start it (trust.MayLook: the user's
+// own configuration outside the workspace, the --servers file named, or a
+// trusted workspace), and within a few seconds; for a server an untrusted
+// workspace's files define it offers nothing and starts nothing.
 func completeServerTools(g *globals) cobra.CompletionFunc {
 	servers := completeServerNames(g)
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
@@ -172,7 +201,7 @@ func addCompletions(root *cobra.Command, g *globals) {
 	find("resume").ValidArgsFunction = completeRunIDs(g)
 	find("runs", "show").ValidArgsFunction = completeRunIDs(g)
 	find("runs", "watch").ValidArgsFunction = completeRunIDs(g)
-	find("runs", "cancel").ValidArgsFunction = completeRunIDs(g)
+	find("runs", "cancel").ValidArgsFunction = completeCancellable(g)
 	find("approve").ValidArgsFunction = completeApprovals(g)
 	find("reject").ValidArgsFunction = completeApprovals(g)
 	find("journal", "show").ValidArgsFunction = completeInvocationIDs(g)

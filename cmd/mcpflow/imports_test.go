@@ -151,3 +151,74 @@ func TestVSCodeInputQuestionEndsOnCtrlC(t *testing.T) {
 		}
 	}
 }
+
+// TestClaudeCodeSettingsLeaveOut: a .mcp.json server that Claude Code's
+// settings for the project leave out is not used; servers list says why
+// when asked for it by name, and so does a call.
+func TestClaudeCodeSettingsLeaveOut(t *testing.T) {
+	c := newCLI(t)
+	home := t.TempDir()
+	c.env = []string{"HOME=" + home}
+	c.writeFile(filepath.Join(home, ".claude.json"), `{
+  "mcpServers": {},
+  "projects": {
+    "`+c.workspace+`": {"mcpServers": {}, "enabledMcpjsonServers": [], "disabledMcpjsonServers": ["off"]}
+  }
+}`)
+	c.writeFile(filepath.Join(c.workspace, ".mcp.json"), `{"mcpServers": {"on": {"command": "on-mcp"}, "off": {"command": "off-mcp"}}}`)
+	c.writeFile(filepath.Join(c.workspace, "mcpflow.yaml"), "import: [.mcp.json, ~/.claude.json]\n")
+	if r := c.run("servers", "list", "--no-connect", "--jq", ".[].name"); r.code != 0 || strings.TrimSpace(r.stdout) != "on" {
+		t.Errorf("servers list: exit %d %q, want only on\n%s", r.code, r.stdout, r.stderr)
+	}
+	why := "is in Claude Code's disabledMcpjsonServers at " + filepath.Join(home, ".claude.json") + ":4:"
+	if r := c.run("servers", "list", "--no-connect", "off"); r.code != 0 || !strings.Contains(r.stdout, "left out: the entry at "+filepath.Join(c.workspace, ".mcp.json")+":1:") || !strings.Contains(r.stdout, why) {
+		t.Errorf("servers list off: exit %d, want why\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := c.run("call", "off", "greet"); r.code != exitUsage || !strings.Contains(r.stderr, why) {
+		t.Errorf("call off: exit %d, want 2 saying why\n%s", r.code, r.stderr)
+	}
+}
+
+// TestUnsetVariableFailsOnlyItsServer: an unset ${VAR} in one entry's env
+// fails that server when it starts, naming the variable and where it is;
+// listing servers, and using the file's other servers, work.
+func TestUnsetVariableFailsOnlyItsServer(t *testing.T) {
+	c := newCLI(t)
+	file := filepath.Join(c.workspace, "servers.json")
+	c.writeFile(file, `{
+  "mcpServers": {
+    "needs": {"command": "${env:MCPFLOW_EXE}", "args": ["demo-server"], "env": {"MCPFLOW_TEST_AS_MAIN": "1", "TOKEN": "${env:MCPFLOW_TEST_NEVER_SET}"}},
+    "plain": {"command": "${env:MCPFLOW_EXE}", "args": ["demo-server"], "env": {"MCPFLOW_TEST_AS_MAIN": "1"}}
+  }
+}`)
+	c.env = []string{"MCPFLOW_EXE=" + c.exe()}
+	unset := file + `:3:119: server "needs": env TOKEN: ${env:MCPFLOW_TEST_NEVER_SET}: environment variable not set`
+	if r := c.run("servers", "list", "--servers", file, "--trust-workspace", "-o", "json", "--jq", `.[] | "\(.name) \(.connects) \(.error // "")"`); r.code != 0 ||
+		!strings.Contains(r.stdout, "needs false "+unset) || !strings.Contains(r.stdout, "plain true \n") {
+		t.Errorf("servers list: exit %d, want both listed, needs failing where its variable is\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := c.run("call", "plain", "greet", "--servers", file, "--arg", "name=Ada"); r.code != 0 || !strings.Contains(r.stdout, "Hello, Ada!") {
+		t.Errorf("call plain: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	wf := c.workflow("plain.yaml", "name: p\nsteps:\n  - {id: a, server: plain, tool: greet, with: {name: Bo}}\n")
+	if r := c.run("run", wf, "--servers", file); r.code != 0 {
+		t.Errorf("run of a workflow using plain: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := c.run("call", "needs", "greet", "--servers", file, "--arg", "name=Ada"); r.code == 0 || !strings.Contains(r.stderr, unset) {
+		t.Errorf("call needs: exit %d, want a failure saying %q\n%s", r.code, unset, r.stderr)
+	}
+}
+
+// TestServersListTargetAsStarted: TARGET shows an entry as it would start:
+// the default of an unset variable, and a set variable as a reference,
+// its value unshown.
+func TestServersListTargetAsStarted(t *testing.T) {
+	c := newCLI(t)
+	file := filepath.Join(c.workspace, ".mcp.json")
+	c.writeFile(file, `{"mcpServers": {"p": {"command": "npx", "args": ["proj-mcp", "${PROJ_DIR:-/srv/projects}", "${PROJ_TOKEN:-none}"]}}}`)
+	c.env = []string{"PROJ_TOKEN=s3cret"}
+	r := c.run("servers", "list", "--no-connect", "--servers", file, "--jq", ".[].target")
+	if got := strings.TrimSpace(r.stdout); r.code != 0 || got != "npx proj-mcp /srv/projects ${PROJ_TOKEN}" {
+		t.Errorf("servers list: exit %d, target %q, want the default applied and the set value unshown\n%s", r.code, got, r.stderr)
+	}
+}

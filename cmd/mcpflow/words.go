@@ -3,8 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/service"
 )
 
@@ -58,8 +62,38 @@ func worded(err error, served bool) error {
 		return fmt.Errorf("%w; copy what is readable with 'mcpflow journal salvage OUT'", err)
 	case errors.Is(err, journal.ErrLocked):
 		return fmt.Errorf("%w; wait for it with --wait (run, resume, call), or start 'mcpflow server' in the workspace: every command then goes through it", err)
+	case service.FieldsOf(err)["unknown_server"] != "":
+		return fmt.Errorf("%w\n%s", err, lookedFor(service.FieldsOf(err)))
 	case errors.Is(err, service.ErrNotRunning) && !served:
 		return fmt.Errorf("%w: no mcpflow server runs in this workspace; a run that 'mcpflow run' started is cancelled with Ctrl-C where it runs", err)
 	}
 	return err
+}
+
+// lookedFor says, under an unknown server's error, where mcpflow looked
+// for servers (the fields of service's lookedFor) and where else it
+// could: the workflow's own directory, with --workspace.
+func lookedFor(f map[string]string) string {
+	ws := f["workspace"]
+	var b strings.Builder
+	if read := f["read"]; read != "" {
+		fmt.Fprintf(&b, "  servers were looked for in the workspace %s, in: %s\n", ws, strings.ReplaceAll(read, "\n", ", "))
+	} else {
+		fmt.Fprintf(&b, "  servers were looked for in the workspace %s, which has no %s (and no --servers FILE was given)\n", ws, servers.WorkspaceFile)
+	}
+	dir := ""
+	if abs, err := filepath.Abs(f["workflow"]); err == nil && f["workflow"] != "" {
+		dir = filepath.Dir(abs)
+	}
+	_, err := os.Stat(filepath.Join(dir, servers.WorkspaceFile))
+	switch {
+	case dir != "" && dir != ws && err == nil:
+		fmt.Fprintf(&b, "  the workflow is in %s, which has its own %s: to use it, pass --workspace %s", dir, servers.WorkspaceFile, dir)
+	case dir != "" && dir != ws:
+		fmt.Fprintf(&b, "  the workflow is in %s: to use the servers configured in another directory, pass --workspace DIR (or --servers FILE)", dir)
+	default:
+		fmt.Fprintf(&b, "  define %q in %s or in the workflow's servers:, or pass --servers FILE, or --workspace DIR to use another directory's %s",
+			f["unknown_server"], filepath.Join(ws, servers.WorkspaceFile), servers.WorkspaceFile)
+	}
+	return b.String()
 }
