@@ -130,15 +130,17 @@ func unitName(step string, item int) string {
 
 // finishedLine is a finished unit's line, without its error: the format
 // scripts and tests match (`^step greet +completed +demo/greet +\S+ +→ …$`).
-// state styles the padded state column; the other columns are never styled,
-// so with an identity style the line is byte for byte the plain one.
+// A completed call's text follows the arrow as its preview: on one line, at
+// most previewWidth columns. state styles the padded state column; the
+// other columns are never styled, so with an identity style the line is
+// byte for byte the plain one.
 func finishedLine(ev engine.Event, state func(string) string) string {
 	line := fmt.Sprintf("step %-12s %s %-22s %8s", unitName(ev.Step, ev.Item), state(fmt.Sprintf("%-10s", stateLabel(ev))), ev.Server+"/"+ev.Tool, round(ev.Elapsed))
 	if ev.Attempt > 1 {
 		line += fmt.Sprintf("  attempt %d", ev.Attempt)
 	}
 	if ev.Text != "" {
-		line += "  → " + ev.Text
+		line += "  → " + preview(ev.Text, previewWidth)
 	}
 	return line
 }

@@ -89,8 +89,8 @@ func printValues(w io.Writer, heading string, values map[string]any) {
 // call that completed with a tool error.
 func stateText(inv *journal.Invocation) string { return api.StateLabel(inv.State, inv.ToolError) }
 
-// errorText is the ERROR column: the first line of a tool error's text, or
-// the error's code.
+// errorText is the ERROR column: a tool error's text on one line (its
+// preview), or the error's code.
 func errorText(inv *journal.Invocation) string {
 	if inv.ToolError {
 		text := "tool error"
@@ -102,11 +102,7 @@ func errorText(inv *journal.Invocation) string {
 				}
 			}
 		}
-		text = firstLine(text)
-		if r := []rune(text); len(r) > 60 {
-			text = string(r[:60]) + "…"
-		}
-		return text
+		return preview(text, previewWidth)
 	}
 	if inv.Error != nil {
 		return inv.Error.Code

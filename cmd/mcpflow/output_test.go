@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+)
+
+// multilineText is what the multiline workflow's step sends to the demo's
+// upper tool: lines, an indented one, pretty JSON.
+const multilineText = "line one\nline two\n\tindented\n{\n  \"a\": 1\n}"
+
+// multilineWorkspace is a workspace, set up as TestGolden's, with a
+// workflow whose step returns several lines of text and whose outputs
+// hold them.
+func multilineWorkspace(t *testing.T) (ws, cfg, wf string) {
+	t.Helper()
+	ws, cfg = t.TempDir(), t.TempDir()
+	t.Setenv(asMainEnv, "1")
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("NO_COLOR", "1")
+	t.Setenv("MCPFLOW_JOURNAL", "")
+	b, _ := json.Marshal(multilineText)
+	wf = filepath.Join(ws, "multiline.yaml")
+	src := "name: multiline\nservers:\n  demo: {builtin: demo}\nsteps:\n" +
+		"  - id: shout\n    server: demo\n    tool: upper\n    with:\n      text: " + string(b) + "\n" +
+		"outputs:\n  shout: ${{ steps.shout.text }}\n  count: ${{ 2 }}\n" +
+		"  greeting: ${{ steps.shout.structuredContent }}\n"
+	if err := os.WriteFile(wf, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return ws, cfg, wf
+}
+
+// TestOutputJsonlKeepsNewlines: -o jsonl is a machine format: a step's
+// text in its step_finished event and the run's outputs keep their
+// newlines and white space exactly. (service's TestSeenReportKeepsText
+// checks the events read back from the journal.)
+func TestOutputJsonlKeepsNewlines(t *testing.T) {
+	ws, _, wf := multilineWorkspace(t)
+	want := strings.ToUpper(multilineText)
+	code, out, errs := inProcess(t, ws, "run", wf, "-o", "jsonl")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	ls := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	texts := 0
+	for _, l := range ls[:len(ls)-1] {
+		var ev struct{ Kind, Step, Text string }
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		if ev.Kind == "step_finished" && ev.Step == "shout" {
+			texts++
+			if ev.Text != want {
+				t.Errorf("step_finished text = %q, want %q", ev.Text, want)
+			}
+		}
+	}
+	if texts != 1 {
+		t.Errorf("%d step_finished events of shout, want 1\n%s", texts, out)
+	}
+	var run struct{ Outputs map[string]any }
+	if err := json.Unmarshal([]byte(ls[len(ls)-1]), &run); err != nil {
+		t.Fatalf("last line: %v", err)
+	}
+	if run.Outputs["shout"] != want {
+		t.Errorf("outputs.shout = %q, want %q", run.Outputs["shout"], want)
+	}
+}
+
+// TestOutputPreview: a one-line preview compacts JSON, makes every run of
+// white space one space, and cuts what is longer than its width with an
+// ellipsis; a step's progress line shows its text that way.
+func TestOutputPreview(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"Hello, Ada!", "Hello, Ada!"},
+		{"{\n  \"a\": 1,\n  \"b\": [1, 2]\n}\n", `{"a":1,"b":[1,2]}`},
+		{"line one\n\tline two  \n", "line one line two"},
+		{"{not json\n  x}", "{not json x}"},
+		{strings.Repeat("word ", 20), strings.Repeat("word ", 11) + "word…"},
+		{"[\n" + strings.Repeat("  \"item\",\n", 20) + "  \"last\"\n]", "[" + strings.Repeat(`"item",`, 8) + `"i…`},
+	} {
+		if got := preview(tc.in, previewWidth); got != tc.want {
+			t.Errorf("preview(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	ev := engine.Event{Kind: engine.StepFinished, Step: "fetch", Item: -1, Server: "demo", Tool: "upper", State: journal.StateCompleted, Attempt: 1,
+		Elapsed: time.Millisecond, Text: "{\n  \"title\": \"Release notes\",\n  \"labels\": [\"docs\", \"cli\"]\n}"}
+	if got, want := finishedLine(ev, plain), `  → {"title":"Release notes","labels":["docs","cli"]}`; !strings.HasSuffix(got, want) {
+		t.Errorf("finishedLine = %q, want it to end %q", got, want)
+	}
+}
