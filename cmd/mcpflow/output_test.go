@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,11 +32,48 @@ func multilineWorkspace(t *testing.T) (ws, cfg, wf string) {
 	src := "name: multiline\nservers:\n  demo: {builtin: demo}\nsteps:\n" +
 		"  - id: shout\n    server: demo\n    tool: upper\n    with:\n      text: " + string(b) + "\n" +
 		"outputs:\n  shout: ${{ steps.shout.text }}\n  count: ${{ 2 }}\n" +
-		"  greeting: ${{ steps.shout.structuredContent }}\n"
+		"  structured: ${{ steps.shout.structuredContent }}\n  content: ${{ steps.shout.content }}\n"
 	if err := os.WriteFile(wf, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return ws, cfg, wf
+}
+
+// TestGoldenMultiline: in the human views, a value of several lines is
+// written on the lines after its name, indented under it — run's outputs,
+// runs show's, journal show's arguments and result — and JSON too long
+// for one line is indented; nothing of it reads as a name of the view.
+func TestGoldenMultiline(t *testing.T) {
+	ws, cfg, wf := multilineWorkspace(t)
+	outputs := "outputs:\n" +
+		"  content:\n    [\n      {\n        \"text\": \"LINE ONE\\nLINE TWO\\n\\tINDENTED\\n{\\n  \\\"A\\\": 1\\n}\",\n        \"type\": \"text\"\n      }\n    ]\n" +
+		"  count: 2\n" +
+		"  shout:\n    LINE ONE\n    LINE TWO\n    \tINDENTED\n    {\n      \"A\": 1\n    }\n" +
+		"  structured: {\"text\":\"LINE ONE\\nLINE TWO\\n\\tINDENTED\\n{\\n  \\\"A\\\": 1\\n}\"}\n"
+	var runID, invID string
+	for _, s := range []struct {
+		name string
+		args func() []string
+		has  string // exactly, spaces included
+	}{
+		{"run-multiline", func() []string { return []string{"run", wf} }, outputs},
+		{"runs-show-multiline", func() []string { return []string{"runs", "show", runID} }, "\nO" + outputs[1:] + "\n"},
+		{"journal-show-multiline", func() []string { return []string{"journal", "show", invID, "--payload"} },
+			"Result:\n  LINE ONE\n  LINE TWO\n  \tINDENTED\n  {\n    \"A\": 1\n  }\n"},
+	} {
+		code, out, errs := inProcess(t, ws, s.args()...)
+		if s.name == "run-multiline" {
+			_, js, _ := inProcess(t, ws, "journal", "list", "--jq", ".[0].run_id, .[0].id")
+			if ids := strings.Fields(js); len(ids) == 2 {
+				runID, invID = ids[0], ids[1]
+			}
+		}
+		if !strings.Contains(out, s.has) {
+			t.Errorf("%s: output does not hold %q:\n%s", s.name, s.has, out)
+		}
+		got := fmt.Sprintf("$ mcpflow %s\nexit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(s.args(), " "), code, out, errs)
+		checkGolden(t, s.name, normalize(got, ws, cfg))
+	}
 }
 
 // TestOutputJsonlKeepsNewlines: -o jsonl is a machine format: a step's

@@ -1,10 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/mcpflow/mcpflow/api"
@@ -62,26 +62,17 @@ func (f timeFormat) at(t time.Time) string {
 // printOutputs prints a succeeded run's outputs, one per line, sorted.
 func printOutputs(w io.Writer, outputs map[string]any) { printValues(w, "outputs:", outputs) }
 
-// printValues prints named values under a heading, one per line, sorted;
-// strings as they are, other values as JSON.
+// printValues prints named values under a heading, sorted, as "name:
+// value" lines (fields): strings as they are, other values as JSON
+// (valueText); a value of several lines on the lines after its name.
 func printValues(w io.Writer, heading string, values map[string]any) {
 	if len(values) == 0 {
 		return
 	}
-	names := make([]string, 0, len(values))
-	for k := range values {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	fmt.Fprintln(w, heading)
-	for _, k := range names {
-		v := values[k]
-		text, ok := v.(string)
-		if !ok {
-			b, _ := json.Marshal(v)
-			text = string(b)
-		}
-		fmt.Fprintf(w, "  %s: %s\n", k, text)
+	f := fields{w: w, indent: "  "}
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		f.add(k, valueText(values[k]))
 	}
 }
 
