@@ -53,10 +53,6 @@ func runJournalShow(o *journalShowOptions) error {
 }
 
 func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload bool) error {
-	ann := "none declared"
-	if inv.Annotations != nil {
-		ann = string(inv.Annotations)
-	}
 	trust := fmt.Sprintf("server %v, workspace %v", inv.Trust.Server, inv.Trust.Workspace)
 	if inv.Trust.WorkspaceSource != "" {
 		trust += " (" + inv.Trust.WorkspaceSource + ")"
@@ -68,7 +64,7 @@ func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload
 	f.add("Tool", inv.Server+"/"+inv.Tool)
 	f.add("State", inv.State.String())
 	f.add("Idempotency", inv.IdempotencyKey)
-	f.add("Annotations", ann)
+	f.add("Annotations", annotationsText(inv.Annotations))
 	f.add("Trust", trust)
 	f.add("Arguments", inv.ArgumentsDigest)
 	if inv.Error != nil {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 )
@@ -133,5 +134,74 @@ func TestOutputPreview(t *testing.T) {
 		Elapsed: time.Millisecond, Text: "{\n  \"title\": \"Release notes\",\n  \"labels\": [\"docs\", \"cli\"]\n}"}
 	if got, want := finishedLine(ev, plain), `  → {"title":"Release notes","labels":["docs","cli"]}`; !strings.HasSuffix(got, want) {
 		t.Errorf("finishedLine = %q, want it to end %q", got, want)
+	}
+}
+
+// TestServersToolDetail: servers tools NAME TOOL shows the annotations as
+// named flags, exactly what the tool declares, and each schema as a table
+// of its properties, nested ones named by their path, every column
+// aligned.
+func TestServersToolDetail(t *testing.T) {
+	detail := &api.ToolDetail{
+		Tool: api.Tool{
+			Name:        "create_issue",
+			Description: "Create an issue.\nThe title is required.",
+			Annotations: json.RawMessage(`{"title":"Create issue","readOnlyHint":false,"openWorldHint":true,"idempotentHint":false,"x-cost":3}`),
+			Replay:      api.Replay{Reason: "server_not_trusted", Declared: "not_declared_idempotent_or_read_only"},
+		},
+		InputSchema: json.RawMessage(`{"type":"object","required":["repo","title"],"properties":{
+			"repo":{"type":"string","description":"owner/name"},
+			"title":{"type":"string"},
+			"labels":{"type":"array","items":{"type":"string","enum":["bug","docs"]}},
+			"assignee":{"type":["string","null"],"default":null,"description":"a login\nor null"},
+			"milestone":{"type":"object","required":["number"],"properties":{"number":{"type":"integer","minimum":1},"due":{"type":"string","format":"date"}}},
+			"links":{"type":"array","items":{"type":"object","properties":{"url":{"type":"string"}}}},
+			"priority":{"enum":[1,2,3],"default":2},
+			"extra":true}}`),
+		OutputSchema: json.RawMessage(`{"type":"object","properties":{"number":{"type":"integer"},"url":{"$ref":"#/$defs/URL"}}}`),
+	}
+	var out strings.Builder
+	if err := showTool(&out, detail); err != nil {
+		t.Fatal(err)
+	}
+	want := `Tool:         create_issue
+Description:
+  Create an issue.
+  The title is required.
+Annotations:  not read-only, not idempotent, open-world, title "Create issue", x-cost=3
+Replay:       no: server_not_trusted (declared: not_declared_idempotent_or_read_only)
+
+Arguments:
+  NAME              TYPE             REQUIRED  DEFAULT  DESCRIPTION
+  assignee          string|null      -         -        a login …
+  extra             any              -         -        -
+  labels            array of string  -         -        -
+  links             array of object  -         -        -
+  links[].url       string           -         -        -
+  milestone         object           -         -        -
+  milestone.due     string (date)    -         -        -
+  milestone.number  integer          yes       -        -
+  priority          enum             -         2        one of: 1, 2, 3
+  repo              string           yes       -        owner/name
+  title             string           yes       -        -
+
+Output:
+  NAME    TYPE     REQUIRED
+  number  integer  -
+  url     URL      -
+`
+	if out.String() != want {
+		t.Errorf("showTool:\n%s\nwant:\n%s", out.String(), want)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`null`, "none declared"},
+		{`{}`, "none declared"},
+		{`{"readOnlyHint":true,"destructiveHint":false}`, "read-only, not destructive"},
+		{`{"destructiveHint":true,"idempotentHint":true,"openWorldHint":false}`, "destructive, idempotent, closed-world"},
+		{`{"readOnlyHint":"yes"}`, `readOnlyHint="yes"`},
+	} {
+		if got := annotationsText(json.RawMessage(tc.in)); got != tc.want {
+			t.Errorf("annotationsText(%s) = %q, want %q", tc.in, got, tc.want)
+		}
 	}
 }
