@@ -132,7 +132,7 @@ func TestOutputPreview(t *testing.T) {
 	}
 	ev := engine.Event{Kind: engine.StepFinished, Step: "fetch", Item: -1, Server: "demo", Tool: "upper", State: journal.StateCompleted, Attempt: 1,
 		Elapsed: time.Millisecond, Text: "{\n  \"title\": \"Release notes\",\n  \"labels\": [\"docs\", \"cli\"]\n}"}
-	if got, want := finishedLine(ev, plain), `  → {"title":"Release notes","labels":["docs","cli"]}`; !strings.HasSuffix(got, want) {
+	if got, want := finishedLine(ev, columns{}, plain), `  → {"title":"Release notes","labels":["docs","cli"]}`; !strings.HasSuffix(got, want) {
 		t.Errorf("finishedLine = %q, want it to end %q", got, want)
 	}
 }
@@ -202,6 +202,74 @@ Output:
 	} {
 		if got := annotationsText(json.RawMessage(tc.in)); got != tc.want {
 			t.Errorf("annotationsText(%s) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestOutputColumnsLongNames: a run's step lines keep their columns in
+// line when its step ids and server/tool names are longer than the usual
+// columns: the columns are as wide as the workflow's longest, and no name
+// is cut.
+func TestOutputColumnsLongNames(t *testing.T) {
+	ws, _, _ := multilineWorkspace(t)
+	wf := filepath.Join(ws, "long.yaml")
+	src := `name: long
+servers:
+  demo: {builtin: demo}
+  a_server_with_a_long_name: {builtin: demo}
+steps:
+  - {id: greet, server: demo, tool: greet, with: {name: Ada}}
+  - {id: shout, server: a_server_with_a_long_name, tool: upper, with: {text: hi}}
+  - {id: a_long_step_name_here, server: demo, tool: contradictory_read, with: {}}
+  - {id: fan, server: demo, tool: greet, for_each: '${{ ["Bo", "Cy"] }}', with: {name: '${{ item }}'}}
+`
+	if err := os.WriteFile(wf, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := inProcess(t, ws, "run", wf)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	var steps []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "step ") {
+			steps = append(steps, l)
+		}
+	}
+	if len(steps) != 5 {
+		t.Fatalf("%d step lines, want 5:\n%s", len(steps), out)
+	}
+	for _, name := range []string{"a_long_step_name_here ", "a_server_with_a_long_name/upper ", "fan[1] "} {
+		if !strings.Contains(out, name) {
+			t.Errorf("%q cut:\n%s", name, out)
+		}
+	}
+	// The state, the server/tool (after the state) and the arrow (after
+	// the time) start in the same column on every line.
+	for _, l := range steps {
+		for _, col := range []string{"completed", "→"} {
+			if got, want := strings.Index(l, col), strings.Index(steps[0], col); got != want {
+				t.Errorf("%q starts at %d, want %d (as in the first line):\n%s", col, got, want, strings.Join(steps, "\n"))
+			}
+		}
+	}
+}
+
+// TestOutputColumnsOf: the columns of a run's lines are sized from its
+// workflow: its longest step id (with room for an item's index under
+// for_each) and server/tool, never narrower than the usual widths.
+func TestOutputColumnsOf(t *testing.T) {
+	for _, tc := range []struct {
+		src        string
+		name, tool int
+	}{
+		{"steps:\n  - {id: a, server: s, tool: t}\n", nameColumn, toolColumn},
+		{"steps:\n  - {id: a_long_step_name_here, server: a_server_with_a_long_name, tool: upper}\n", 21, 31},
+		{"steps:\n  - {id: fan_out_items, server: s, tool: t, for_each: '${{ inputs.xs }}'}\n", 18, toolColumn},
+		{"not: [valid", nameColumn, toolColumn},
+	} {
+		if n, tl := columnsOf([]byte(tc.src)).widths(); n != tc.name || tl != tc.tool {
+			t.Errorf("columnsOf(%q) = %d, %d; want %d, %d", tc.src, n, tl, tc.name, tc.tool)
 		}
 	}
 }
