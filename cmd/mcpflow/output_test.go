@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mattn/go-runewidth"
+
 	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
@@ -132,8 +134,16 @@ func TestOutputPreview(t *testing.T) {
 	}
 	ev := engine.Event{Kind: engine.StepFinished, Step: "fetch", Item: -1, Server: "demo", Tool: "upper", State: journal.StateCompleted, Attempt: 1,
 		Elapsed: time.Millisecond, Text: "{\n  \"title\": \"Release notes\",\n  \"labels\": [\"docs\", \"cli\"]\n}"}
-	if got, want := finishedLine(ev, columns{}, plain), `  → {"title":"Release notes","labels":["docs","cli"]}`; !strings.HasSuffix(got, want) {
+	if got, want := finishedLine(ev, columns{}, plain, 0), `  → {"title":"Release notes","labels":["docs","cli"]}`; !strings.HasSuffix(got, want) {
 		t.Errorf("finishedLine = %q, want it to end %q", got, want)
+	}
+	// On an 80-column screen the preview takes what is left of the line.
+	ev.Text = strings.Repeat("All work and no play. ", 10)
+	if got := finishedLine(ev, columns{}, plain, 80); runewidth.StringWidth(got) != 80 || !strings.HasSuffix(got, "…") {
+		t.Errorf("finishedLine on 80 columns: %d columns: %q", runewidth.StringWidth(got), got)
+	}
+	if got := finishedLine(ev, columns{}, plain, 0); runewidth.StringWidth(got) > 61+4+previewWidth {
+		t.Errorf("finishedLine: %d columns: %q", runewidth.StringWidth(got), got)
 	}
 }
 

@@ -192,23 +192,35 @@ func (c columns) widths() (name, tool int) {
 	return max(c.name, nameColumn), max(c.tool, toolColumn)
 }
 
+// minPreview is the fewest columns a result's preview is cut to on a
+// narrow screen.
+const minPreview = 10
+
 // finishedLine is a finished unit's line, without its error: the format
 // scripts and tests match (`^step greet +completed +demo/greet +\S+ +→ …$`),
-// its columns as wide as cols.
-// A completed call's text follows the arrow as its preview: on one line, at
-// most previewWidth columns. state styles the padded state column; the
+// its columns as wide as cols. A completed call's text follows the arrow
+// as its preview: on one line, at most previewWidth columns, and on a
+// screen screen columns wide (0: not a screen) no more than what is left
+// of the line (but minPreview). state styles the padded state column; the
 // other columns are never styled, so with an identity style the line is
 // byte for byte the plain one.
-func finishedLine(ev engine.Event, cols columns, state func(string) string) string {
+func finishedLine(ev engine.Event, cols columns, state func(string) string, screen int) string {
 	nameW, toolW := cols.widths()
-	line := fmt.Sprintf("step %s %s %s %8s", pad(unitName(ev.Step, ev.Item), nameW), state(pad(stateLabel(ev), stateColumn)), pad(ev.Server+"/"+ev.Tool, toolW), round(ev.Elapsed))
+	head := "step " + pad(unitName(ev.Step, ev.Item), nameW) + " "
+	st := pad(stateLabel(ev), stateColumn)
+	tail := fmt.Sprintf(" %s %8s", pad(ev.Server+"/"+ev.Tool, toolW), round(ev.Elapsed))
 	if ev.Attempt > 1 {
-		line += fmt.Sprintf("  attempt %d", ev.Attempt)
+		tail += fmt.Sprintf("  attempt %d", ev.Attempt)
 	}
 	if ev.Text != "" {
-		line += "  → " + preview(ev.Text, previewWidth)
+		tail += "  → "
+		width := previewWidth
+		if screen > 0 {
+			width = min(width, max(screen-runewidth.StringWidth(head+st+tail), minPreview))
+		}
+		tail += preview(ev.Text, width)
 	}
-	return line
+	return head + state(st) + tail
 }
 
 // isNote reports whether a StepProgress event is the engine's own message
@@ -276,7 +288,7 @@ func (p *plainPrinter) event(ev engine.Event) {
 		b.WriteString("\n")
 	case engine.StepFinished:
 		delete(p.last, keyOf(ev))
-		b.WriteString(finishedLine(ev, p.cols, plain))
+		b.WriteString(finishedLine(ev, p.cols, plain, 0))
 		if ev.Err != nil {
 			b.WriteString("\n    " + ev.Err.Error())
 		}
@@ -496,7 +508,7 @@ func (d *liveDisplay) event(ev engine.Event) {
 			return
 		}
 		var b strings.Builder
-		b.WriteString(finishedLine(ev, d.opts.columns, d.pal.eventState(ev)))
+		b.WriteString(finishedLine(ev, d.opts.columns, d.pal.eventState(ev), d.screenWidth()))
 		if ev.Err != nil {
 			b.WriteString("\n    " + d.pal.bad(ev.Err.Error()))
 		}
@@ -516,6 +528,20 @@ func (d *liveDisplay) event(ev engine.Event) {
 			fmt.Fprintf(d.w, "    %s\n", ev.Err.Error())
 		}
 	}
+}
+
+// screenWidth is the width of the screen: the terminal's, read now, or
+// opts.width; 0 when neither is known.
+func (d *liveDisplay) screenWidth() int {
+	if d.opts.width > 0 {
+		return d.opts.width
+	}
+	if f, ok := d.w.(*os.File); ok {
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil {
+			return w
+		}
+	}
+	return 0
 }
 
 // close ends the units still shown and writes the last frame.
@@ -568,7 +594,7 @@ func (d *liveDisplay) stop() {
 		ev := engine.Event{Step: u.step, Item: u.item, Server: u.server, Tool: u.tool, State: journal.StateIntent, Attempt: u.attempt, Elapsed: now.Sub(u.started)}
 		u.mu.Unlock()
 		if !d.opts.rowsOnly {
-			d.print(finishedLine(ev, d.opts.columns, d.pal.eventState(ev)) + "\n")
+			d.print(finishedLine(ev, d.opts.columns, d.pal.eventState(ev), d.screenWidth()) + "\n")
 		}
 		u.drop()
 	}
