@@ -283,3 +283,25 @@ func TestOutputColumnsOf(t *testing.T) {
 		}
 	}
 }
+
+// TestServersListErrorExact: servers list -o json gives a server's error
+// whole, the lines of its stderr included; the table shows its first line.
+func TestServersListErrorExact(t *testing.T) {
+	ws, _, _ := multilineWorkspace(t)
+	conf := "servers:\n  bad: {command: sh, args: [\"-c\", \"echo first problem >&2; echo second line >&2; exit 3\"]}\n"
+	if err := os.WriteFile(filepath.Join(ws, "mcpflow.yaml"), []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, out, errs := inProcess(t, ws, "servers", "list", "--trust-workspace", "-o", "json")
+	var list []struct{ Name, Error string }
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 1 {
+		t.Fatalf("servers list -o json: %v\n%s%s", err, out, errs)
+	}
+	if !strings.Contains(list[0].Error, "\nfirst problem\nsecond line") {
+		t.Errorf("error = %q, want the server's stderr lines in it", list[0].Error)
+	}
+	_, out, _ = inProcess(t, ws, "servers", "list", "--trust-workspace")
+	if first, _, _ := strings.Cut(list[0].Error, "\n"); !strings.Contains(out, "error: "+first+"\n") || strings.Contains(out, "server stderr") {
+		t.Errorf("table:\n%s\nwant the error's first line only", out)
+	}
+}
