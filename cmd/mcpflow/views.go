@@ -59,7 +59,7 @@ func (f timeFormat) at(t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05.000 MST")
 }
 
-// printOutputs prints a succeeded run's outputs, one per line, sorted.
+// printOutputs prints a succeeded run's outputs (printValues).
 func printOutputs(w io.Writer, outputs map[string]any) { printValues(w, "outputs:", outputs) }
 
 // printValues prints named values under a heading, sorted, as "name:
