@@ -144,11 +144,11 @@ var hintWords = []struct{ key, yes, no string }{
 	{"openWorldHint", "open-world", "closed-world"},
 }
 
-// annotationsText is a tool's annotations as named flags, in the order of
-// hintWords, then its title and any other member (name=JSON): exactly what
-// it declares, a hint it does not declare left out (read-only,
-// not idempotent). "none declared" for no annotations; -o json shows them
-// as they came.
+// annotationsText is a tool's annotations as named flags, exactly what it
+// declares ("read-only, not idempotent": a hint it does not declare is
+// left out), in the order of hintWords, then its title and any other
+// member as name=JSON; "none declared" for no annotations. -o json shows
+// them as they came.
 func annotationsText(raw json.RawMessage) string {
 	if api.IsNull(raw) {
 		return "none declared"
