@@ -500,7 +500,7 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		r.decided(ctx, rv.declined)
 		done := completed(u, value)
 		if done.err == nil {
-			done.text = api.OneLine(workflow.Text(value["text"]), 200)
+			done.text = workflow.Text(value["text"])
 		}
 		return end(done, journal.StateCompleted), nil
 	}

@@ -186,7 +186,9 @@ type Event struct {
 	// Progress and Total come from notifications/progress (Total 0 when unknown).
 	Progress, Total float64
 	Message         string
-	// Text is a completed call's text content (StepFinished).
+	// Text is a completed call's text content (StepFinished), exactly as
+	// the tool sent it: its text items joined by newlines. Front ends
+	// shorten it where they show it to people.
 	Text    string
 	Elapsed time.Duration
 	Status  journal.RunStatus
@@ -740,7 +742,7 @@ type stepResult struct {
 	state      journal.State
 	attempt    int
 	elapsed    time.Duration // of the newest attempt sent
-	text       string        // a completed call's text, one line
+	text       string        // a completed call's text content, as it came
 }
 
 func failed(code, format string, args ...any) stepResult {

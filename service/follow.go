@@ -123,11 +123,11 @@ func (s *Seen) Fresh(ev engine.Event) bool {
 	return true
 }
 
-// contentText is a result's text content on one line, as the engine
-// reports a completed call (capped at 200 characters).
+// contentText is a result's text content as the engine reports a
+// completed call: its text items joined by newlines, nothing shortened.
 func contentText(res *journal.Result) string {
 	if res == nil {
 		return ""
 	}
-	return api.OneLine(api.ContentText(res.Content), 200)
+	return api.ContentText(res.Content)
 }

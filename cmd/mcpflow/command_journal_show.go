@@ -53,18 +53,22 @@ func runJournalShow(o *journalShowOptions) error {
 }
 
 func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload bool) error {
-	ann := "none declared"
-	if inv.Annotations != nil {
-		ann = string(inv.Annotations)
-	}
 	trust := fmt.Sprintf("server %v, workspace %v", inv.Trust.Server, inv.Trust.Workspace)
 	if inv.Trust.WorkspaceSource != "" {
 		trust += " (" + inv.Trust.WorkspaceSource + ")"
 	}
-	fmt.Fprintf(w, "Invocation:   %s\nRun:          %s\nStep:         %s\nTool:         %s/%s\nState:        %s\nIdempotency:  %s\nAnnotations:  %s\nTrust:        %s\nArguments:    %s\n",
-		inv.ID, inv.RunID, stepName(inv), inv.Server, inv.Tool, inv.State, inv.IdempotencyKey, ann, trust, inv.ArgumentsDigest)
+	f := fields{w: w, width: len("Annotations:") + 1}
+	f.add("Invocation", inv.ID.String())
+	f.add("Run", inv.RunID.String())
+	f.add("Step", stepName(inv))
+	f.add("Tool", inv.Server+"/"+inv.Tool)
+	f.add("State", inv.State.String())
+	f.add("Idempotency", inv.IdempotencyKey)
+	f.add("Annotations", annotationsText(inv.Annotations))
+	f.add("Trust", trust)
+	f.add("Arguments", inv.ArgumentsDigest)
 	if inv.Error != nil {
-		fmt.Fprintf(w, "Error:        %s\n", inv.Error.Error())
+		f.add("Error", inv.Error.Error())
 	}
 	fmt.Fprintln(w, "\nAttempts:")
 	for _, a := range inv.Attempts {
@@ -82,7 +86,7 @@ func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload
 		}
 		fmt.Fprintln(w, line)
 		if a.Detail != "" {
-			fmt.Fprintf(w, "       detail: %s\n", oneLine(a.Detail))
+			fields{w: w, indent: "       "}.add("detail", a.Detail)
 		}
 	}
 	if len(inv.Decisions) > 0 {
@@ -98,21 +102,13 @@ func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload
 		}
 	}
 	if payload {
-		fmt.Fprintf(w, "\nArguments:\n  %s\n", inv.Arguments)
+		fmt.Fprintln(w, "\nArguments:")
+		block(w, "  ", jsonText(inv.Arguments))
 		if inv.Result != nil {
 			showResult(w, inv.Result)
 		}
 	}
 	return nil
-}
-
-// oneLine keeps a detail on one line of at most 200 characters.
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > 200 {
-		s = string(r[:200]) + "…"
-	}
-	return s
 }
 
 // showResult prints a result as journal show does: its content rendered
@@ -128,6 +124,7 @@ func showResult(w io.Writer, r *journal.Result) {
 		fmt.Fprintln(w, strings.TrimRight("  "+l, " "))
 	}
 	if !api.IsNull(r.StructuredContent) {
-		fmt.Fprintf(w, "Structured content:\n  %s\n", r.StructuredContent)
+		fmt.Fprintln(w, "Structured content:")
+		block(w, "  ", jsonText(r.StructuredContent))
 	}
 }

@@ -156,12 +156,13 @@ func trustChoices(err error, served bool) error {
 // resumeWith resumes one run with live progress. Interrupted while
 // following a run in mcpflow server, it asks whether to cancel it.
 func resumeWith(ctx context.Context, o *resumeOptions, svc service.API, req service.ResumeRequest) (*service.Report, error) {
-	progress := progressFor(o.g, o.Out)
+	cols := runColumns(svc, req.Run)
+	progress := progressFor(o.g, o.Out, cols)
 	defer progress.close()
 	req.Events = progress.event
 	rep, err := svc.Resume(ctx, req)
 	progress.close()
-	return afterInterrupt(o.ioStreams, svc, err, rep, false, func() progressSink { return progressFor(o.g, o.Out) })
+	return afterInterrupt(o.ioStreams, svc, err, rep, false, func() progressSink { return progressFor(o.g, o.Out, cols) })
 }
 
 // reportBlocked says why a run is blocked and what to do: each invocation

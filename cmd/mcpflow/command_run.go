@@ -121,12 +121,14 @@ func runRun(ctx context.Context, o *runOptions) error {
 			return err
 		}
 	}
-	progress := progressFor(o.g, o.Out)
+	src, _ := workflow.ReadFile(o.file) // the run reports a file it cannot read
+	cols := columnsOf(src)
+	progress := progressFor(o.g, o.Out, cols)
 	defer progress.close()
 	req.Events = progress.event
 	rep, err := b.Run(ctx, req)
 	progress.close()
-	if rep, err = afterInterrupt(o.ioStreams, b, err, rep, o.cancelOnInterrupt, func() progressSink { return progressFor(o.g, o.Out) }); err != nil {
+	if rep, err = afterInterrupt(o.ioStreams, b, err, rep, o.cancelOnInterrupt, func() progressSink { return progressFor(o.g, o.Out, cols) }); err != nil {
 		return err
 	}
 	return reportRun(o.g, o.ioStreams, rep)

@@ -32,15 +32,21 @@ func duration(r journal.Run) string {
 }
 
 func showRun(w io.Writer, tf timeFormat, run *journal.Run, invs []journal.Invocation) error {
-	fmt.Fprintf(w, "Run:       %s\nWorkflow:  %s (%s)\nStatus:    %s\nStarted:   %s\n", run.ID, run.Workflow, run.Source, run.Status, tf.at(run.StartedAt))
+	f := fields{w: w, width: len("Workspace:")}
+	f.add("Run", run.ID.String())
+	f.add("Workflow", fmt.Sprintf("%s (%s)", run.Workflow, run.Source))
+	f.add("Status", run.Status.String())
+	f.add("Started", tf.at(run.StartedAt))
 	if run.FinishedAt != nil {
-		fmt.Fprintf(w, "Finished:  %s (%s)\n", tf.at(*run.FinishedAt), duration(*run))
+		f.add("Finished", fmt.Sprintf("%s (%s)", tf.at(*run.FinishedAt), duration(*run)))
 	}
-	fmt.Fprintf(w, "Workspace: %s\nDigest:    %s\n", run.Workspace, run.Digest)
+	f.add("Workspace", run.Workspace)
+	f.add("Digest", run.Digest)
 	if run.Error != nil {
-		fmt.Fprintf(w, "Error:     %s\n", run.Error.Error())
+		f.add("Error", run.Error.Error())
 	}
 	printValues(w, "Inputs:", run.Inputs)
+	printValues(w, "Outputs:", run.Outputs)
 	fmt.Fprintln(w)
 	if len(invs) == 0 {
 		fmt.Fprintln(w, "No steps ran.")

@@ -51,7 +51,7 @@ func runRunsWatch(ctx context.Context, o *runsWatchOptions) error {
 		return err
 	}
 	defer done()
-	progress := progressFor(o.g, o.Out)
+	progress := progressFor(o.g, o.Out, runColumns(b, o.run))
 	defer progress.close()
 	followed := false // events come on this goroutine, from Watch
 	events := func(ev engine.Event) {

@@ -84,7 +84,7 @@ func runServersList(ctx context.Context, o *serversListOptions) error {
 		} else if errors.Is(st.Err, service.ErrUntrustedWorkspace) {
 			v.Error, v.NotStarted = "not started: defined by this workspace, which you have not trusted", true
 		} else if st.Err != nil {
-			v.Error = firstLine(st.Err.Error())
+			v.Error = st.Err.Error()
 		}
 		views = append(views, v)
 	}
@@ -105,7 +105,7 @@ func runServersList(ctx context.Context, o *serversListOptions) error {
 			case v.Connects:
 				status = fmt.Sprintf("ok, %d tools", v.Tools)
 			default:
-				status = "error: " + v.Error
+				status = "error: " + firstLine(v.Error)
 			}
 			t.row(v.Name, v.Transport, v.Target, trustWord(v.Trust), status)
 		}

@@ -123,7 +123,7 @@ func printResult(w io.Writer, r *journal.Result) {
 		fmt.Fprintln(w, l)
 	}
 	if !hasText(r.Content) && !api.IsNull(r.StructuredContent) {
-		fmt.Fprintln(w, string(r.StructuredContent))
+		fmt.Fprintln(w, jsonText(r.StructuredContent))
 	}
 }
 

@@ -104,6 +104,7 @@ func TestGolden(t *testing.T) {
 		{"servers-list", func() []string { return []string{"servers", "list", "--workflow", hello} }},
 		{"servers-tools", func() []string { return []string{"servers", "tools", "demo", "--workflow", hello} }},
 		{"servers-tools-one", func() []string { return []string{"servers", "tools", "demo", "count_slowly", "--workflow", hello} }},
+		{"servers-tools-one-enum", func() []string { return []string{"servers", "tools", "demo", "log", "--workflow", hello} }},
 		{"servers-tools-one-json", func() []string {
 			return []string{"servers", "tools", "demo", "greet", "--workflow", hello, "-o", "json"}
 		}},

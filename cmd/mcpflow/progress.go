@@ -16,6 +16,7 @@ import (
 	"github.com/vbauerster/cupwriter"
 	"github.com/vbauerster/mpb/v8"
 	"github.com/vbauerster/mpb/v8/decor"
+	"go.yaml.in/yaml/v3"
 	"golang.org/x/term"
 
 	"github.com/mcpflow/mcpflow/api"
@@ -40,20 +41,24 @@ var (
 )
 
 // newProgressSink returns a live display when w is a terminal (isTTY) and
-// a line-per-event printer for logs otherwise.
-func newProgressSink(w io.Writer, isTTY bool, noColor bool) progressSink {
+// a line-per-event printer for logs otherwise, their columns as wide as
+// cols.
+func newProgressSink(w io.Writer, isTTY bool, noColor bool, cols columns) progressSink {
 	if isTTY {
-		return newLiveDisplay(w, liveOptions{color: !noColor})
+		return newLiveDisplay(w, liveOptions{color: !noColor, columns: cols})
 	}
-	return newPlainPrinter(w)
+	p := newPlainPrinter(w)
+	p.cols = cols
+	return p
 }
 
 // progressFor is the sink a command that runs workflows reports to: with
 // -o jsonl each event as a JSON line (the API's event shape) before the
 // run's own line; nothing for json, --json or --jq (stdout then carries
 // the document only); lines, not redrawn rows, on a terminal that says it
-// cannot move the cursor (TERM=dumb).
-func progressFor(g *globals, w io.Writer) progressSink {
+// cannot move the cursor (TERM=dumb). cols sizes the lines' columns for
+// the run's steps (columnsOf).
+func progressFor(g *globals, w io.Writer, cols columns) progressSink {
 	p := g.printer(nil)
 	if p.format == "jsonl" && len(p.fields) == 0 && p.jq == nil {
 		return &eventLines{w: w}
@@ -61,7 +66,7 @@ func progressFor(g *globals, w io.Writer) progressSink {
 	if p.structured() {
 		return nopSink{}
 	}
-	return newProgressSink(w, isTerminal(w) && os.Getenv("TERM") != "dumb", g.noColor)
+	return newProgressSink(w, isTerminal(w) && os.Getenv("TERM") != "dumb", g.noColor, cols)
 }
 
 // callProgressFor is the sink of call: the running call's row on w (its
@@ -128,19 +133,94 @@ func unitName(step string, item int) string {
 	return step
 }
 
+// columns are the widths of the name and server/tool columns of a run's
+// step lines: the usual ones (nameColumn, toolColumn), or wider for the
+// run's longer names, so that all the lines of a run keep their columns
+// in line. The zero value is the usual widths.
+type columns struct{ name, tool int }
+
+// stateColumn is the width of the state column, the usual states'
+// (outcome_unknown and retry_approved overflow it).
+const stateColumn = 10
+
+// forEachRoom is what a for_each step's lines add to its id: an item's
+// index, [0] to [999].
+const forEachRoom = len("[999]")
+
+// columnsOf sizes the columns for the steps of a workflow definition (its
+// YAML source): each step's id, with room for an item's index when it has
+// a for_each, and its server/tool. Only the layout depends on it: a
+// definition it cannot read gets the usual widths, and a name longer than
+// its column (an item past 999) widens its own line only.
+func columnsOf(definition []byte) columns {
+	var wf struct {
+		Steps []struct {
+			ID      string    `yaml:"id"`
+			Server  string    `yaml:"server"`
+			Tool    string    `yaml:"tool"`
+			ForEach yaml.Node `yaml:"for_each"`
+		} `yaml:"steps"`
+	}
+	var c columns
+	if yaml.Unmarshal(definition, &wf) != nil {
+		return c
+	}
+	for _, st := range wf.Steps {
+		name := runewidth.StringWidth(st.ID)
+		if !st.ForEach.IsZero() {
+			name += forEachRoom
+		}
+		c.name = max(c.name, name)
+		c.tool = max(c.tool, runewidth.StringWidth(st.Server+"/"+st.Tool))
+	}
+	return c
+}
+
+// runColumns sizes the step lines of a run from its definition, as
+// journaled (columnsOf); the usual widths when the run cannot be read (the
+// command that follows it then says why).
+func runColumns(b service.API, ref string) columns {
+	rep, err := b.RunDetail(ref)
+	if err != nil || rep.Run == nil {
+		return columns{}
+	}
+	return columnsOf(rep.Run.Definition)
+}
+
+// widths are the columns' widths: at least the usual ones.
+func (c columns) widths() (name, tool int) {
+	return max(c.name, nameColumn), max(c.tool, toolColumn)
+}
+
+// minPreview is the fewest columns a result's preview is cut to on a
+// narrow screen.
+const minPreview = 10
+
 // finishedLine is a finished unit's line, without its error: the format
-// scripts and tests match (`^step greet +completed +demo/greet +\S+ +→ …$`).
-// state styles the padded state column; the other columns are never styled,
-// so with an identity style the line is byte for byte the plain one.
-func finishedLine(ev engine.Event, state func(string) string) string {
-	line := fmt.Sprintf("step %-12s %s %-22s %8s", unitName(ev.Step, ev.Item), state(fmt.Sprintf("%-10s", stateLabel(ev))), ev.Server+"/"+ev.Tool, round(ev.Elapsed))
+// scripts and tests match (`^step greet +completed +demo/greet +\S+ +→ …$`),
+// its columns as wide as cols. A completed call's text follows the arrow
+// as its preview: on one line, at most previewWidth columns, and on a
+// screen screen columns wide (0: not a screen) no more than what is left
+// of the line (but minPreview). state styles the padded state column; the
+// other columns are never styled, so with an identity style the line is
+// byte for byte the plain one.
+func finishedLine(ev engine.Event, cols columns, state func(string) string, screen int) string {
+	nameW, toolW := cols.widths()
+	head := "step " + pad(unitName(ev.Step, ev.Item), nameW) + " "
+	st := pad(stateLabel(ev), stateColumn)
+	tail := fmt.Sprintf(" %s %8s", pad(ev.Server+"/"+ev.Tool, toolW), round(ev.Elapsed))
 	if ev.Attempt > 1 {
-		line += fmt.Sprintf("  attempt %d", ev.Attempt)
+		tail += fmt.Sprintf("  attempt %d", ev.Attempt)
 	}
 	if ev.Text != "" {
-		line += "  → " + ev.Text
+		tail += "  → "
+		width := previewWidth
+		if screen > 0 {
+			width = min(width, max(screen-runewidth.StringWidth(head+st+tail), minPreview))
+		}
+		tail += preview(ev.Text, width)
 	}
-	return line
+	return head + state(st) + tail
 }
 
 // isNote reports whether a StepProgress event is the engine's own message
@@ -166,6 +246,7 @@ func progressCount(progress, total float64) string {
 // in CI logs, where nothing is redrawn. Each event is one Write.
 type plainPrinter struct {
 	w     io.Writer
+	cols  columns
 	now   func() time.Time
 	every time.Duration
 
@@ -189,9 +270,10 @@ func (p *plainPrinter) event(ev engine.Event) {
 	case engine.RunStarted:
 		fmt.Fprintf(&b, "run %s started: %s\n", ev.Run, ev.Workflow)
 	case engine.StepProgress:
-		name := unitName(ev.Step, ev.Item)
+		nameW, _ := p.cols.widths()
+		name := pad(unitName(ev.Step, ev.Item), nameW)
 		if isNote(ev) {
-			fmt.Fprintf(&b, "step %-12s %s\n", name, ev.Message)
+			fmt.Fprintf(&b, "step %s %s\n", name, ev.Message)
 			break
 		}
 		now, k := p.now(), keyOf(ev)
@@ -199,14 +281,14 @@ func (p *plainPrinter) event(ev engine.Event) {
 			return
 		}
 		p.last[k] = now
-		fmt.Fprintf(&b, "step %-12s progress %s", name, progressCount(ev.Progress, ev.Total))
+		fmt.Fprintf(&b, "step %s progress %s", name, progressCount(ev.Progress, ev.Total))
 		if ev.Message != "" {
 			b.WriteString("  " + ev.Message)
 		}
 		b.WriteString("\n")
 	case engine.StepFinished:
 		delete(p.last, keyOf(ev))
-		b.WriteString(finishedLine(ev, plain))
+		b.WriteString(finishedLine(ev, p.cols, plain, 0))
 		if ev.Err != nil {
 			b.WriteString("\n    " + ev.Err.Error())
 		}
@@ -308,6 +390,8 @@ type liveOptions struct {
 	// rowsOnly shows the running rows and prints no lines: for call,
 	// whose result is its output.
 	rowsOnly bool
+	// columns are the widths of the name and server/tool columns.
+	columns columns
 }
 
 // liveDisplay shows one row per running unit — state, elapsed time,
@@ -424,7 +508,7 @@ func (d *liveDisplay) event(ev engine.Event) {
 			return
 		}
 		var b strings.Builder
-		b.WriteString(finishedLine(ev, d.pal.eventState(ev)))
+		b.WriteString(finishedLine(ev, d.opts.columns, d.pal.eventState(ev), d.screenWidth()))
 		if ev.Err != nil {
 			b.WriteString("\n    " + d.pal.bad(ev.Err.Error()))
 		}
@@ -444,6 +528,20 @@ func (d *liveDisplay) event(ev engine.Event) {
 			fmt.Fprintf(d.w, "    %s\n", ev.Err.Error())
 		}
 	}
+}
+
+// screenWidth is the width of the screen: the terminal's, read now, or
+// opts.width; 0 when neither is known.
+func (d *liveDisplay) screenWidth() int {
+	if d.opts.width > 0 {
+		return d.opts.width
+	}
+	if f, ok := d.w.(*os.File); ok {
+		if w, _, err := term.GetSize(int(f.Fd())); err == nil {
+			return w
+		}
+	}
+	return 0
 }
 
 // close ends the units still shown and writes the last frame.
@@ -496,7 +594,7 @@ func (d *liveDisplay) stop() {
 		ev := engine.Event{Step: u.step, Item: u.item, Server: u.server, Tool: u.tool, State: journal.StateIntent, Attempt: u.attempt, Elapsed: now.Sub(u.started)}
 		u.mu.Unlock()
 		if !d.opts.rowsOnly {
-			d.print(finishedLine(ev, d.pal.eventState(ev)) + "\n")
+			d.print(finishedLine(ev, d.opts.columns, d.pal.eventState(ev), d.screenWidth()) + "\n")
 		}
 		u.drop()
 	}
@@ -583,7 +681,9 @@ func (d *liveDisplay) unit(ev engine.Event) *liveUnit {
 		mpb.BarPriority(u.priority),
 		mpb.BarWidth(barWidth),
 		mpb.BarFillerTrim(),
-		mpb.PrependDecorators(rowDecorator(func(st decor.Statistics) (string, string) { return u.left(st.AvailableWidth, d.opts.now(), d.pal) })),
+		mpb.PrependDecorators(rowDecorator(func(st decor.Statistics) (string, string) {
+			return u.left(st.AvailableWidth, d.opts.now(), d.pal, d.opts.columns)
+		})),
 		mpb.AppendDecorators(rowDecorator(u.right)),
 	)
 	if err == nil { // else mpb shut down: no row
@@ -596,22 +696,22 @@ func (d *liveDisplay) unit(ev engine.Event) *liveUnit {
 // minBarWidth is the narrowest bar: names are shortened to leave it room.
 const minBarWidth = 12
 
-// left is the row up to the bar: the columns of the final line, with the
-// elapsed time counting. On a screen too narrow for the whole row (width
-// columns), the unit's name and the server/tool are shortened, with an
-// ellipsis, so that the state, the time, the bar at its narrowest and the
-// count after it still fit on the line.
-func (u *liveUnit) left(width int, now time.Time, pal palette) (raw, styled string) {
+// left is the row up to the bar: the columns of the final line (as wide
+// as cols), with the elapsed time counting. On a screen too narrow for the
+// whole row (width columns), the unit's name and the server/tool are
+// shortened, with an ellipsis, so that the state, the time, the bar at its
+// narrowest and the count after it still fit on the line.
+func (u *liveUnit) left(width int, now time.Time, pal palette, cols columns) (raw, styled string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	state, style := "running   ", pal.busy
+	state, style := pad("running", stateColumn), pal.busy
 	if u.retrying {
-		state, style = "retrying  ", pal.warn
+		state, style = pad("retrying", stateColumn), pal.warn
 	}
 	elapsed := fmt.Sprintf("%8s", now.Sub(u.started).Truncate(100*time.Millisecond))
 	// "step NAME STATE SERVER/TOOL ELAPSED ", then the bar and the tail.
 	fixed := len("step ") + 1 + len(state) + 1 + 1 + runewidth.StringWidth(elapsed) + 1
-	nameW, toolW := fitColumns(unitName(u.step, u.item), u.server+"/"+u.tool, width-fixed-minBarWidth-runewidth.StringWidth(u.tail()))
+	nameW, toolW := cols.fit(unitName(u.step, u.item), u.server+"/"+u.tool, width-fixed-minBarWidth-runewidth.StringWidth(u.tail()))
 	head := "step " + pad(shortUnitName(u.step, u.item, nameW), nameW) + " "
 	rest := " " + pad(shortToolName(u.server, u.tool, toolW), toolW) + " " + elapsed + " "
 	return head + state + rest, head + style(state) + rest
@@ -648,26 +748,27 @@ func (u *liveUnit) right(st decor.Statistics) (raw, styled string) {
 	return b.String(), b.String()
 }
 
-// Column widths of the name and server/tool columns when there is room,
-// and the narrowest either is shortened to.
+// The usual widths of the name and server/tool columns, when there is
+// room, and the narrowest either is shortened to.
 const (
 	nameColumn = 12
 	toolColumn = 22
 	minColumn  = 6
 )
 
-// fitColumns returns the widths of the name and server/tool columns of a
-// row with room columns for both: padded to their usual widths when they
+// fit returns the widths of the name and server/tool columns of a row
+// with room columns for both: padded to their widths (c.widths) when they
 // fit, else unpadded, else shortened: the longer, or both (two fifths of
 // room for the name), to no less than minColumn each.
-func fitColumns(name, tool string, room int) (nameW, toolW int) {
+func (c columns) fit(name, tool string, room int) (nameW, toolW int) {
+	cn, ct := c.widths()
 	nw, tw := runewidth.StringWidth(name), runewidth.StringWidth(tool)
-	pn, pt := max(nw, nameColumn), max(tw, toolColumn)
+	pn, pt := max(nw, cn), max(tw, ct)
 	switch {
 	case pn+pt <= room:
 		return pn, pt
 	case nw+tw <= room:
-		pn = max(nw, min(nameColumn, room-tw))
+		pn = max(nw, min(cn, room-tw))
 		return pn, min(pt, room-pn)
 	}
 	// server/tool holds two names: it gets three fifths.

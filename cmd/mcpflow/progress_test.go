@@ -438,15 +438,15 @@ func TestProgressLiveEcho(t *testing.T) {
 
 func TestProgressSinkChoice(t *testing.T) {
 	var b bytes.Buffer
-	if _, ok := newProgressSink(&b, false, false).(*plainPrinter); !ok {
+	if _, ok := newProgressSink(&b, false, false, columns{}).(*plainPrinter); !ok {
 		t.Error("not a terminal: want the plain printer")
 	}
-	s := newProgressSink(&b, true, true)
+	s := newProgressSink(&b, true, true, columns{})
 	if d, ok := s.(*liveDisplay); !ok || d.opts.color {
 		t.Errorf("terminal with --no-color: got %T %+v", s, s)
 	}
 	s.close()
-	if _, ok := progressFor(&globals{output: "json"}, &b).(nopSink); !ok {
+	if _, ok := progressFor(&globals{output: "json"}, &b, columns{}).(nopSink); !ok {
 		t.Error("-o json: want no progress")
 	}
 	if isTerminal(&b) || isTerminal(os.NewFile(^uintptr(0), "bad")) {
@@ -470,11 +470,11 @@ func TestProgressSinkChoice(t *testing.T) {
 		t.Error("a pty is a terminal")
 	}
 	t.Setenv("TERM", "xterm-256color")
-	if _, ok := progressFor(&globals{output: "table"}, tty).(*liveDisplay); !ok {
+	if _, ok := progressFor(&globals{output: "table"}, tty, columns{}).(*liveDisplay); !ok {
 		t.Error("-o table on a terminal: want the live display")
 	}
 	t.Setenv("TERM", "dumb")
-	if _, ok := progressFor(&globals{output: "table"}, tty).(*plainPrinter); !ok {
+	if _, ok := progressFor(&globals{output: "table"}, tty, columns{}).(*plainPrinter); !ok {
 		t.Error("TERM=dumb: want the plain printer")
 	}
 }
@@ -671,8 +671,8 @@ func TestFitColumns(t *testing.T) {
 		{"a_long_step_name", "demo/x", 12, 6, 6},
 		{"a_long_step_name", "demo/x", 2, 6, 6},
 	} {
-		if n, w := fitColumns(tc.name, tc.tool, tc.room); n != tc.nameW || w != tc.toolW {
-			t.Errorf("fitColumns(%q, %q, %d) = %d, %d; want %d, %d", tc.name, tc.tool, tc.room, n, w, tc.nameW, tc.toolW)
+		if n, w := (columns{}).fit(tc.name, tc.tool, tc.room); n != tc.nameW || w != tc.toolW {
+			t.Errorf("fit(%q, %q, %d) = %d, %d; want %d, %d", tc.name, tc.tool, tc.room, n, w, tc.nameW, tc.toolW)
 		}
 	}
 	if got := shortToolName("payments-database-admin", "create_database_with_replicas", 30); got != "pay…/create_database_with_rep…" {

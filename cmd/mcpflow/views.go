@@ -1,10 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/mcpflow/mcpflow/api"
@@ -59,29 +59,20 @@ func (f timeFormat) at(t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05.000 MST")
 }
 
-// printOutputs prints a succeeded run's outputs, one per line, sorted.
+// printOutputs prints a succeeded run's outputs (printValues).
 func printOutputs(w io.Writer, outputs map[string]any) { printValues(w, "outputs:", outputs) }
 
-// printValues prints named values under a heading, one per line, sorted;
-// strings as they are, other values as JSON.
+// printValues prints named values under a heading, sorted, as "name:
+// value" lines (fields): strings as they are, other values as JSON
+// (valueText); a value of several lines on the lines after its name.
 func printValues(w io.Writer, heading string, values map[string]any) {
 	if len(values) == 0 {
 		return
 	}
-	names := make([]string, 0, len(values))
-	for k := range values {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	fmt.Fprintln(w, heading)
-	for _, k := range names {
-		v := values[k]
-		text, ok := v.(string)
-		if !ok {
-			b, _ := json.Marshal(v)
-			text = string(b)
-		}
-		fmt.Fprintf(w, "  %s: %s\n", k, text)
+	f := fields{w: w, indent: "  "}
+	for _, k := range slices.Sorted(maps.Keys(values)) {
+		f.add(k, valueText(values[k]))
 	}
 }
 
@@ -89,8 +80,8 @@ func printValues(w io.Writer, heading string, values map[string]any) {
 // call that completed with a tool error.
 func stateText(inv *journal.Invocation) string { return api.StateLabel(inv.State, inv.ToolError) }
 
-// errorText is the ERROR column: the first line of a tool error's text, or
-// the error's code.
+// errorText is the ERROR column: a tool error's text on one line (its
+// preview), or the error's code.
 func errorText(inv *journal.Invocation) string {
 	if inv.ToolError {
 		text := "tool error"
@@ -102,11 +93,7 @@ func errorText(inv *journal.Invocation) string {
 				}
 			}
 		}
-		text = firstLine(text)
-		if r := []rune(text); len(r) > 60 {
-			text = string(r[:60]) + "…"
-		}
-		return text
+		return preview(text, previewWidth)
 	}
 	if inv.Error != nil {
 		return inv.Error.Code
