@@ -7,16 +7,16 @@ import (
 	"time"
 
 	"github.com/mcpflow/mcpflow/engine"
-	"github.com/mcpflow/mcpflow/server"
+	"github.com/mcpflow/mcpflow/httpapi"
 	"github.com/mcpflow/mcpflow/service"
 )
 
 // Server is mcpflow's HTTP API over a service that holds the journal:
-// the workspace socket, and TCP when asked (see package server).
-type Server struct{ s *server.Server }
+// the workspace socket, and TCP when asked (see package httpapi).
+type Server struct{ s *httpapi.Server }
 
 // ServeOptions are those of `mcpflow server` (each means what it means in
-// server.Options).
+// httpapi.Options).
 type ServeOptions struct {
 	Workspace    string
 	Socket       string
@@ -32,7 +32,7 @@ type ServeOptions struct {
 // NewServer makes the server of `mcpflow server` over svc; an error is an
 // option it refuses. Start serves.
 func NewServer(svc *service.Service, o ServeOptions) (*Server, error) {
-	s, err := server.New(&server.Options{
+	s, err := httpapi.New(&httpapi.Options{
 		Service: svc, Workspace: o.Workspace, Socket: o.Socket, Listen: o.Listen, Token: o.Token,
 		Grace: o.Grace, By: o.By, MaxRuns: o.MaxRuns, AllowedHosts: o.AllowedHosts, Logf: o.Logf,
 	})
@@ -48,9 +48,9 @@ func NewServer(svc *service.Service, o ServeOptions) (*Server, error) {
 // resolve through it, and a second run is told who holds the journal.
 // Publish tells it of the run's events.
 func Own(svc *service.Service, workspace, socket, by, command string) (*Server, error) {
-	s, err := server.New(&server.Options{
+	s, err := httpapi.New(&httpapi.Options{
 		Service: svc, Workspace: workspace, Socket: socket, By: by,
-		Owner: &server.Owner{PID: os.Getpid(), Command: command},
+		Owner: &httpapi.Owner{PID: os.Getpid(), Command: command},
 	})
 	if err != nil {
 		return nil, err

@@ -20,7 +20,7 @@ import (
 	"github.com/mcpflow/mcpflow/internal/verdict"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -137,7 +137,7 @@ func (r *runner) begin(ctx context.Context, u unit) (stepResult, error) {
 		return stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before the call was sent", u.name())}}, nil
 	}
 	if err != nil {
-		if !errors.Is(err, servers.ErrUnknownTool) {
+		if !errors.Is(err, upstream.ErrUnknownTool) {
 			return failed(CodeServerUnavailable, "step %s: listing the tools of server %q failed: %v", u.name(), u.Server, err), nil
 		}
 		return failed(CodeUnknownTool, "step %s: %v", u.name(), err), nil
@@ -197,7 +197,7 @@ func (r *runner) evalArgs(ctx context.Context, u unit) (json.RawMessage, *stepRe
 //  2. judge the send-time snapshot and the view now with one function
 //     (replay.JudgeBoth) when the call may have run;
 //  3. journal the decision and the new attempt (durable before the send);
-//  4. send the tools/call and classify what came back (servers.Classify);
+//  4. send the tools/call and classify what came back (upstream.Classify);
 //  5. journal the outcome, with the decision on what happens next;
 //
 // then loop or end. Without a cause (next nil) the loop starts at 4 with
@@ -263,7 +263,7 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 		// Interrupted while rediscovering: nothing is decided, the
 		// journaled decision to send again stands for resume.
 		return stop(stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted while rediscovering the tools of server %s", u.name(), u.Server)}}, journal.StateIntent)
-	case toolErr != nil && !errors.Is(toolErr, servers.ErrUnknownTool):
+	case toolErr != nil && !errors.Is(toolErr, upstream.ErrUnknownTool):
 		// The listing failed: the server is not there to judge, which is
 		// not the tool being gone. Resume tries again.
 		return stop(failed(CodeServerUnavailable, "step %s: listing the tools of server %q failed after reconnecting (%v); resuming the run tries again", u.name(), u.Server, toolErr), journal.StateIntent)
@@ -439,7 +439,7 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		sent := r.e.now()
 		res, callErr = sess.Call(callCtx, intent, u.Tool, args, progress)
 		r.called(u.Server, u.Tool, r.e.now().Sub(sent))
-		class = servers.Classify(callErr)
+		class = upstream.Classify(callErr)
 	} else {
 		callErr = fmt.Errorf("not sent: %w", ctx.Err())
 	}

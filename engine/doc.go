@@ -14,7 +14,7 @@
 //
 // Secret inputs' values never reach what people read: the engine scrubs
 // them from events and journaled errors, and lends them to every session a
-// run calls through that keeps a server log (*servers.Session, through
+// run calls through that keeps a server log (*upstream.Session, through
 // [MCP]), from before the run's first call on it to the run's end, so that
 // the log shows them redacted too.
 //

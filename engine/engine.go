@@ -16,7 +16,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -55,9 +55,9 @@ var _ Journal = journal.Store(nil)
 // Session is a connection to one MCP server. Call takes the Intent that
 // bolt.Store.Begin or Again returned: a tools/call cannot be sent
 // without the proof that its intent is durable. MCP adapts a
-// *servers.Session.
+// *upstream.Session.
 type Session interface {
-	Tool(ctx context.Context, name string) (servers.Tool, error)
+	Tool(ctx context.Context, name string) (upstream.Tool, error)
 	Call(ctx context.Context, in journal.Intent, tool string, args json.RawMessage, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error)
 }
 
@@ -67,19 +67,19 @@ var ErrNoIntent = errors.New("no durable intent: a tools/call is sent only after
 
 // MCP adapts a live server session to Session. Its Call refuses an Intent
 // that is not durable, and sends the intent's idempotency key in _meta.
-func MCP(s *servers.Session) Session { return mcpSession{s} }
+func MCP(s *upstream.Session) Session { return mcpSession{s} }
 
 // SessionOf returns the server session behind an MCP adapter, or nil.
-func SessionOf(s Session) *servers.Session {
+func SessionOf(s Session) *upstream.Session {
 	if m, ok := s.(mcpSession); ok {
 		return m.s
 	}
 	return nil
 }
 
-type mcpSession struct{ s *servers.Session }
+type mcpSession struct{ s *upstream.Session }
 
-func (m mcpSession) Tool(ctx context.Context, name string) (servers.Tool, error) {
+func (m mcpSession) Tool(ctx context.Context, name string) (upstream.Tool, error) {
 	return m.s.Tool(ctx, name)
 }
 
@@ -93,7 +93,7 @@ func (m mcpSession) Call(ctx context.Context, in journal.Intent, tool string, ar
 }
 
 // UsePool connects the engine's sessions through pool.
-func (e *Engine) UsePool(pool *servers.Pool) {
+func (e *Engine) UsePool(pool *upstream.Pool) {
 	e.Connect = func(ctx context.Context, name string) (Session, error) {
 		s, err := pool.Session(ctx, name)
 		if err != nil {
@@ -138,7 +138,7 @@ type Engine struct {
 	Backoff time.Duration
 	// ReconnectTimeout is how long to keep reconnecting to a server after a
 	// lost connection before a replay or a first delivery. Default
-	// servers.DefaultReconnectTimeout.
+	// upstream.DefaultReconnectTimeout.
 	ReconnectTimeout func(server string) time.Duration
 	// Called, when set, is told of each tools/call attempt that was sent,
 	// with its latency (metrics). It must not block.
@@ -154,7 +154,7 @@ func (e *Engine) reconnectTimeout(server string) time.Duration {
 			return d
 		}
 	}
-	return servers.DefaultReconnectTimeout
+	return upstream.DefaultReconnectTimeout
 }
 
 // EventKind says what an Event reports.

@@ -18,7 +18,7 @@ import (
 	"github.com/mcpflow/mcpflow/journal/bolt"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/replay"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -26,10 +26,10 @@ import (
 // engine.Session.
 type memSession struct{ cs *mcp.ClientSession }
 
-func (s memSession) Tool(ctx context.Context, name string) (servers.Tool, error) {
+func (s memSession) Tool(ctx context.Context, name string) (upstream.Tool, error) {
 	res, err := s.cs.ListTools(ctx, nil)
 	if err != nil {
-		return servers.Tool{}, err
+		return upstream.Tool{}, err
 	}
 	for _, t := range res.Tools {
 		if t.Name == name {
@@ -37,10 +37,10 @@ func (s memSession) Tool(ctx context.Context, name string) (servers.Tool, error)
 			if t.Annotations != nil {
 				ann, _ = json.Marshal(t.Annotations)
 			}
-			return servers.Tool{Name: name, Annotations: ann}, nil
+			return upstream.Tool{Name: name, Annotations: ann}, nil
 		}
 	}
-	return servers.Tool{}, fmt.Errorf("%w %q", servers.ErrUnknownTool, name)
+	return upstream.Tool{}, fmt.Errorf("%w %q", upstream.ErrUnknownTool, name)
 }
 
 func (s memSession) Call(ctx context.Context, in journal.Intent, tool string, args json.RawMessage, _ func(float64, float64, string)) (*mcp.CallToolResult, error) {
@@ -157,8 +157,8 @@ type fakeSession struct {
 	calls int
 }
 
-func (f *fakeSession) Tool(context.Context, string) (servers.Tool, error) {
-	return servers.Tool{Name: "t", Annotations: f.ann}, nil
+func (f *fakeSession) Tool(context.Context, string) (upstream.Tool, error) {
+	return upstream.Tool{Name: "t", Annotations: f.ann}, nil
 }
 
 func (f *fakeSession) Call(context.Context, journal.Intent, string, json.RawMessage, func(float64, float64, string)) (*mcp.CallToolResult, error) {

@@ -61,7 +61,7 @@ import (
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -339,18 +339,18 @@ func goldenHandler(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallTool
 	return res, nil
 }
 
-func (s *goldenSession) Tool(ctx context.Context, name string) (servers.Tool, error) {
+func (s *goldenSession) Tool(ctx context.Context, name string) (upstream.Tool, error) {
 	res, err := s.cs.ListTools(ctx, nil)
 	if err != nil {
-		return servers.Tool{}, err
+		return upstream.Tool{}, err
 	}
 	for _, t := range res.Tools {
 		if t.Name == name {
 			tool := s.script.Tools[name]
-			return servers.Tool{Name: name, Annotations: tool.raw, InputSchema: tool.schema}, nil
+			return upstream.Tool{Name: name, Annotations: tool.raw, InputSchema: tool.schema}, nil
 		}
 	}
-	return servers.Tool{}, fmt.Errorf("%w %q", servers.ErrUnknownTool, name)
+	return upstream.Tool{}, fmt.Errorf("%w %q", upstream.ErrUnknownTool, name)
 }
 
 // pick chooses the response for a call: the first case whose when matches

@@ -20,7 +20,7 @@ import (
 	"github.com/mcpflow/mcpflow/internal/gcpolicy"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -51,10 +51,10 @@ func BenchmarkStepCost(b *testing.B) {
 	dir := b.TempDir()
 	j := journaltest.OpenPath(b, filepath.Join(dir, "journal.db"), nil)
 	srv := benchServer()
-	sess := cachedSession{connectMemTB(b, srv), map[string]servers.Tool{}}
+	sess := cachedSession{connectMemTB(b, srv), map[string]upstream.Tool{}}
 	callers := make([]cachedSession, 64)
 	for i := range callers {
-		callers[i] = cachedSession{connectMemTB(b, srv), map[string]servers.Tool{}}
+		callers[i] = cachedSession{connectMemTB(b, srv), map[string]upstream.Tool{}}
 	}
 	wf20, wf10 := loadB(b, chain(20)), loadB(b, chain(10))
 	eng := newEngine(j, sess)
@@ -204,7 +204,7 @@ func bareCall(ctx context.Context, s cachedSession) error {
 //	go test ./engine -run '^$' -bench StepAllocs -benchtime 200x
 func BenchmarkStepAllocs(b *testing.B) {
 	j := journaltest.Open(b, nil)
-	sess := cachedSession{connectMemTB(b, benchServer()), map[string]servers.Tool{}}
+	sess := cachedSession{connectMemTB(b, benchServer()), map[string]upstream.Tool{}}
 	eng := newEngine(j, sess)
 	wf20 := loadB(b, chain(20))
 	ctx := context.Background()
@@ -253,7 +253,7 @@ func (a allocCount) add(b allocCount) allocCount {
 func BenchmarkLongRun(b *testing.B) {
 	gcTargets(b)
 	j := journaltest.Open(b, nil)
-	sess := cachedSession{connectMemTB(b, benchServer()), map[string]servers.Tool{}}
+	sess := cachedSession{connectMemTB(b, benchServer()), map[string]upstream.Tool{}}
 	eng := newEngine(j, sess)
 	wf5, wf200 := loadB(b, chain(5)), loadB(b, chain(200))
 	var short, long []float64
@@ -307,13 +307,13 @@ func benchServer() *mcp.Server {
 	return srv
 }
 
-// cachedSession lists a server's tools once, as servers.Session does.
+// cachedSession lists a server's tools once, as upstream.Session does.
 type cachedSession struct {
 	memSession
-	tools map[string]servers.Tool
+	tools map[string]upstream.Tool
 }
 
-func (s cachedSession) Tool(ctx context.Context, name string) (servers.Tool, error) {
+func (s cachedSession) Tool(ctx context.Context, name string) (upstream.Tool, error) {
 	if t, ok := s.tools[name]; ok {
 		return t, nil
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // flakySession loses the connection on its first call; every call after
@@ -26,8 +26,8 @@ type flakySession struct {
 	calls int
 }
 
-func (f *flakySession) Tool(context.Context, string) (servers.Tool, error) {
-	return servers.Tool{Name: "t", Annotations: json.RawMessage(`{"idempotentHint":true}`)}, nil
+func (f *flakySession) Tool(context.Context, string) (upstream.Tool, error) {
+	return upstream.Tool{Name: "t", Annotations: json.RawMessage(`{"idempotentHint":true}`)}, nil
 }
 
 func (f *flakySession) Call(context.Context, journal.Intent, string, json.RawMessage, func(float64, float64, string)) (*mcp.CallToolResult, error) {

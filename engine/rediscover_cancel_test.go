@@ -14,17 +14,17 @@ import (
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 type scriptedSess struct {
-	toolFn func(ctx context.Context) (servers.Tool, error)
+	toolFn func(ctx context.Context) (upstream.Tool, error)
 	callFn func(n int) (*mcp.CallToolResult, error)
 	mu     sync.Mutex
 	n      *int
 }
 
-func (s *scriptedSess) Tool(ctx context.Context, _ string) (servers.Tool, error) {
+func (s *scriptedSess) Tool(ctx context.Context, _ string) (upstream.Tool, error) {
 	return s.toolFn(ctx)
 }
 func (s *scriptedSess) Call(context.Context, journal.Intent, string, json.RawMessage, func(float64, float64, string)) (*mcp.CallToolResult, error) {
@@ -44,11 +44,11 @@ func TestCtrlCDuringRediscoveryKeepsTheDecision(t *testing.T) {
 	j := journaltest.Open(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	n := 0
-	first := &scriptedSess{n: &n, toolFn: func(context.Context) (servers.Tool, error) { return servers.Tool{Name: "t", Annotations: idem}, nil },
+	first := &scriptedSess{n: &n, toolFn: func(context.Context) (upstream.Tool, error) { return upstream.Tool{Name: "t", Annotations: idem}, nil },
 		callFn: func(int) (*mcp.CallToolResult, error) { return nil, fmt.Errorf("calling: %w", io.EOF) }}
-	second := &scriptedSess{n: &n, toolFn: func(ctx context.Context) (servers.Tool, error) {
+	second := &scriptedSess{n: &n, toolFn: func(ctx context.Context) (upstream.Tool, error) {
 		cancel() // Ctrl-C arrives while tools/list is in flight
-		return servers.Tool{}, fmt.Errorf("list tools: %w", context.Canceled)
+		return upstream.Tool{}, fmt.Errorf("list tools: %w", context.Canceled)
 	}}
 	eng := newEngine(j, first)
 	eng.Reconnect = func(context.Context, string, engine.Session) (engine.Session, error) { return second, nil }
@@ -70,7 +70,7 @@ func TestCtrlCDuringRediscoveryKeepsTheDecision(t *testing.T) {
 func TestRetryAfterMayHaveRunIsJudged(t *testing.T) {
 	j := journaltest.Open(t, nil)
 	n := 0
-	sess := &scriptedSess{n: &n, toolFn: func(context.Context) (servers.Tool, error) { return servers.Tool{Name: "t", Annotations: idem}, nil },
+	sess := &scriptedSess{n: &n, toolFn: func(context.Context) (upstream.Tool, error) { return upstream.Tool{Name: "t", Annotations: idem}, nil },
 		callFn: func(n int) (*mcp.CallToolResult, error) {
 			switch n {
 			case 1:

@@ -19,8 +19,8 @@ import (
 	"github.com/mcpflow/mcpflow/journal/bolt"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/replay"
-	"github.com/mcpflow/mcpflow/servers"
-	"github.com/mcpflow/mcpflow/servers/demo"
+	"github.com/mcpflow/mcpflow/upstream"
+	"github.com/mcpflow/mcpflow/upstream/demo"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -54,7 +54,7 @@ type realRig struct {
 	wf        *workflow.Workflow
 
 	mu       sync.Mutex
-	sessions []*servers.Session // every session the engine was handed, once each
+	sessions []*upstream.Session // every session the engine was handed, once each
 }
 
 // fullTrust is a trusted server in a trusted workspace.
@@ -69,7 +69,7 @@ func newRealRig(t *testing.T, self, src string, trust func(string) journal.Trust
 	}
 	r := &realRig{t: t, workspace: ws, wf: wf}
 	r.j = journaltest.OpenPath(t, filepath.Join(ws, ".mcpflow", "journal.db"), nil)
-	pool := servers.NewPool(wf.Servers, &servers.Options{Self: self, Workspace: ws})
+	pool := upstream.NewPool(wf.Servers, &upstream.Options{Self: self, Workspace: ws})
 	t.Cleanup(func() { pool.Close() })
 	// As cmd/mcpflow's newEngine, recording every session handed out.
 	r.eng = &engine.Engine{
@@ -96,7 +96,7 @@ func newRealRig(t *testing.T, self, src string, trust func(string) journal.Trust
 	return r
 }
 
-func (r *realRig) record(s *servers.Session) {
+func (r *realRig) record(s *upstream.Session) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, have := range r.sessions {

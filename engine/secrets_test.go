@@ -13,19 +13,19 @@ import (
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // TestRedactedMarkersAgree: a server's log shows a secret as the journal
 // and the output do.
 func TestRedactedMarkersAgree(t *testing.T) {
-	if servers.Redacted != workflow.Redacted {
-		t.Errorf("servers.Redacted = %q, workflow.Redacted = %q", servers.Redacted, workflow.Redacted)
+	if upstream.Redacted != workflow.Redacted {
+		t.Errorf("upstream.Redacted = %q, workflow.Redacted = %q", upstream.Redacted, workflow.Redacted)
 	}
 }
 
-// holdingSession is a session that keeps a log, as *servers.Session does:
+// holdingSession is a session that keeps a log, as *upstream.Session does:
 // it records what the run lends it and when, beside its calls.
 type holdingSession struct {
 	memSession

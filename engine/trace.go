@@ -12,7 +12,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // Span attributes: ids, names, states and sizes, never arguments, results
@@ -41,7 +41,7 @@ const (
 // networkTransport is the OpenTelemetry MCP conventions' network.transport
 // for an mcpflow transport: "pipe" for stdio, "tcp" for HTTP and SSE.
 func networkTransport(t string) string {
-	if t == servers.TransportStdio {
+	if t == upstream.TransportStdio {
 		return "pipe"
 	}
 	return "tcp"

@@ -28,8 +28,8 @@ import (
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
-	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/telemetry"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // otlpReceiver is an OTLP/HTTP traces endpoint: it decodes the real
@@ -106,8 +106,8 @@ func traceEcho(t *testing.T) engine.Session {
 		}
 		t.Skipf("needs node and `cd examples/npm && npm ci`: %v", err)
 	}
-	srv := &servers.Server{Name: "ts", Command: node, Args: []string{filepath.Join(npm, "trace-echo.mjs")}}
-	s, err := servers.Connect(context.Background(), srv, &servers.Options{Workspace: t.TempDir()})
+	srv := &upstream.Server{Name: "ts", Command: node, Args: []string{filepath.Join(npm, "trace-echo.mjs")}}
+	s, err := upstream.Connect(context.Background(), srv, &upstream.Options{Workspace: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

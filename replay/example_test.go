@@ -9,7 +9,7 @@ import (
 
 func ExampleDecide() {
 	// A stdio server died while the call was in flight: it may have run
-	// (servers.Classify says so of io.EOF).
+	// (upstream.Classify says so of io.EOF).
 	class := replay.ClassLost
 
 	for _, raw := range []string{

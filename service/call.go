@@ -8,7 +8,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -83,7 +83,7 @@ func (s *Service) Call(ctx context.Context, req CallRequest) (*Report, error) {
 
 // ToolArguments builds a tool's arguments from a JSON object and KEY=VALUE
 // pairs applied on top, each VALUE typed by the tool's input schema.
-func ToolArguments(t servers.Tool, argsJSON string, pairs []string) (map[string]any, error) {
+func ToolArguments(t upstream.Tool, argsJSON string, pairs []string) (map[string]any, error) {
 	args := map[string]any{}
 	if argsJSON != "" {
 		if err := json.Unmarshal([]byte(argsJSON), &args); err != nil {

@@ -6,7 +6,7 @@ import (
 	"net/http"
 
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -50,7 +50,7 @@ var codes = []Code{
 	{"invalid", http.StatusBadRequest, 2, []error{ErrInvalid}},
 	{"workflow_invalid", http.StatusBadRequest, 2, []error{workflow.ErrInvalid}},
 	{"input_invalid", http.StatusBadRequest, 2, []error{workflow.ErrInput}},
-	{"config_invalid", http.StatusBadRequest, 2, []error{servers.ErrConfig}},
+	{"config_invalid", http.StatusBadRequest, 2, []error{upstream.ErrConfig}},
 	{"interrupted", http.StatusServiceUnavailable, 130, []error{context.Canceled}},
 	// The doors of a TCP listener, written by the server before any
 	// handler runs.

@@ -11,20 +11,20 @@ import (
 
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
-	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/trust"
+	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // ServerSet is the configured servers: the workspace's and --servers', and
 // with workflowFile ("" for none) that workflow's own, which win.
-func (s *Service) ServerSet(workflowFile string) (servers.Set, error) {
+func (s *Service) ServerSet(workflowFile string) (upstream.Set, error) {
 	return s.serverSet(workflowFile, nil)
 }
 
 // serverSet is ServerSet of a workflow given as its text (src), which
 // workflowFile then only names; with src nil, it reads workflowFile.
-func (s *Service) serverSet(workflowFile string, src []byte) (servers.Set, error) {
+func (s *Service) serverSet(workflowFile string, src []byte) (upstream.Set, error) {
 	ext, err := s.External(s.o.Workspace)
 	if err != nil {
 		return nil, err
@@ -42,7 +42,7 @@ func (s *Service) serverSet(workflowFile string, src []byte) (servers.Set, error
 // loadWorkflow loads the workflow whose text is src, named file; with src
 // nil, the one file holds. A step naming a server that is nowhere is an
 // error whose fields say where servers were looked for (see lookedFor).
-func (s *Service) loadWorkflow(file string, src []byte, external servers.Set) (*workflow.Workflow, error) {
+func (s *Service) loadWorkflow(file string, src []byte, external upstream.Set) (*workflow.Workflow, error) {
 	var wf *workflow.Workflow
 	var err error
 	if src != nil {
@@ -65,7 +65,7 @@ func (s *Service) lookedFor(err error, file string) error {
 		return err
 	}
 	f := map[string]string{"unknown_server": us.Server, "workspace": s.o.Workspace, "workflow": file}
-	if cfg, cerr := servers.LoadConfig(s.o.Workspace, s.o.ServersFile); cerr == nil {
+	if cfg, cerr := upstream.LoadConfig(s.o.Workspace, s.o.ServersFile); cerr == nil {
 		f["read"] = strings.Join(cfg.Read, "\n")
 	}
 	return &fieldsError{err: err, fields: f}
@@ -74,13 +74,13 @@ func (s *Service) lookedFor(err error, file string) error {
 // ServerStatus is a configured server and, when checked, whether it
 // connects and how many tools it lists.
 type ServerStatus struct {
-	Server  *servers.Server
+	Server  *upstream.Server
 	Checked bool
 	Tools   int
 	Err     error // why it did not connect, or why it was not started
 	// Disabled, when set, says why the entry was read and left out (a
 	// server asked for by name that is not in effect); it is not checked.
-	Disabled *servers.Disabled
+	Disabled *upstream.Disabled
 }
 
 // ErrUntrustedWorkspace: a command that only looks was asked to start (or
@@ -95,7 +95,7 @@ var ErrUntrustedWorkspace = errors.New("the workspace is not trusted")
 // workspace (imports from the home directory), from the --servers file
 // the user named, and for any entry once the workspace is trusted (the
 // trust store, or trustWorkspace for this command).
-func (s *Service) mayStart(srv *servers.Server, trustWorkspace bool) error {
+func (s *Service) mayStart(srv *upstream.Server, trustWorkspace bool) error {
 	if srv.Builtin != "" && len(srv.Args) == 0 && len(srv.Env) == 0 {
 		return nil
 	}
@@ -111,14 +111,14 @@ func (s *Service) mayStart(srv *servers.Server, trustWorkspace bool) error {
 // counted — except those defined by files of a workspace the user has not
 // trusted (see ErrUntrustedWorkspace), which are reported unchecked with
 // the reason. A name asked for that the configuration read and left out
-// (servers.Disabled) is reported with why; any other unknown name is an
+// (upstream.Disabled) is reported with why; any other unknown name is an
 // invalid request.
 func (s *Service) Servers(ctx context.Context, workflowFile string, connect, trustWorkspace bool, names ...string) ([]ServerStatus, error) {
 	set, err := s.ServerSet(workflowFile)
 	if err != nil {
 		return nil, err
 	}
-	pool := servers.NewPool(set, &servers.Options{Workspace: s.o.Workspace, Self: s.o.Self})
+	pool := upstream.NewPool(set, &upstream.Options{Workspace: s.o.Workspace, Self: s.o.Self})
 	defer pool.Close()
 	if len(names) == 0 {
 		names = set.Names()
@@ -140,7 +140,7 @@ func (s *Service) Servers(ctx context.Context, workflowFile string, connect, tru
 			cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			sess, err := pool.Session(cctx, name)
 			if err == nil {
-				var tools map[string]servers.Tool
+				var tools map[string]upstream.Tool
 				tools, err = sess.Tools(cctx)
 				st.Tools = len(tools)
 			}
@@ -154,10 +154,10 @@ func (s *Service) Servers(ctx context.Context, workflowFile string, connect, tru
 
 // leftOut explains lookupErr, the error of a server name not configured:
 // when the configuration read an entry of that name and left it out (see
-// servers.Disabled), it returns that and an invalid request saying why;
+// upstream.Disabled), it returns that and an invalid request saying why;
 // else nil and lookupErr as an invalid request.
-func (s *Service) leftOut(name string, lookupErr error) (*servers.Disabled, error) {
-	cfg, err := servers.LoadConfig(s.o.Workspace, s.o.ServersFile)
+func (s *Service) leftOut(name string, lookupErr error) (*upstream.Disabled, error) {
+	cfg, err := upstream.LoadConfig(s.o.Workspace, s.o.ServersFile)
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +179,7 @@ type ToolsRequest struct {
 // ToolVerdict is a tool as discovered, with the verdict the engine would
 // journal for a lost call of it now.
 type ToolVerdict struct {
-	Tool servers.Tool
+	Tool upstream.Tool
 	// Verdict is replay.Judge on the tool's annotations as declared, under
 	// the current server and workspace trust: the same function, on the
 	// same inputs, as the engine's decision.
@@ -190,7 +190,7 @@ type ToolVerdict struct {
 
 // ToolsReport is a server's tools and the trust they were judged under.
 type ToolsReport struct {
-	Server           *servers.Server
+	Server           *upstream.Server
 	ServerTrusted    bool
 	WorkspaceTrusted bool
 	Tools            []ToolVerdict // by name
@@ -213,7 +213,7 @@ func (s *Service) Tools(ctx context.Context, req ToolsRequest) (*ToolsReport, er
 	if err := s.mayStart(srv, req.TrustWorkspace); err != nil {
 		return nil, &invalidError{msg: err.Error(), cause: err}
 	}
-	sess, err := servers.Connect(ctx, srv, &servers.Options{Workspace: s.o.Workspace, Self: s.o.Self})
+	sess, err := upstream.Connect(ctx, srv, &upstream.Options{Workspace: s.o.Workspace, Self: s.o.Self})
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +224,7 @@ func (s *Service) Tools(ctx context.Context, req ToolsRequest) (*ToolsReport, er
 	}
 	t := trust.NewResolver(&trust.Options{
 		Workspace: s.o.Workspace, Flag: req.TrustWorkspace, Store: s.o.TrustStore,
-		Own: servers.Set{srv.Name: srv},
+		Own: upstream.Set{srv.Name: srv},
 	}).Trust(srv.Name)
 	rep := &ToolsReport{Server: srv, ServerTrusted: t.Server, WorkspaceTrusted: t.Workspace}
 	names := make([]string, 0, len(tools))
@@ -273,7 +273,7 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*workflow.
 		return nil, err
 	}
 	problems = slices.Clone(problems)
-	pool := servers.NewPool(wf.Servers, &servers.Options{Workspace: s.o.Workspace, Self: s.o.Self})
+	pool := upstream.NewPool(wf.Servers, &upstream.Options{Workspace: s.o.Workspace, Self: s.o.Self})
 	defer pool.Close()
 	for _, st := range wf.Steps {
 		if err := s.mayStart(wf.Servers[st.Server], req.TrustWorkspace); err != nil {
@@ -281,7 +281,7 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*workflow.
 		}
 		sess, err := pool.Session(ctx, st.Server)
 		if err == nil {
-			var tool servers.Tool
+			var tool upstream.Tool
 			if tool, err = sess.Tool(ctx, st.Tool); err == nil {
 				err = workflow.CheckLiteralArguments(st, tool)
 			}
@@ -304,7 +304,7 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*workflow.
 // verdictNow is the replay verdict a lost call of tool would get under
 // trust t (replay.Judge, no replay made yet), and the verdict on its
 // annotations alone.
-func verdictNow(t journal.Trust, tool servers.Tool) (replay.Decision, replay.Reason) {
+func verdictNow(t journal.Trust, tool upstream.Tool) (replay.Decision, replay.Reason) {
 	_, declared := replay.Declared(tool.Annotations)
 	return replay.Judge(replay.View{ServerTrusted: t.Server, WorkspaceTrusted: t.Workspace, Annotations: tool.Annotations}, 0), declared
 }

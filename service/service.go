@@ -9,9 +9,9 @@ import (
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/telemetry"
 	"github.com/mcpflow/mcpflow/trust"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // Options configure a Service. Nil Options mean the defaults.
@@ -163,8 +163,8 @@ func (s *Service) Close() error {
 
 // External reads the servers configured outside workflows in workspace:
 // its mcpflow.yaml (with imports), then the service's servers file.
-func (s *Service) External(workspace string) (servers.Set, error) {
-	set, _, err := servers.LoadExternal(workspace, s.o.ServersFile)
+func (s *Service) External(workspace string) (upstream.Set, error) {
+	set, _, err := upstream.LoadExternal(workspace, s.o.ServersFile)
 	return set, err
 }
 
@@ -211,7 +211,7 @@ func (s *Service) report(id journal.ID, acted bool) (*Report, error) {
 // execution is what one run needs: its servers' sessions and its trust,
 // built once for the run.
 type execution struct {
-	pool  *servers.Pool
+	pool  *upstream.Pool
 	trust *trust.Resolver
 }
 
@@ -220,15 +220,15 @@ func (x *execution) close() { x.pool.Close() }
 // prepare builds the pool and the trust resolver of a run in workspace
 // using the servers in set; own are the entries whose trust the run's
 // definition fixes (a workflow's own servers:).
-func (s *Service) prepare(set, own servers.Set, workspace string, trustWorkspace bool) *execution {
+func (s *Service) prepare(set, own upstream.Set, workspace string, trustWorkspace bool) *execution {
 	return &execution{
-		pool: servers.NewPool(set, &servers.Options{Workspace: workspace, Self: s.o.Self}),
+		pool: upstream.NewPool(set, &upstream.Options{Workspace: workspace, Self: s.o.Self}),
 		trust: trust.NewResolver(&trust.Options{
 			Workspace: workspace,
 			Flag:      trustWorkspace,
 			Store:     s.o.TrustStore,
 			Own:       own,
-			External:  func() (servers.Set, []string, error) { return servers.LoadExternal(workspace, s.o.ServersFile) },
+			External:  func() (upstream.Set, []string, error) { return upstream.LoadExternal(workspace, s.o.ServersFile) },
 		}),
 	}
 }

@@ -17,18 +17,18 @@ import (
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
-	"github.com/mcpflow/mcpflow/servers"
-	"github.com/mcpflow/mcpflow/servers/demo"
 	"github.com/mcpflow/mcpflow/service"
 	"github.com/mcpflow/mcpflow/trust"
+	"github.com/mcpflow/mcpflow/upstream"
+	"github.com/mcpflow/mcpflow/upstream/demo"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // The test binary serves the demo when started as "TESTBINARY demo-server
 // FLAGS…", so builtin servers run as real stdio subprocesses of it.
 func TestMain(m *testing.M) {
-	if servers.Supervising() {
-		os.Exit(servers.Supervise(os.Args[1:]))
+	if upstream.Supervising() {
+		os.Exit(upstream.Supervise(os.Args[1:]))
 	}
 	if code, ok := demo.ServeCommand(os.Args[1:]); ok {
 		os.Exit(code)

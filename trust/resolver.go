@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // Options configure a Resolver. Nil Options, or a nil Store, mean the
@@ -20,10 +20,10 @@ type Options struct {
 	Store *Store
 	// Own are server entries whose trust is fixed for the run: a workflow's
 	// own servers: section, which its journaled definition carries.
-	Own servers.Set
+	Own upstream.Set
 	// External reads the servers configured outside the workflow and lists
-	// the files it read (servers.LoadExternal). Nil: none.
-	External func() (servers.Set, []string, error)
+	// the files it read (upstream.LoadExternal). Nil: none.
+	External func() (upstream.Set, []string, error)
 }
 
 // Resolver answers both trust gates of the replay rule for one run: server
@@ -44,7 +44,7 @@ type Resolver struct {
 	o Options
 
 	mu       sync.Mutex
-	ext      servers.Set
+	ext      upstream.Set
 	extFiles []stamp
 	extRead  bool
 	ws       journal.Trust
@@ -93,7 +93,7 @@ func (r *Resolver) Workspace() (bool, string) {
 
 // external returns the external configuration, read again if one of its
 // files changed; nil when it does not read.
-func (r *Resolver) external() servers.Set {
+func (r *Resolver) external() upstream.Set {
 	if r.o.External == nil {
 		return nil
 	}

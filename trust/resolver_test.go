@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // writeOld writes a file and dates it a minute back, so that a resolver may
@@ -25,16 +25,16 @@ func writeOld(t *testing.T, path, content string, age time.Duration) {
 
 func TestResolverReadsOnlyWhatChanged(t *testing.T) {
 	ws, storeDir := t.TempDir(), t.TempDir()
-	conf := filepath.Join(ws, servers.WorkspaceFile)
+	conf := filepath.Join(ws, upstream.WorkspaceFile)
 	writeOld(t, conf, "servers:\n  d: {builtin: demo, trust: true}\n", time.Hour)
 	loads := 0
 	r := NewResolver(&Options{
 		Workspace: ws,
 		Store:     OpenStore(storeDir),
-		Own:       servers.Set{"own": {Name: "own", Builtin: "demo", Trust: true}},
-		External: func() (servers.Set, []string, error) {
+		Own:       upstream.Set{"own": {Name: "own", Builtin: "demo", Trust: true}},
+		External: func() (upstream.Set, []string, error) {
 			loads++
-			return servers.LoadExternal(ws, "")
+			return upstream.LoadExternal(ws, "")
 		},
 	})
 	for range 256 {
@@ -92,9 +92,9 @@ func TestResolverReadsOnlyWhatChanged(t *testing.T) {
 // is watched too: creating it changes the answer.
 func TestResolverOptionalImportAppears(t *testing.T) {
 	ws := t.TempDir()
-	writeOld(t, filepath.Join(ws, servers.WorkspaceFile), "import:\n  - {path: extra.yaml, optional: true}\nservers:\n  d: {builtin: demo}\n", time.Hour)
+	writeOld(t, filepath.Join(ws, upstream.WorkspaceFile), "import:\n  - {path: extra.yaml, optional: true}\nservers:\n  d: {builtin: demo}\n", time.Hour)
 	r := NewResolver(&Options{Workspace: ws, Store: OpenStore(t.TempDir()),
-		External: func() (servers.Set, []string, error) { return servers.LoadExternal(ws, "") }})
+		External: func() (upstream.Set, []string, error) { return upstream.LoadExternal(ws, "") }})
 	if got := r.Trust("x"); got.Server {
 		t.Fatalf("x trusted before it is configured: %+v", got)
 	}

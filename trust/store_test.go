@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // canon is the canonical form of a test directory (t.TempDir may itself
@@ -314,7 +314,7 @@ func TestDefaultDir(t *testing.T) {
 // ever sets server trust, and nothing in the results says anything about
 // the workspace.
 func TestNoFileGrantsWorkspace(t *testing.T) {
-	set, err := servers.Import(filepath.Join("..", "servers", "testdata", "import", "gemini", ".gemini", "settings.json"))
+	set, err := upstream.Import(filepath.Join("..", "upstream", "testdata", "import", "gemini", ".gemini", "settings.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,8 +322,8 @@ func TestNoFileGrantsWorkspace(t *testing.T) {
 		t.Errorf("server trust not carried over as declared: %+v", set)
 	}
 	ws := t.TempDir()
-	os.WriteFile(filepath.Join(ws, servers.WorkspaceFile), []byte("servers:\n  d: {builtin: demo, trust: true}\n"), 0o644)
-	if _, _, err := servers.LoadWorkspace(ws); err != nil {
+	os.WriteFile(filepath.Join(ws, upstream.WorkspaceFile), []byte("servers:\n  d: {builtin: demo, trust: true}\n"), 0o644)
+	if _, _, err := upstream.LoadWorkspace(ws); err != nil {
 		t.Fatal(err)
 	}
 	store := OpenStore(t.TempDir())

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -23,10 +23,10 @@ func TestAliasesReadAlikeInWorkflowsAndConfiguration(t *testing.T) {
     <<: *base
     trust: false
 `
-	if err := os.WriteFile(filepath.Join(dir, servers.WorkspaceFile), []byte(conf), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, upstream.WorkspaceFile), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	set, _, err := servers.LoadWorkspace(dir)
+	set, _, err := upstream.LoadWorkspace(dir)
 	if err != nil {
 		t.Fatalf("mcpflow.yaml with aliases: %v", err)
 	}
@@ -81,10 +81,10 @@ steps:
 		prev = n
 	}
 	_, werr := workflow.Load("bomb.yaml", []byte(bomb), nil)
-	if err := os.WriteFile(filepath.Join(dir, servers.WorkspaceFile), []byte(bomb), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, upstream.WorkspaceFile), []byte(bomb), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, _, serr := servers.LoadWorkspace(dir)
+	_, _, serr := upstream.LoadWorkspace(dir)
 	const want = "expands to more than 100000 nodes"
 	for what, err := range map[string]error{"workflow": werr, "mcpflow.yaml": serr} {
 		if err == nil || !strings.Contains(err.Error(), want) {

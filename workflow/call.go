@@ -5,7 +5,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // LiteralTag marks a YAML value that is sent exactly as written: a
@@ -22,7 +22,7 @@ const LiteralTag = "!literal"
 // the server without copying its entry: the entry's trust is read from the
 // current configuration at every decision, and its env and headers (which
 // may hold credentials) stay out of the journal.
-func Call(server, tool string, args map[string]any, set servers.Set) (*Workflow, error) {
+func Call(server, tool string, args map[string]any, set upstream.Set) (*Workflow, error) {
 	if _, err := set.Lookup(server); err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func Call(server, tool string, args map[string]any, set servers.Set) (*Workflow,
 	}
 	st := &Step{ID: "call", Server: server, Tool: tool, With: Literal(args), Concurrency: 1, Retry: Retry{Attempts: 1}}
 	return &Workflow{
-		Name: name, Servers: servers.Merge(set), Own: servers.Set{}, Steps: []*Step{st},
+		Name: name, Servers: upstream.Merge(set), Own: upstream.Set{}, Steps: []*Step{st},
 		Path: name, Source: src,
 	}, nil
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -13,7 +13,7 @@ import (
 // value, and its journaled definition loads back to the same arguments —
 // "${{" included, which is sent as text, never evaluated.
 func TestCallRoundTrips(t *testing.T) {
-	set := servers.Set{"demo": {Name: "demo", Builtin: "demo"}}
+	set := upstream.Set{"demo": {Name: "demo", Builtin: "demo"}}
 	args := map[string]any{
 		"name":     "Ada ${{ inputs.secret }}",
 		"count":    3.0,

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 var (
@@ -44,7 +44,7 @@ func (e *PosError) Unwrap() []error {
 
 // UnknownServerError is the cause of a step's error that names a server
 // which neither the workflow declares nor the configuration given to Load
-// defines. It is a servers.ErrUnknownServer.
+// defines. It is a upstream.ErrUnknownServer.
 type UnknownServerError struct {
 	// Server is the name the step gives.
 	Server string
@@ -52,7 +52,7 @@ type UnknownServerError struct {
 
 func (e *UnknownServerError) Error() string { return fmt.Sprintf("unknown server %q", e.Server) }
 
-func (e *UnknownServerError) Unwrap() error { return servers.ErrUnknownServer }
+func (e *UnknownServerError) Unwrap() error { return upstream.ErrUnknownServer }
 
 // Errors is every error found in a workflow file, sorted by position, then
 // message (see [Join]): validation goes on after an error, so that one run

@@ -20,13 +20,13 @@ import (
 	"github.com/mcpflow/mcpflow/internal/inputfile"
 	"github.com/mcpflow/mcpflow/internal/yamlpos"
 
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // LoadFile reads and validates the workflow at path. external holds the
 // servers configured outside the workflow (mcpflow.yaml, --servers); the
 // workflow's own servers: entries override them by name.
-func LoadFile(path string, external servers.Set) (*Workflow, error) {
+func LoadFile(path string, external upstream.Set) (*Workflow, error) {
 	src, err := ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -46,7 +46,7 @@ func ReadFile(path string) ([]byte, error) {
 // Load parses and validates a workflow (see LoadFile). Every error names the
 // file, line and column, and what was expected. Validation goes on after an
 // error: the error is an Errors holding every one found.
-func Load(file string, src []byte, external servers.Set) (*Workflow, error) {
+func Load(file string, src []byte, external upstream.Set) (*Workflow, error) {
 	wf, err := LoadPartial(file, src, external)
 	if err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func Load(file string, src []byte, external servers.Set) (*Workflow, error) {
 // workflow as far as it could be read, without the steps and outputs that
 // have errors (nil when the file is not YAML or holds nothing). A workflow
 // returned with an error must never be run.
-func LoadPartial(file string, src []byte, external servers.Set) (*Workflow, error) {
+func LoadPartial(file string, src []byte, external upstream.Set) (*Workflow, error) {
 	root, err := yamlpos.Parse(src)
 	if err != nil {
 		return nil, Join(syntaxError(file, src, err))
@@ -68,7 +68,7 @@ func LoadPartial(file string, src []byte, external servers.Set) (*Workflow, erro
 		return nil, Join(&PosError{File: file, Msg: "empty workflow: expected a mapping with name and steps"})
 	}
 	l := &loader{file: file, badServers: map[string]bool{}}
-	wf := &Workflow{Path: file, Source: src, Servers: servers.Merge(external), Own: servers.Set{}}
+	wf := &Workflow{Path: file, Source: src, Servers: upstream.Merge(external), Own: upstream.Set{}}
 	l.workflow(root, wf)
 	return wf, Join(l.errs...)
 }
@@ -475,10 +475,10 @@ func (l *loader) servers(n *yaml.Node, wf *Workflow) {
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		srv, err := servers.ParseEntry(l.file, k.Value, v)
+		srv, err := upstream.ParseEntry(l.file, k.Value, v)
 		if err != nil {
 			l.badServers[k.Value] = true
-			if ce := (*servers.ConfigError)(nil); errors.As(err, &ce) {
+			if ce := (*upstream.ConfigError)(nil); errors.As(err, &ce) {
 				l.errs = append(l.errs, &PosError{File: ce.File, Line: ce.Line, Column: ce.Column, Msg: ce.Message()})
 			} else {
 				l.fail(v, "server %s: %v", k.Value, err)

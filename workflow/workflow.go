@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // Workflow is a validated workflow definition.
@@ -23,8 +23,8 @@ type Workflow struct {
 	Env []string
 	// Servers are the servers steps can use: the external configuration
 	// merged with the workflow's own servers: section (Own), which wins.
-	Servers servers.Set
-	Own     servers.Set
+	Servers upstream.Set
+	Own     upstream.Set
 	Steps   []*Step
 	Outputs []*Output
 	// Path is where the definition was read from; Source its exact bytes
@@ -116,7 +116,7 @@ func (w *Workflow) Step(id string) *Step {
 // CheckLiteralArguments validates a step's arguments against the tool's
 // input schema when they hold no expression (arguments with expressions
 // are validated before each call instead).
-func CheckLiteralArguments(st *Step, tool servers.Tool) error {
+func CheckLiteralArguments(st *Step, tool upstream.Tool) error {
 	if st.With != nil && st.With.HasExpressions() {
 		return nil
 	}
@@ -135,26 +135,26 @@ func CheckLiteralArguments(st *Step, tool servers.Tool) error {
 
 // StepError is err, found for step st after Load (by validate --discover),
 // at the place in the workflow's file it is about: the argument a
-// *servers.ArgsError names (or the nearest value around it that is
-// written: with:, else tool:), the step's tool: for servers.ErrUnknownTool,
+// *upstream.ArgsError names (or the nearest value around it that is
+// written: with:, else tool:), the step's tool: for upstream.ErrUnknownTool,
 // else its server:. The message is "step ID: err".
 func (w *Workflow) StepError(st *Step, err error) *PosError {
 	at := st.at.server
-	var ae *servers.ArgsError
+	var ae *upstream.ArgsError
 	switch {
 	case errors.As(err, &ae):
 		at = st.at.tool
 		if st.With != nil {
 			at = st.With.find(ae.Field)
 		}
-	case errors.Is(err, servers.ErrUnknownTool):
+	case errors.Is(err, upstream.ErrUnknownTool):
 		at = st.at.tool
 	}
 	return &PosError{File: w.Path, Line: at.line, Column: at.col, Msg: fmt.Sprintf("step %s: %v", st.ID, err)}
 }
 
 // find is the position of the value at field, an argument path as
-// servers.ArgsError names it ("address.zip", "tags[2]", "tags[]" for any
+// upstream.ArgsError names it ("address.zip", "tags[2]", "tags[]" for any
 // item): of the deepest value on that path that is written.
 func (v *Value) find(field string) position {
 	at := v.at

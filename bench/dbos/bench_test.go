@@ -25,7 +25,7 @@ import (
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/postgres"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -154,10 +154,10 @@ type memSession struct{ cs *mcp.ClientSession }
 
 var _ engine.Session = memSession{}
 
-func (s memSession) Tool(context.Context, string) (servers.Tool, error) {
+func (s memSession) Tool(context.Context, string) (upstream.Tool, error) {
 	// The bench server's only tool; listing it on every step would be a
-	// cost the real servers.Session does not pay (it caches the list).
-	return servers.Tool{Name: "t", Annotations: json.RawMessage(`{"idempotentHint":true}`)}, nil
+	// cost the real upstream.Session does not pay (it caches the list).
+	return upstream.Tool{Name: "t", Annotations: json.RawMessage(`{"idempotentHint":true}`)}, nil
 }
 
 func (s memSession) Call(ctx context.Context, in journal.Intent, tool string, args json.RawMessage, _ func(float64, float64, string)) (*mcp.CallToolResult, error) {

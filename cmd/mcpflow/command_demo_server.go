@@ -3,7 +3,7 @@ package main
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/mcpflow/mcpflow/servers/demo"
+	"github.com/mcpflow/mcpflow/upstream/demo"
 )
 
 func newDemoServerCommand() *cobra.Command {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 func newServersCommand(g *globals) *cobra.Command {
@@ -28,8 +28,8 @@ imports), in --servers FILE, and — with --workflow FILE — in a workflow.`,
 
 // target is where the server is, as it would be started now: defaults of
 // unset variables applied, values of set ones not shown
-// (servers.Server.Displayed).
-func target(s *servers.Server) string {
+// (upstream.Server.Displayed).
+func target(s *upstream.Server) string {
 	s = s.Displayed(os.LookupEnv)
 	switch {
 	case s.Builtin != "":

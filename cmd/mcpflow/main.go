@@ -5,13 +5,13 @@ import (
 	"os"
 
 	"github.com/mcpflow/mcpflow/internal/gcpolicy"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 func main() {
-	if servers.Supervising() {
+	if upstream.Supervising() {
 		// Started as a command server's supervisor, not as the CLI.
-		os.Exit(servers.Supervise(os.Args[1:]))
+		os.Exit(upstream.Supervise(os.Args[1:]))
 	}
 	gcpolicy.Apply()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))

@@ -21,7 +21,7 @@ import (
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/bolt"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
-	"github.com/mcpflow/mcpflow/servers"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // The test binary doubles as the mcpflow executable: with this variable set
@@ -33,8 +33,8 @@ const asMainEnv = "MCPFLOW_TEST_AS_MAIN"
 const tagEnv = "MCPFLOW_TEST_TAG"
 
 func TestMain(m *testing.M) {
-	if servers.Supervising() {
-		os.Exit(servers.Supervise(os.Args[1:]))
+	if upstream.Supervising() {
+		os.Exit(upstream.Supervise(os.Args[1:]))
 	}
 	if os.Getenv(asMainEnv) == "1" {
 		killAfterCommit(os.Getenv(killAfterCommitEnv), os.Getenv(killAfterApplyEnv))

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/service"
+	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
@@ -19,7 +19,7 @@ import (
 // environment, where the servers' entries read it when they start. Off a
 // terminal nothing is asked: the server that needs the input reports what
 // to set.
-func askInputs(ctx context.Context, s ioStreams, set servers.Set, use []string) error {
+func askInputs(ctx context.Context, s ioStreams, set upstream.Set, use []string) error {
 	in, ok := s.In.(*os.File)
 	if !ok || !interactive(s) {
 		return nil
@@ -47,7 +47,7 @@ func askInputs(ctx context.Context, s ioStreams, set servers.Set, use []string) 
 
 // runServers names the servers a workflow's steps use, with the servers it
 // can reach; nil when the workflow does not load (the run reports why).
-func runServers(svc *service.Service, file string) (servers.Set, []string) {
+func runServers(svc *service.Service, file string) (upstream.Set, []string) {
 	external, err := svc.ServerSet("")
 	if err != nil {
 		return nil, nil

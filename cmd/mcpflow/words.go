@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/servers"
 	"github.com/mcpflow/mcpflow/service"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // shortRun is a run's full id as users see it, short.
@@ -79,21 +79,21 @@ func lookedFor(f map[string]string) string {
 	if read := f["read"]; read != "" {
 		fmt.Fprintf(&b, "  servers were looked for in the workspace %s, in: %s\n", ws, strings.ReplaceAll(read, "\n", ", "))
 	} else {
-		fmt.Fprintf(&b, "  servers were looked for in the workspace %s, which has no %s (and no --servers FILE was given)\n", ws, servers.WorkspaceFile)
+		fmt.Fprintf(&b, "  servers were looked for in the workspace %s, which has no %s (and no --servers FILE was given)\n", ws, upstream.WorkspaceFile)
 	}
 	dir := ""
 	if abs, err := filepath.Abs(f["workflow"]); err == nil && f["workflow"] != "" {
 		dir = filepath.Dir(abs)
 	}
-	_, err := os.Stat(filepath.Join(dir, servers.WorkspaceFile))
+	_, err := os.Stat(filepath.Join(dir, upstream.WorkspaceFile))
 	switch {
 	case dir != "" && dir != ws && err == nil:
-		fmt.Fprintf(&b, "  the workflow is in %s, which has its own %s: to use it, pass --workspace %s", dir, servers.WorkspaceFile, dir)
+		fmt.Fprintf(&b, "  the workflow is in %s, which has its own %s: to use it, pass --workspace %s", dir, upstream.WorkspaceFile, dir)
 	case dir != "" && dir != ws:
 		fmt.Fprintf(&b, "  the workflow is in %s: to use the servers configured in another directory, pass --workspace DIR (or --servers FILE)", dir)
 	default:
 		fmt.Fprintf(&b, "  define %q in %s or in the workflow's servers:, or pass --servers FILE, or --workspace DIR to use another directory's %s",
-			f["unknown_server"], filepath.Join(ws, servers.WorkspaceFile), servers.WorkspaceFile)
+			f["unknown_server"], filepath.Join(ws, upstream.WorkspaceFile), upstream.WorkspaceFile)
 	}
 	return b.String()
 }

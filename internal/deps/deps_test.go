@@ -61,22 +61,22 @@ func internal(p string) bool { return strings.HasPrefix(p, "internal/") }
 //     and replay nothing outside the standard library;
 //   - internal/ packages are leaves: they import nothing of ours but other
 //     internal/ packages;
-//   - servers, trust and workflow never depend on engine, service or cmd;
+//   - upstream, trust and workflow never depend on engine, service or cmd;
 //   - engine never depends on service or cmd; service never on cmd;
 //   - api (the JSON shapes) imports only journal and replay: every front end
 //     can use it;
-//   - server (the long-running owner) never depends on cmd or client;
-//   - client (the HTTP API's other end) never depends on server: the wire
+//   - httpapi (mcpflow server's HTTP API) never depends on cmd or client;
+//   - client (the HTTP API's other end) never depends on httpapi: the wire
 //     shapes are api's, the errors' codes service's;
-//   - service never depends on server or client: it owns the contract
+//   - service never depends on httpapi or client: it owns the contract
 //     (service.API) both sides implement;
 //   - telemetry (the OpenTelemetry and Prometheus wiring) imports only
-//     journal and internal/: engine, servers and journal reach it through
+//     journal and internal/: engine, upstream and journal reach it through
 //     the otel global API and small hooks, never by importing it;
 //   - nothing imports cmd.
 func TestPackageGraph(t *testing.T) {
 	all := packages(t)
-	for _, must := range []string{"journal", "replay", "servers", "trust", "workflow", "engine", "service", "telemetry", "cmd/mcpflow"} {
+	for _, must := range []string{"journal", "replay", "upstream", "trust", "workflow", "engine", "service", "telemetry", "cmd/mcpflow"} {
 		if _, ok := all[must]; !ok {
 			t.Fatalf("package %s not found in %v", must, all)
 		}
@@ -100,15 +100,15 @@ func TestPackageGraph(t *testing.T) {
 			}
 		}
 		forbidden := map[string][]string{
-			"servers":   {"engine", "service", "cmd/mcpflow", "trust", "workflow", "telemetry"},
+			"upstream":  {"engine", "service", "cmd/mcpflow", "trust", "workflow", "telemetry"},
 			"trust":     {"engine", "service", "cmd/mcpflow", "workflow"},
 			"workflow":  {"engine", "service", "cmd/mcpflow", "trust"},
 			"engine":    {"service", "cmd/mcpflow", "telemetry"},
 			"journal":   {"telemetry"},
-			"telemetry": {"engine", "service", "server", "servers", "workflow", "trust", "cmd/mcpflow"},
-			"service":   {"cmd/mcpflow", "server", "client"},
-			"server":    {"cmd/mcpflow", "client"},
-			"client":    {"cmd/mcpflow", "server"},
+			"telemetry": {"engine", "service", "httpapi", "upstream", "workflow", "trust", "cmd/mcpflow"},
+			"service":   {"cmd/mcpflow", "httpapi", "client"},
+			"httpapi":   {"cmd/mcpflow", "client"},
+			"client":    {"cmd/mcpflow", "httpapi"},
 		}
 		if name == "api" {
 			for _, imp := range imports {
@@ -149,7 +149,7 @@ func TestStorageEnginesStayBehindTheDoor(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"journal", "api", "trust", "workflow", "replay", "servers"} {
+	for _, name := range []string{"journal", "api", "trust", "workflow", "replay", "upstream"} {
 		p, ok := all[name]
 		if !ok {
 			t.Fatalf("package %s not found", name)
@@ -164,7 +164,7 @@ func TestStorageEnginesStayBehindTheDoor(t *testing.T) {
 
 // TestCommandsSpeakTheContract: cmd/mcpflow holds flags, prompts and
 // printing; it reaches the journal through service.API. It imports
-// neither server nor a storage engine: door opens the journal a location
+// neither httpapi nor a storage engine: door opens the journal a location
 // names and starts the HTTP server (for mcpflow server, and for a command
 // that holds the journal and serves it meanwhile). Only command_root.go
 // and owner.go find the client.
@@ -181,7 +181,7 @@ func TestCommandsSpeakTheContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	allowed := map[string][]string{
-		module + "/server":           nil, // door starts it
+		module + "/httpapi":          nil, // door starts it
 		module + "/journal/bolt":     nil, // door opens the engines
 		module + "/journal/postgres": nil,
 		module + "/client":           {"command_root.go", "owner.go"},

@@ -1,0 +1,111 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/service"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+)
+
+// started is how a run started in the background reports back: its id
+// once it is journaled, or why it could not start.
+type started struct {
+	id  journal.ID
+	err error
+}
+
+// traceOf is the server's base context with the trace context of r's
+// headers (traceparent, tracestate, baggage), which a run started for r
+// joins: cancellation still comes from the server, never from r.
+func (s *Server) traceOf(r *http.Request) context.Context {
+	return otel.GetTextMapPropagator().Extract(s.base, propagation.HeaderCarrier(r.Header))
+}
+
+// submit starts a workflow in the background and returns its run id once
+// the run is journaled. The run belongs to the server: Stop waits for it.
+// trace carries the trace context the request came with (see traceOf).
+func (s *Server) submit(trace context.Context, req service.RunRequest) (journal.ID, error) {
+	return s.launch(trace, func(ctx context.Context, events func(engine.Event)) error {
+		req.Events = events
+		_, err := s.svc.Run(ctx, req)
+		return err
+	})
+}
+
+// resume continues a run in the background; see submit.
+func (s *Server) resume(trace context.Context, req service.ResumeRequest) (journal.ID, error) {
+	return s.launch(trace, func(ctx context.Context, events func(engine.Event)) error {
+		req.Events = events
+		rep, err := s.svc.Resume(ctx, req)
+		if err == nil && !rep.Acted {
+			return errNothingToResume{rep.Run}
+		}
+		return err
+	})
+}
+
+// call makes one journaled tool call in the background; see submit.
+func (s *Server) call(trace context.Context, req service.CallRequest) (journal.ID, error) {
+	return s.launch(trace, func(ctx context.Context, events func(engine.Event)) error {
+		req.Events = events
+		_, err := s.svc.Call(ctx, req)
+		return err
+	})
+}
+
+// errNothingToResume: the run succeeded, or waits for an operator.
+type errNothingToResume struct{ run *journal.Run }
+
+func (e errNothingToResume) Error() string {
+	return "run " + e.run.ID.Short() + " is " + e.run.Status.String() + ": nothing to resume"
+}
+
+func (e errNothingToResume) Unwrap() error { return service.ErrNothingToResume }
+
+func (e errNothingToResume) Fields() map[string]string {
+	return map[string]string{"run": e.run.ID.String(), "status": e.run.Status.String()}
+}
+
+// launch runs fn in a goroutine the server owns, publishing its events,
+// and returns once its run is journaled (its RunStarted event) or fn
+// failed before.
+func (s *Server) launch(trace context.Context, fn func(ctx context.Context, events func(engine.Event)) error) (journal.ID, error) {
+	if err := s.busy(); err != nil {
+		return journal.ID{}, err
+	}
+	if s.stopping.Load() {
+		return journal.ID{}, ErrStopping
+	}
+	ch := make(chan started, 1)
+	s.runs.Add(1)
+	s.going.Add(1)
+	go func() {
+		defer s.runs.Done()
+		defer s.going.Add(-1)
+		announced := false
+		err := fn(trace, func(ev engine.Event) {
+			if ev.Kind == engine.RunStarted && !announced {
+				announced = true
+				ch <- started{id: ev.Run}
+			}
+			s.hub.publish(service.EventOf(ev))
+		})
+		if !announced {
+			if err == nil {
+				err = errors.New("the run did not start")
+			}
+			ch <- started{err: err}
+			return
+		}
+		if err != nil {
+			s.logf("run: %v", err)
+		}
+	}()
+	st := <-ch
+	return st.id, st.err
+}

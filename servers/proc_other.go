@@ -1,7 +1,0 @@
-//go:build !linux
-
-package servers
-
-import "os/exec"
-
-func setParentDeathSignal(*exec.Cmd) {}

@@ -1,0 +1,96 @@
+package upstream
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// httpClient returns the client of an http or sse session: the base client
+// with a Transport that adds the server's headers.
+func (s *Session) httpClient(o Options, endpoint string, headers http.Header) *http.Client {
+	var hc http.Client
+	if o.HTTPClient != nil {
+		hc = *o.HTTPClient
+	}
+	base := hc.Transport
+	if base == nil {
+		if dt, ok := http.DefaultTransport.(*http.Transport); ok {
+			s.ownHTTP = dt.Clone()
+			base = s.ownHTTP
+		} else {
+			base = http.DefaultTransport
+		}
+	}
+	host := ""
+	if u, err := url.Parse(endpoint); err == nil {
+		host = u.Host
+	}
+	hc.Transport = &headerTransport{base: base, host: host, headers: headers}
+	return &hc
+}
+
+// headerTransport adds configured headers to every request to the
+// endpoint's host (not to another host a redirect or an SSE endpoint event
+// points to: the headers often carry credentials). It never replaces a
+// header the MCP transport set itself (Mcp-Session-Id,
+// Mcp-Protocol-Version, Accept, Content-Type, Last-Event-ID).
+type headerTransport struct {
+	base    http.RoundTripper
+	host    string
+	headers http.Header
+}
+
+func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if len(t.headers) == 0 || req.URL.Host != t.host {
+		return t.base.RoundTrip(req)
+	}
+	r := req.Clone(req.Context())
+	for k, vs := range t.headers {
+		if _, set := r.Header[k]; set {
+			continue
+		}
+		r.Header[k] = append([]string(nil), vs...)
+	}
+	return t.base.RoundTrip(r)
+}
+
+// detachedTransport connects the inner transport with a context that ends
+// when the connection is closed, not when Connect's context ends. go-sdk's
+// SSE client keeps the context of Connect for its event stream, so a
+// connect timeout (or a cancelled step) would otherwise break the session
+// later. Connect's context still bounds the handshake.
+type detachedTransport struct {
+	inner mcp.Transport
+}
+
+func (t *detachedTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	connCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, cancel)
+	c, err := t.inner.Connect(connCtx)
+	if !stop() { // ctx ended during the handshake, and cancel ran
+		if err == nil {
+			c.Close()
+		}
+		return nil, context.Cause(ctx)
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &cancelConn{Connection: c, cancel: cancel}, nil
+}
+
+// cancelConn ends its context when closed.
+type cancelConn struct {
+	mcp.Connection
+	cancel context.CancelFunc
+}
+
+func (c *cancelConn) Close() error {
+	err := c.Connection.Close()
+	c.cancel()
+	return err
+}

@@ -1,0 +1,533 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpflow/mcpflow/internal/didyoumean"
+	mcpmeta "github.com/mcpflow/mcpflow/internal/meta"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Version is reported to servers as the client version.
+var Version = "dev"
+
+// Tool is a tool as discovered from a server.
+type Tool struct {
+	Name        string
+	Description string
+	// Annotations is the raw JSON of the tool's annotations exactly as the
+	// server sent them; nil when the tool sent none.
+	Annotations json.RawMessage
+	InputSchema json.RawMessage
+	// OutputSchema is the raw outputSchema, nil when the tool has none.
+	OutputSchema json.RawMessage
+}
+
+// Options configures Connect.
+type Options struct {
+	// Self is the executable that serves builtin servers ("mcpflow
+	// demo-server"). Default: os.Executable().
+	Self string
+	// Workspace is the directory stdio servers run in (unless their cwd
+	// says otherwise) and that a relative cwd is relative to; their stderr
+	// goes to Workspace/.mcpflow/logs/NAME.log. Default: the current
+	// directory.
+	Workspace string
+	// Progress receives notifications/progress for calls made with a token.
+	Progress func(token any, progress, total float64, message string)
+	// HTTPClient is the base client of http and sse servers; each session
+	// wraps its Transport to add the server's headers. Its Timeout must be
+	// zero: responses stream. Default: a client of the session's own, with
+	// a clone of http.DefaultTransport, whose idle connections Close closes.
+	HTTPClient *http.Client
+	// LookupEnv resolves ${VAR} references in the entry. Default
+	// os.LookupEnv.
+	LookupEnv func(name string) (string, bool)
+}
+
+// DefaultConnectTimeout bounds starting and initializing a session whose
+// configuration sets no connect_timeout (npx may download the server first).
+const DefaultConnectTimeout = 60 * time.Second
+
+// DefaultReconnectTimeout bounds reconnecting after a lost connection whose
+// configuration sets no reconnect_timeout: long enough for a server that
+// restarts after a crash to come back.
+const DefaultReconnectTimeout = 30 * time.Second
+
+// Session is a live connection to one server. It is safe for concurrent use.
+type Session struct {
+	server *Server
+	cs     *mcp.ClientSession
+	tap    *wireTap
+
+	// stdio only
+	cmd *exec.Cmd
+
+	// The server's log: a stdio server's stderr, and every server's log
+	// notifications (notifications/message). An http or sse server's log
+	// is opened when its first message arrives.
+	workspace string
+	logPath   string
+	logMu     sync.Mutex
+	log       *os.File
+	logClosed bool
+	// stderr copies a stdio server's stderr into the log (nil for http
+	// and sse); secrets are scrubbed from both (HoldSecrets).
+	stderr  *stderrPump
+	secrets secretSet
+	// logInMeta: the server logs, and the protocol wants the log level in
+	// each request's _meta.
+	logInMeta bool
+
+	// http and sse: the transport made for this session, if any
+	ownHTTP *http.Transport
+
+	mu       sync.Mutex
+	progress map[any]func(progress, total float64, message string)
+
+	toolsMu    sync.Mutex
+	tools      map[string]Tool
+	toolsStale atomic.Bool // the server said its tools changed
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// terminateDuration is how long Close waits for a stdio server to exit
+// after its stdin closed, before it is sent SIGTERM (and later killed).
+const terminateDuration = 500 * time.Millisecond
+
+// httpReconnects bounds go-sdk's GET reconnects on streamable HTTP (of the
+// standalone stream, and of a call's response stream with Last-Event-ID,
+// which re-sends nothing). POSTs are never re-sent: neither go-sdk nor
+// net/http retries a POST. Kept low so that a dead server breaks the
+// session within seconds rather than after ~22 s.
+const httpReconnects = 2
+
+// Connect starts (for stdio) or reaches (for http and sse) srv and
+// initializes a session. ${VAR} references in the entry are expanded here;
+// an unset variable is an error wrapping ErrUnsetVariable. Every transport
+// goes through the wire tap, so [Tool.Annotations] are as declared and
+// [Session.CallsSent] counts tools/call requests on all of them.
+func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if err := srv.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Workspace == "" {
+		o.Workspace = "."
+	}
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
+	o.LookupEnv = srv.lookup(o.LookupEnv)
+	s := &Session{server: srv, tap: newWireTap(), progress: map[any]func(float64, float64, string){},
+		workspace: o.Workspace, logPath: filepath.Join(logDir(o.Workspace), logName(srv.Name))}
+	s.tap.secrets = &s.secrets
+	inner, err := s.transport(o)
+	if err != nil {
+		s.release()
+		return nil, err
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpflow", Version: Version}, &mcp.ClientOptions{
+		// Every journaled attempt must put exactly one tools/call on the wire.
+		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			p := req.Params
+			s.mu.Lock()
+			f := s.progress[p.ProgressToken]
+			s.mu.Unlock()
+			if f != nil {
+				f(p.Progress, p.Total, p.Message)
+			}
+		},
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+			// Rediscover on next use. No lock: this may run on the
+			// connection's reader while Tools waits for a page.
+			s.toolsStale.Store(true)
+		},
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			s.logMessage(req.Params)
+		},
+	})
+	transport := &wireTransport{inner: inner, tap: s.tap}
+	timeout := srv.ConnectTimeout
+	if timeout == 0 {
+		timeout = DefaultConnectTimeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cs, err := client.Connect(cctx, transport, nil)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		err = fmt.Errorf("no answer to initialize within %s (set connect_timeout on the server to wait longer): %w", timeout, err)
+	}
+	if err != nil {
+		transport.closeConn() // go-sdk does not close it on every failure path
+		s.stopStderr()        // the server's last words reach its log
+		tail := s.stderrTail()
+		s.release()
+		return nil, fmt.Errorf("connect to server %q (%s): %w%s%s", srv.Name, srv.Transport(), err, tail, authHint(srv, err))
+	}
+	s.cs = cs
+	activeSessions.Add(1)
+	s.askForLogs(cctx)
+	return s, nil
+}
+
+// transport builds the go-sdk transport for the server's kind.
+func (s *Session) transport(o Options) (mcp.Transport, error) {
+	srv := s.server
+	if srv.Transport() == TransportStdio {
+		cmd, err := s.command(o)
+		if err != nil {
+			return nil, err
+		}
+		s.cmd = cmd
+		return &stdioTransport{cmd: cmd, terminate: terminateDuration, maxSize: int(srv.maxMessageSize())}, nil
+	}
+	endpoint, err := srv.expand("url", srv.URL, o.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	headers := http.Header{}
+	for _, k := range sortedKeys(srv.Headers) {
+		v, err := srv.expand(placeKey("headers", k), srv.Headers[k], o.LookupEnv)
+		if err != nil {
+			return nil, err
+		}
+		headers.Set(k, v)
+	}
+	hc := s.httpClient(o, endpoint, headers)
+	if srv.Transport() == TransportSSE {
+		return &detachedTransport{inner: &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: hc}}, nil
+	}
+	return &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: httpReconnects}, nil
+}
+
+func (s *Session) command(o Options) (*exec.Cmd, error) {
+	srv := s.server
+	expand := func(what, v string) (string, error) { return srv.expand(what, v, o.LookupEnv) }
+	args := make([]string, len(srv.Args))
+	for i, a := range srv.Args {
+		var err error
+		if args[i], err = expand(fmt.Sprintf("args[%d]", i), a); err != nil {
+			return nil, err
+		}
+	}
+	self := o.Self
+	if self == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("server %q: find mcpflow's executable: %w", srv.Name, err)
+		}
+		self = exe
+	}
+	var cmd *exec.Cmd
+	if srv.Builtin != "" {
+		cmd = exec.Command(self, append([]string{"demo-server"}, args...)...)
+	} else {
+		name, err := expand("command", srv.Command)
+		if err != nil {
+			return nil, err
+		}
+		cmd = exec.Command(name, args...)
+	}
+	cmd.Dir = o.Workspace
+	if srv.Cwd != "" {
+		dir, err := expand("cwd", srv.Cwd)
+		if err != nil {
+			return nil, err
+		}
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(o.Workspace, dir)
+		}
+		cmd.Dir = dir
+	}
+	if srv.Builtin != "" {
+		cmd.Env = os.Environ() // mcpflow's own demo server: mcpflow itself
+	} else {
+		cmd.Env = defaultEnv()
+	}
+	if srv.EnvFile != "" {
+		path, err := expand("env_file", srv.EnvFile)
+		if err != nil {
+			return nil, err
+		}
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(o.Workspace, path)
+		}
+		vars, err := readEnvFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("server %q: env_file: %w", srv.Name, err)
+		}
+		for _, k := range sortedKeys(vars) {
+			if _, own := srv.Env[k]; !own {
+				cmd.Env = append(cmd.Env, k+"="+vars[k])
+			}
+		}
+	}
+	for _, k := range sortedKeys(srv.Env) {
+		v, err := expand(placeKey("env", k), srv.Env[k])
+		if err != nil {
+			return nil, err
+		}
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	if srv.Builtin == "" {
+		// Every process the server starts ends with it (Supervise).
+		cmd = supervised(cmd, self)
+	}
+	setParentDeathSignal(cmd)
+	f, err := openLog(o.Workspace, srv.Name)
+	if err != nil {
+		return nil, err
+	}
+	s.log = f // not yet shared: the connection starts later
+	pump, err := newStderrPump(&s.secrets, s.appendLog)
+	if err != nil {
+		return nil, fmt.Errorf("server %q: %w", srv.Name, err)
+	}
+	s.stderr = pump
+	cmd.Stderr = pump.w
+	return cmd, nil
+}
+
+// DefaultEnv lists the variables a command server inherits from mcpflow's
+// environment, as the official MCP SDKs do; everything else it gets only
+// when its configuration's env names it.
+var DefaultEnv = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "LC_CTYPE", "TMPDIR", "TZ"}
+
+func defaultEnv() []string {
+	var out []string
+	for _, k := range DefaultEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
+}
+
+// authHint says what to do when an HTTP server refused mcpflow for want of
+// authorization: mcpflow does not do OAuth; a token goes in a header.
+func authHint(srv *Server, err error) string {
+	if srv.URL == "" || err == nil {
+		return ""
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "Unauthorized") && !strings.Contains(msg, "Forbidden") && !strings.Contains(msg, "401") && !strings.Contains(msg, "403") {
+		return ""
+	}
+	return fmt.Sprintf(" (the server wants authorization; mcpflow does not do OAuth yet: pass a token in a header from an environment variable, e.g. headers: {Authorization: \"Bearer ${TOKEN}\"} on server %q)", srv.Name)
+}
+
+// logName is a safe file name for a server's log: names from imported
+// files may hold any character, including / and "..".
+func logName(server string) string {
+	b := []byte(server)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' && i > 0) {
+			b[i] = '_'
+		}
+	}
+	return string(b) + ".log"
+}
+
+// LogPath is the server's log file: a stdio server's stderr goes there,
+// and every server's log notifications, one line each (an http or sse
+// server's file exists once its first message arrived).
+func (s *Session) LogPath() string { return s.logPath }
+
+// PID is the process id of a stdio server; 0 for http and sse servers.
+func (s *Session) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// stderrTail returns the end of a stdio server's log, for error messages.
+func (s *Session) stderrTail() string {
+	if s.cmd == nil {
+		return ""
+	}
+	b, err := os.ReadFile(s.logPath)
+	if err != nil || len(b) == 0 {
+		return ""
+	}
+	if len(b) > 2048 {
+		b = b[len(b)-2048:]
+	}
+	return "\nserver stderr (" + s.logPath + "):\n" + strings.TrimRight(string(b), "\n")
+}
+
+// stopStderr closes a stdio server's stderr pump, once the server has
+// exited: what it wrote is in the log when it returns.
+func (s *Session) stopStderr() {
+	if s.stderr != nil {
+		s.stderr.close()
+	}
+}
+
+// release frees what a session holds besides its MCP connection, once the
+// server has exited (or was never started).
+func (s *Session) release() {
+	s.stopStderr()
+	s.logMu.Lock()
+	if s.log != nil {
+		s.log.Close()
+	}
+	s.logClosed = true
+	s.logMu.Unlock()
+	if s.ownHTTP != nil {
+		s.ownHTTP.CloseIdleConnections()
+	}
+}
+
+// Server returns the configuration the session was made from.
+func (s *Session) Server() *Server { return s.server }
+
+// Tools lists the server's tools, following pagination, with annotations as
+// declared. The listing is cached until the server says it changed.
+func (s *Session) Tools(ctx context.Context) (map[string]Tool, error) {
+	s.toolsMu.Lock()
+	defer s.toolsMu.Unlock()
+	if s.tools != nil && !s.toolsStale.Load() {
+		return s.tools, nil
+	}
+	s.toolsStale.Store(false) // a change announced from now on relists again
+	tools := map[string]Tool{}
+	s.tap.forgetTools() // nothing from an earlier listing may leak into this one
+	for t, err := range s.cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("list tools of server %q: %w", s.server.Name, err)
+		}
+		if ok, _ := s.server.Allows(t.Name); !ok {
+			continue // the configuration excludes it: not listed, never called
+		}
+		tool := Tool{Name: t.Name, Description: t.Description}
+		if rt, ok := s.tap.raw(t.Name); ok {
+			tool.Annotations, tool.InputSchema, tool.OutputSchema = rt.Annotations, rt.InputSchema, rt.OutputSchema
+		}
+		tools[t.Name] = tool
+	}
+	s.tools = tools
+	return tools, nil
+}
+
+// Tool returns one tool, or an error naming the tools that exist (and the
+// one likely meant, for a typo).
+func (s *Session) Tool(ctx context.Context, name string) (Tool, error) {
+	tools, err := s.Tools(ctx)
+	if err != nil {
+		return Tool{}, err
+	}
+	if t, ok := tools[name]; ok {
+		return t, nil
+	}
+	if ok, why := s.server.Allows(name); !ok {
+		return Tool{}, fmt.Errorf("%w %q: %s", ErrUnknownTool, name, why)
+	}
+	names := make([]string, 0, len(tools))
+	for n := range tools {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	if guess := didyoumean.Closest(name, names); guess != "" {
+		return Tool{}, fmt.Errorf("%w %q on server %q (did you mean %q? it has: %s)", ErrUnknownTool, name, s.server.Name, guess, strings.Join(names, ", "))
+	}
+	return Tool{}, fmt.Errorf("%w %q on server %q (it has: %s)", ErrUnknownTool, name, s.server.Name, strings.Join(names, ", "))
+}
+
+// Call sends one tools/call. meta is attached as _meta (with the log level
+// asked for, on a server that logs under protocol 2026-07-28); progress,
+// when not nil, receives the call's notifications/progress. The server's
+// CallTimeout, if set, bounds the call: it then fails with
+// context.DeadlineExceeded, and the tool may have run.
+func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage, meta map[string]any, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
+	if s.logInMeta {
+		m := make(map[string]any, len(meta)+1)
+		maps.Copy(m, meta)
+		m[mcpmeta.LogLevel] = LogLevel
+		meta = m
+	}
+	params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: meta}
+	if progress != nil {
+		token := fmt.Sprintf("%v", meta[mcpmeta.IdempotencyKey])
+		if token == "<nil>" {
+			token = tool
+		}
+		params.SetProgressToken(token)
+		s.mu.Lock()
+		s.progress[token] = progress
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.progress, token)
+			s.mu.Unlock()
+		}()
+	}
+	if t := s.server.CallTimeout; t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	res, err := s.cs.CallTool(ctx, params)
+	if err != nil && s.tap.tooLarge.Load() {
+		return nil, fmt.Errorf("%w: server %q answered with a message larger than %s (raise max_message_size on the server): %v", ErrResultTooLarge, s.server.Name, sizeText(s.server.maxMessageSize()), err)
+	}
+	return res, err
+}
+
+// CallsSent is the number of tools/call requests this session wrote to the wire.
+func (s *Session) CallsSent() int64 { return s.tap.calls.Load() }
+
+// activeSessions counts the sessions connected and not yet closed in this
+// process.
+var activeSessions atomic.Int64
+
+// ActiveSessions is the number of server sessions open in this process.
+func ActiveSessions() int { return int(activeSessions.Load()) }
+
+// ID is the MCP session id the server assigned (Streamable HTTP), or "".
+func (s *Session) ID() string { return s.cs.ID() }
+
+// ProtocolVersion is the MCP protocol version the server agreed to at
+// initialize, or "" when it is not known.
+func (s *Session) ProtocolVersion() string {
+	if res := s.cs.InitializeResult(); res != nil {
+		return res.ProtocolVersion
+	}
+	return ""
+}
+
+// Transport is the session's transport: stdio, http or sse.
+func (s *Session) Transport() string { return s.server.Transport() }
+
+// Close ends the session. A stdio server has its stdin closed, gets half
+// a second to exit, then SIGTERM and two seconds, then SIGKILL; it has been
+// reaped when Close returns. An http session ends with a DELETE of its session, an sse
+// session by closing its stream. Close is idempotent.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		activeSessions.Add(-1)
+		s.closeErr = s.cs.Close()
+		s.release()
+	})
+	return s.closeErr
+}
