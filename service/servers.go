@@ -54,15 +54,15 @@ func (s *Service) loadWorkflow(file string, src []byte, external upstream.Set) (
 }
 
 // lookedFor adds to err, when it is a step naming an unknown server
-// (workflow.UnknownServerError), fields that say where servers were
+// (workflow.UnknownServerError) that is no typo of a known one, fields that say where servers were
 // looked for: unknown_server, the name; workspace, the directory whose
 // mcpflow.yaml was read (or was absent); read, the files read, one a line
 // (none: no mcpflow.yaml and no --servers); workflow, the workflow file.
 // Where else to look is the front end's to say.
 func (s *Service) lookedFor(err error, file string) error {
 	var us *workflow.UnknownServerError
-	if !errors.As(err, &us) {
-		return err
+	if !errors.As(err, &us) || us.Closest != "" {
+		return err // a typo of a name it has: where it looked is beside the point
 	}
 	f := map[string]string{"unknown_server": us.Server, "workspace": s.o.Workspace, "workflow": file}
 	if cfg, cerr := upstream.LoadConfig(s.o.Workspace, s.o.ServersFile); cerr == nil {

@@ -48,6 +48,9 @@ func (e *PosError) Unwrap() []error {
 type UnknownServerError struct {
 	// Server is the name the step gives.
 	Server string
+	// Closest is the declared or configured name it is likely a typo
+	// of, or "".
+	Closest string
 }
 
 func (e *UnknownServerError) Error() string { return fmt.Sprintf("unknown server %q", e.Server) }

@@ -573,10 +573,11 @@ func (l *loader) step(sn *yaml.Node, i int, sc scope) *Step {
 			if _, known := wf.Servers[name]; !known && !l.badServers[name] {
 				names := l.serverNames(wf)
 				msg := fmt.Sprintf("%s: unknown server %q (%s)", what, name, declared(names))
-				if s := didyoumean.Closest(name, names); s != "" {
-					msg = fmt.Sprintf("%s: unknown server %q (did you mean %q? %s)", what, name, s, declared(names))
+				closest := didyoumean.Closest(name, names)
+				if closest != "" {
+					msg = fmt.Sprintf("%s: unknown server %q (did you mean %q? %s)", what, name, closest, declared(names))
 				}
-				l.errs = append(l.errs, &PosError{File: l.file, Line: v.Line, Column: v.Column, Msg: msg, Cause: &UnknownServerError{Server: name}})
+				l.errs = append(l.errs, &PosError{File: l.file, Line: v.Line, Column: v.Column, Msg: msg, Cause: &UnknownServerError{Server: name, Closest: closest}})
 			}
 		}
 	}

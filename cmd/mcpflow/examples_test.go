@@ -47,8 +47,14 @@ func TestExamples(t *testing.T) {
 					t.Errorf("%d invocations, %d greetings", len(invs), c.ledgerCount("greet"))
 				}
 			case "branch-on-error":
-				if !strings.Contains(r.stdout, "primary said: primary backend is over quota") || !strings.Contains(r.stdout, "step happy        skipped") {
-					t.Errorf("stdout:\n%s", r.stdout)
+				var fallback string
+				for _, inv := range invs {
+					if inv.Step == "fallback" && inv.Result != nil {
+						fallback = string(inv.Result.Content)
+					}
+				}
+				if !strings.Contains(fallback, "primary said: primary backend is over quota") || !strings.Contains(r.stdout, "step happy        skipped") {
+					t.Errorf("fallback's result %s\nstdout:\n%s", fallback, r.stdout)
 				}
 			case "filesystem":
 				b, err := os.ReadFile(filepath.Join(c.workspace, "data", "note.txt"))

@@ -24,13 +24,17 @@ const previewWidth = 60
 const inlineJSON = 60
 
 // preview is s on one line, in at most width columns: JSON compacted,
-// other text with each run of white space (newlines included) one space;
-// cut with an ellipsis when it is longer.
+// other text its first line (followed by " …" when more lines follow),
+// each run of white space one space; cut with an ellipsis when longer.
 func preview(s string, width int) string {
 	s = strings.TrimSpace(s)
 	var b bytes.Buffer
 	if (strings.HasPrefix(s, "{") || strings.HasPrefix(s, "[")) && json.Compact(&b, []byte(s)) == nil {
 		s = b.String()
+	} else if first, rest, more := strings.Cut(s, "\n"); more && strings.TrimSpace(rest) != "" {
+		// The first line, marked as one of several: lines run together
+		// would read as one sentence.
+		s = strings.Join(strings.Fields(first), " ") + " …"
 	} else {
 		s = strings.Join(strings.Fields(s), " ")
 	}

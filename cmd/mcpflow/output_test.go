@@ -116,15 +116,16 @@ func TestOutputJsonlKeepsNewlines(t *testing.T) {
 	}
 }
 
-// TestOutputPreview: a one-line preview compacts JSON, makes every run of
-// white space one space, and cuts what is longer than its width with an
-// ellipsis; a step's progress line shows its text that way.
+// TestOutputPreview: a one-line preview compacts JSON, shows other text's
+// first line (marked " …" when more follow) with every run of white space
+// one space, and cuts what is longer than its width with an ellipsis; a step's progress line shows its text that way.
 func TestOutputPreview(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"Hello, Ada!", "Hello, Ada!"},
 		{"{\n  \"a\": 1,\n  \"b\": [1, 2]\n}\n", `{"a":1,"b":[1,2]}`},
-		{"line one\n\tline two  \n", "line one line two"},
-		{"{not json\n  x}", "{not json x}"},
+		{"line one\n\tline two  \n", "line one …"},
+		{"line one  \n\n", "line one"},
+		{"{not json\n  x}", "{not json …"},
 		{strings.Repeat("word ", 20), strings.Repeat("word ", 11) + "word…"},
 		{"[\n" + strings.Repeat("  \"item\",\n", 20) + "  \"last\"\n]", "[" + strings.Repeat(`"item",`, 8) + `"i…`},
 	} {
