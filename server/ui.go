@@ -414,7 +414,7 @@ func (s *Server) uiDecide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	step := r.PostForm.Get("step")
-	rep, err := s.svc.Approve(service.ApproveRequest{Run: ref, Step: step, As: as, Reason: strings.TrimSpace(r.PostForm.Get("reason")), By: s.o.By})
+	rep, continued, err := s.approve(s.traceOf(r), service.ApproveRequest{Run: ref, Step: step, As: as, Reason: strings.TrimSpace(r.PostForm.Get("reason")), By: s.o.By})
 	if err != nil {
 		if errors.Is(err, journal.ErrNotFound) {
 			s.uiError(w, r, err)
@@ -423,7 +423,31 @@ func (s *Server) uiDecide(w http.ResponseWriter, r *http.Request) {
 		done(w, r, "/runs/"+ref, "error", "Not recorded: "+err.Error())
 		return
 	}
-	done(w, r, "/runs/"+rep.Run.ID.String(), "ok", "Step "+step+" "+as.String()+" by "+s.o.By+". Resume the run to go on.")
+	kind, text := decidedText(rep, continued)
+	done(w, r, "/runs/"+rep.Run.ID.String(), kind, text)
+}
+
+// decidedText is the flash of a decision: what was decided, by whom, and
+// what became of the run.
+func decidedText(rep *service.ApproveReport, continued bool) (kind, text string) {
+	a := rep.Approval
+	in := ""
+	if a.InAdvance {
+		in = " in advance"
+	}
+	text = "Step " + a.Step + " " + a.State.String() + in + " by " + a.By + "."
+	switch {
+	case rep.NotContinued != nil:
+		return "error", text + " The run did not go on: " + rep.NotContinued.Error() + ". Resume it once that is fixed."
+	case continued, rep.Continues:
+		return "ok", text + " The run goes on."
+	case a.InAdvance && rep.Run.Status != journal.RunSucceeded:
+		text += " The run goes through the step without stopping when it gets there."
+	}
+	if p := rep.Run.PendingApprovals(); len(p) > 0 {
+		text += " It still waits for the approval of step " + p[0].Step + "."
+	}
+	return "ok", text
 }
 
 func (s *Server) uiResolve(w http.ResponseWriter, r *http.Request) {

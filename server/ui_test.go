@@ -299,25 +299,27 @@ steps:
 	if res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("approve: %d", res.StatusCode)
 	}
-	rep, err := r.svc.RunDetail(run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The approval continues the run: no resume.
+	rep := r.waitStatus(run, journal.RunSucceeded)
 	if a := rep.Run.Approval("deploy"); a == nil || a.State != journal.ApprovalApproved || a.By != "alice" || a.Reason != "ticket 42" {
 		t.Fatalf("approval %+v", a)
 	}
+	page := func(res *http.Response) string {
+		req := httptest.NewRequest(http.MethodGet, "/runs/"+run, nil)
+		for _, c := range res.Cookies() {
+			req.AddCookie(c)
+		}
+		_, body := do(t, h, req)
+		return body
+	}
+	body = page(res)
+	mustContain(t, "the approved run", body, `class="flash flash-ok"`, "Step deploy approved by alice. The run goes on.")
+	if strings.Contains(body, "waits for approval") || strings.Contains(body, `class="error"`) {
+		t.Errorf("the run page after the approval still says the run waits:\n%s", body)
+	}
 	// Deciding twice is refused, said on the page it redirects to.
 	res, _ = postForm(t, h, "/runs/"+run+"/decide", url.Values{"csrf": {token}, "step": {"deploy"}, "as": {"rejected"}}, nil)
-	req := httptest.NewRequest(http.MethodGet, "/runs/"+run, nil)
-	for _, c := range res.Cookies() {
-		req.AddCookie(c)
-	}
-	_, body = do(t, h, req)
-	mustContain(t, "a second decision", body, `class="flash flash-error"`, "a decision is final")
-	if res, _ := postForm(t, h, "/runs/"+run+"/resume", url.Values{"csrf": {token}}, nil); res.StatusCode != http.StatusSeeOther {
-		t.Fatalf("resume: %d", res.StatusCode)
-	}
-	r.waitStatus(run, journal.RunSucceeded)
+	mustContain(t, "a second decision", page(res), `class="flash flash-error"`, "a decision is final")
 
 	// Cancel only once the call is at the server (its first progress
 	// report): cancelled between the intent and the send, the call is
