@@ -255,6 +255,10 @@ type runPage struct {
 	// CanResume: the run is not going and did not succeed; CanCancel: it
 	// is going (in this server, the journal's only writer).
 	CanResume, CanCancel bool
+	// Decided: the run is blocked at an approval gate that is decided
+	// now (service.Continues): its error, which says it waits, is shown
+	// as what it was, and the page says a resume takes it on.
+	Decided bool
 	RetryFailed          bool // offer to send failed calls again
 	Inputs, Outputs      string
 }
@@ -275,6 +279,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	p.CanCancel = run.Status == journal.RunRunning
 	p.CanResume = run.Status != journal.RunRunning && run.Status != journal.RunSucceeded
 	p.RetryFailed = run.Status == journal.RunFailed
+	p.Decided = service.Continues(run)
 	if run.Sealed != "" {
 		p.Inputs = "(sealed: the server has not the journal's key)"
 	} else {

@@ -321,6 +321,26 @@ steps:
 	res, _ = postForm(t, h, "/runs/"+run+"/decide", url.Values{"csrf": {token}, "step": {"deploy"}, "as": {"rejected"}}, nil)
 	mustContain(t, "a second decision", page(res), `class="flash flash-error"`, "a decision is final")
 
+	// Recorded only (through the API): the page says the run waits no
+	// more, and offers to resume it.
+	again := submit("gate.yaml", `name: gate
+servers:
+  demo: {builtin: demo}
+steps:
+  - {id: deploy, server: demo, tool: greet, approve: "Roll out?", with: {name: prod}}
+`)
+	r.waitStatus(again, journal.RunBlocked)
+	req := httptest.NewRequest(http.MethodPost, "/api/runs/"+again+"/approve", strings.NewReader(`{"step": "deploy", "no_continue": true}`))
+	req.Header.Set("Content-Type", "application/json")
+	if res, body := do(t, h, req); res.StatusCode != http.StatusOK {
+		t.Fatalf("approve, no_continue: %d %s", res.StatusCode, body)
+	}
+	_, body = get(t, h, "/runs/"+again)
+	mustContain(t, "a decided run not continued", body, `id="decided"`, `action="/runs/`+again+`/resume"`)
+	if strings.Contains(body, `class="error"`) || strings.Contains(body, `action="/runs/`+again+`/decide"`) {
+		t.Errorf("the page of a decided run still says it waits:\n%s", body)
+	}
+
 	// Cancel only once the call is at the server (its first progress
 	// report): cancelled between the intent and the send, the call is
 	// never sent and stays an intent, which is right but not this test.
