@@ -145,16 +145,25 @@ func RunOf(r *journal.Run, invs []journal.Invocation) Run {
 
 // Approval is a step's approval gate.
 type Approval struct {
-	Step        string     `json:"step"`
-	Message     string     `json:"message"`
-	State       string     `json:"state"`
-	RequestedAt time.Time  `json:"requested_at"`
+	Step    string `json:"step"`
+	Message string `json:"message"`
+	State   string `json:"state"`
+	// RequestedAt is when the run reached the step: null for a gate
+	// decided in advance that the run has not reached yet.
+	RequestedAt *time.Time `json:"requested_at"`
 	By          string     `json:"by"`
 	At          *time.Time `json:"at"`
 	Reason      string     `json:"reason"`
+	// InAdvance: decided before the run reached the step.
+	InAdvance bool `json:"in_advance"`
 }
 
 // ApprovalOf is a's shape.
 func ApprovalOf(a journal.Approval) Approval {
-	return Approval{Step: a.Step, Message: a.Message, State: a.State.String(), RequestedAt: a.RequestedAt, By: a.By, At: a.At, Reason: a.Reason}
+	v := Approval{Step: a.Step, Message: a.Message, State: a.State.String(), By: a.By, At: a.At, Reason: a.Reason, InAdvance: a.InAdvance}
+	if a.Reached() {
+		at := a.RequestedAt
+		v.RequestedAt = &at
+	}
+	return v
 }

@@ -9,7 +9,9 @@ import (
 // Event is a run event as the API streams it (server-sent events, one JSON
 // object per event).
 type Event struct {
-	Kind       string         `json:"kind"` // run_started, step_started, step_progress, step_finished, run_finished
+	// Kind is run_started, step_started, step_progress, step_finished or
+	// run_finished (a run's progress), or EventApproval.
+	Kind       string         `json:"kind"`
 	Run        string         `json:"run"`
 	Workflow   string         `json:"workflow,omitempty"`
 	Step       string         `json:"step,omitempty"`
@@ -28,3 +30,8 @@ type Event struct {
 	Error      *journal.Error `json:"error,omitempty"`
 	At         time.Time      `json:"at"`
 }
+
+// EventApproval is the kind of the event of a decision on a step's
+// approval gate: Step, State (approved or rejected), Text (the reason).
+// It is not a run's progress: a run it continues reports its own events.
+const EventApproval = "approval_decided"

@@ -85,17 +85,27 @@ type CancelRequest struct {
 	Reason string `json:"reason"`
 }
 
-// DecisionRequest approves or rejects a step that waits for approval.
+// DecisionRequest approves or rejects a step that waits for approval, or
+// one further on, in advance.
 type DecisionRequest struct {
 	Step   string `json:"step"`
 	Reason string `json:"reason"`
+	// NoContinue only records the decision; otherwise the server
+	// continues the run when the decision leaves it nothing to wait for.
+	NoContinue bool `json:"no_continue,omitempty"`
 }
 
 // Decided answers an approval or a rejection: the decision as journaled,
-// with the run's full id.
+// with the run's full id, and what became of the run.
 type Decided struct {
 	RunID string `json:"run_id"`
 	Approval
+	// Continued: the server continues the run (its events follow on the
+	// stream, from run_started).
+	Continued bool `json:"continued"`
+	// NotContinued says why a run the decision leaves nothing to wait
+	// for was not continued (resume it once the cause is fixed).
+	NotContinued *ErrorBody `json:"not_continued,omitempty"`
 }
 
 // CallRequest makes one journaled tool call (a run of its own, as `mcpflow

@@ -316,25 +316,68 @@ func (c *Client) Resolve(req service.ResolveRequest) (*journal.Invocation, error
 	return invocationOf(d)
 }
 
-// Approve journals an approval or a rejection through the server.
-func (c *Client) Approve(req service.ApproveRequest) (*service.ApproveReport, error) {
+// Approve journals an approval or a rejection through the server, which
+// continues the run the decision leaves nothing to wait for (unless
+// req.NoContinue); the run is then followed here to its end, as Resume
+// follows it.
+func (c *Client) Approve(ctx context.Context, req service.ApproveRequest) (*service.ApproveReport, error) {
 	verb := "/approve"
 	if req.As == journal.ApprovalRejected {
 		verb = "/reject"
 	}
+	var st *eventStream
+	if !req.NoContinue {
+		// Subscribed before the decision, so that no event of the run it
+		// continues is missed.
+		var err error
+		if st, err = c.subscribe("/api/events"); err != nil {
+			return nil, err
+		}
+	}
+	closeStream := func() {
+		if st != nil {
+			st.close()
+		}
+	}
 	var d api.Decided
-	if err := c.do(context.Background(), http.MethodPost, runPath(req.Run, verb), api.DecisionRequest{Step: req.Step, Reason: req.Reason}, &d); err != nil {
+	body := api.DecisionRequest{Step: req.Step, Reason: req.Reason, NoContinue: req.NoContinue}
+	if err := c.do(ctx, http.MethodPost, runPath(req.Run, verb), body, &d); err != nil {
+		closeStream()
+		return nil, err
+	}
+	a, err := approvalOf(d.Approval)
+	if err != nil {
+		closeStream()
 		return nil, err
 	}
 	id, err := journal.ParseID(d.RunID)
 	if err != nil {
+		closeStream()
 		return nil, fmt.Errorf("mcpflow server: approval of run %q: %w", d.RunID, err)
 	}
-	a, err := approvalOf(d.Approval)
-	if err != nil {
-		return nil, err
+	rep := &service.ApproveReport{Run: &journal.Run{ID: id}, Approval: a, Continues: d.Continued || d.NotContinued != nil}
+	if !d.Continued {
+		closeStream()
+		// The run as the decision left it, for what it waits for now.
+		detail, err := c.RunDetail(id.String())
+		if err != nil {
+			return nil, err
+		}
+		rep.Run = detail.Run
+		rep.Continues = rep.Continues || service.Continues(detail.Run)
+		if e := d.NotContinued; e != nil {
+			rep.NotContinued = &service.Error{Code: e.Code, Message: e.Message, Values: e.Fields}
+		}
 	}
-	return &service.ApproveReport{Run: &journal.Run{ID: id}, Approval: a}, nil
+	if req.Decided != nil {
+		req.Decided(rep)
+	}
+	if d.Continued {
+		if rep.Continued, err = c.follow(ctx, st, id, req.Events); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
 }
 
 // Export copies the server's export of the journal to w.
@@ -569,8 +612,8 @@ func (c *Client) follow(ctx context.Context, st *eventStream, id journal.ID, eve
 				}
 				continue
 			}
-			if e.Run != id.String() {
-				continue
+			if e.Run != id.String() || e.Kind == api.EventApproval {
+				continue // another run's, or a decision: not progress
 			}
 			ev, err := service.EngineEvent(e)
 			if err != nil {
@@ -730,7 +773,11 @@ func approvalOf(a api.Approval) (journal.Approval, error) {
 	if err != nil {
 		return journal.Approval{}, fmt.Errorf("mcpflow server: approval of step %s: %w", a.Step, err)
 	}
-	return journal.Approval{Step: a.Step, Message: a.Message, RequestedAt: a.RequestedAt, State: st, By: a.By, At: a.At, Reason: a.Reason}, nil
+	got := journal.Approval{Step: a.Step, Message: a.Message, State: st, By: a.By, At: a.At, Reason: a.Reason, InAdvance: a.InAdvance}
+	if a.RequestedAt != nil {
+		got.RequestedAt = *a.RequestedAt
+	}
+	return got, nil
 }
 
 // stepOf reads a run's line for one invocation back into a partial record:

@@ -197,3 +197,59 @@ steps:
 		t.Fatalf("run %s: %v; approvals %+v, %d calls", run.Status, run.Error, run.Approvals, s.count("t"))
 	}
 }
+
+// A gate decided in advance, while the run is going: the run passes it
+// without stopping when it gets there, and the journal says the decision
+// was made in advance and when the run reached the step.
+func TestApprovedInAdvancePassesWithoutStopping(t *testing.T) {
+	s := newScripted()
+	j := journaltest.Open(t, nil)
+	var decided *journal.Approval
+	s.tool("t", nil, func(_ context.Context, n int, args map[string]any) (*mcp.CallToolResult, error) {
+		if n == 1 {
+			// Step a is in flight: the operator approves b ahead.
+			runs, err := j.Runs(journal.RunFilter{})
+			if err != nil || len(runs) != 1 {
+				return nil, fmt.Errorf("runs %v: %v", runs, err)
+			}
+			if decided, err = j.DecideInAdvance(runs[0].ID, "b", journal.ApprovalApproved, "op", "ahead"); err != nil {
+				return nil, err
+			}
+		}
+		return ok(args)
+	})
+	eng := newEngine(j, connectMem(t, s.srv))
+	run, err := eng.Run(context.Background(), load(t, approveWorkflow), map[string]any{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != journal.RunSucceeded || s.count("t") != 3 || steps(t, j, run.ID) != "a=completed b=completed c=completed" {
+		t.Fatalf("run %s: %v; %d calls, journaled %q", run.Status, run.Error, s.count("t"), steps(t, j, run.ID))
+	}
+	a := run.Approval("b")
+	if a == nil || a.State != journal.ApprovalApproved || !a.InAdvance || a.By != "op" || a.Reason != "ahead" ||
+		a.Message != "Ship it?" || !a.Reached() || a.RequestedAt.Before(*decided.At) {
+		t.Errorf("approval %+v", a)
+	}
+}
+
+func TestRejectedInAdvanceFailsWhenReached(t *testing.T) {
+	s, j, run, resume := approvalRun(t, `
+name: w
+servers: {s: {builtin: demo}}
+steps:
+  - {id: a, server: s, tool: t, approve: true}
+  - {id: b, server: s, tool: t, approve: true}
+`)
+	if _, err := j.DecideInAdvance(run.ID, "b", journal.ApprovalRejected, "op", "not b"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.DecideApproval(run.ID, "a", journal.ApprovalApproved, "op", ""); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := resume()
+	if out.Status != journal.RunFailed || out.Error.Code != engine.CodeApprovalRejected ||
+		!strings.HasPrefix(out.Error.Message, "step b was rejected in advance by op at ") || s.count("t") != 1 {
+		t.Fatalf("run %s: %v; %d calls", out.Status, out.Error, s.count("t"))
+	}
+}

@@ -10,7 +10,9 @@
 // of it is journaled: until an operator decides, the run stops blocked
 // ([CodeApprovalRequired]) with the request journaled on the run; approved,
 // the step runs on resume; rejected, it fails ([CodeApprovalRejected])
-// without an intent, and continue_on_error applies as to any failure.
+// without an intent, and continue_on_error applies as to any failure. A
+// decision made in advance, before the run got to the step, is followed
+// when it gets there, without stopping.
 //
 // Secret inputs' values never reach what people read: the engine scrubs
 // them from events and journaled errors, and lends them to every session a

@@ -117,8 +117,9 @@ func (s scrubbing) Again(id journal.ID, next journal.NextAttempt) (journal.Inten
 	return in, s.r.settled(err)
 }
 
-func (s scrubbing) RequestApproval(run journal.ID, step, message string) error {
-	return s.r.settled(s.Journal.RequestApproval(run, step, message))
+func (s scrubbing) RequestApproval(run journal.ID, step, message string) (*journal.Approval, error) {
+	a, err := s.Journal.RequestApproval(run, step, message)
+	return a, s.r.settled(err)
 }
 
 func (s scrubbing) SetRunStatus(id journal.ID, st journal.RunStatus, e *journal.Error) error {

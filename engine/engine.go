@@ -36,7 +36,7 @@ type Journal interface {
 	Finish(journal.Intent, journal.Outcome) error
 	Decide(journal.ID, journal.Decision, journal.State, *journal.Error) error
 	Skip(*journal.Invocation) error
-	RequestApproval(run journal.ID, step, message string) error
+	RequestApproval(run journal.ID, step, message string) (*journal.Approval, error)
 	Interrupted(journal.ID, journal.Outcome) error
 	Run(journal.ID) (*journal.Run, error)
 	Invocation(journal.ID) (*journal.Invocation, error)
@@ -523,30 +523,28 @@ func (r *runner) step(ctx context.Context, st *workflow.Step) (stepResult, error
 
 // gate is a step's approval gate, after its condition and before anything
 // of it is journaled: a step without approve:, or one an operator
-// approved, goes on (nil). Otherwise the step ends without an intent:
-// failed when it was rejected (continue_on_error applies), else blocked
-// until an operator decides, with the request journaled first. One
-// decision covers every item of a for_each. A step that has an invocation
-// journaled passed its gate before: resume never reaches here for it
-// without the approval.
+// approved (when the run got here, or in advance), goes on (nil).
+// Otherwise the step ends without an intent: failed when it was rejected
+// (continue_on_error applies), else blocked until an operator decides, with
+// the request journaled first. The gate is read and the request recorded
+// in one write (journal RequestApproval): a decision made in advance at the
+// moment the run gets here is followed, never missed. One decision covers
+// every item of a for_each. A step that has an invocation journaled passed
+// its gate before: resume never reaches here for it without the approval.
 func (r *runner) gate(st *workflow.Step) (*stepResult, error) {
 	if !st.Approve {
 		return nil, nil
 	}
-	run, err := r.j.Run(r.run.ID)
+	a, err := r.j.RequestApproval(r.run.ID, st.ID, st.ApproveMessage)
 	if err != nil {
 		return &stepResult{}, err
 	}
-	a := run.Approval(st.ID)
-	switch {
-	case a != nil && a.State == journal.ApprovalApproved:
+	switch a.State {
+	case journal.ApprovalApproved:
 		return nil, nil
-	case a != nil && a.State == journal.ApprovalRejected:
+	case journal.ApprovalRejected:
 		out := failed(CodeApprovalRejected, "%s", rejectedText(st.ID, a))
 		return &out, nil
-	}
-	if err := r.j.RequestApproval(r.run.ID, st.ID, st.ApproveMessage); err != nil {
-		return &stepResult{}, err
 	}
 	msg := fmt.Sprintf("step %s waits for approval", st.ID)
 	if st.ApproveMessage != "" {
@@ -557,7 +555,11 @@ func (r *runner) gate(st *workflow.Step) (*stepResult, error) {
 
 // rejectedText says who rejected a step, when, and why.
 func rejectedText(step string, a *journal.Approval) string {
-	msg := fmt.Sprintf("step %s was rejected by %s", step, a.By)
+	in := ""
+	if a.InAdvance {
+		in = " in advance"
+	}
+	msg := fmt.Sprintf("step %s was rejected%s by %s", step, in, a.By)
 	if a.At != nil {
 		msg += " at " + a.At.UTC().Format(time.RFC3339)
 	}

@@ -199,12 +199,16 @@ func (s *Server) decideStep(as journal.ApprovalState) http.HandlerFunc {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		rep, err := s.svc.Approve(service.ApproveRequest{Run: r.PathValue("id"), Step: req.Step, As: as, Reason: req.Reason, By: s.o.By})
+		rep, continued, err := s.approve(s.traceOf(r), service.ApproveRequest{Run: r.PathValue("id"), Step: req.Step, As: as, Reason: req.Reason, By: s.o.By, NoContinue: req.NoContinue})
 		if err != nil {
 			writeErr(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, api.Decided{RunID: rep.Run.ID.String(), Approval: api.ApprovalOf(rep.Approval)})
+		d := api.Decided{RunID: rep.Run.ID.String(), Approval: api.ApprovalOf(rep.Approval), Continued: continued}
+		if err := rep.NotContinued; err != nil {
+			d.NotContinued = &api.ErrorBody{Code: service.CodeOf(err).Name, Message: err.Error(), Fields: service.FieldsOf(err)}
+		}
+		writeJSON(w, http.StatusOK, d)
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
@@ -47,6 +49,27 @@ func (s *Server) resume(trace context.Context, req service.ResumeRequest) (journ
 		}
 		return err
 	})
+}
+
+// approve journals a decision on a step's approval gate, tells the event
+// stream, and continues in the background, as resume does, the run the
+// decision leaves nothing to wait for, unless req.NoContinue: the report
+// says whether it did (Continued, without the run's end: it goes on here),
+// or why not. A run going already (here, or in another worker) is left to
+// go on.
+func (s *Server) approve(trace context.Context, req service.ApproveRequest) (rep *service.ApproveReport, continued bool, err error) {
+	if rep, err = s.svc.Decide(req); err != nil {
+		return nil, false, err
+	}
+	s.hub.publish(api.Event{Kind: api.EventApproval, Run: rep.Run.ID.String(), Workflow: rep.Run.Workflow,
+		Step: rep.Approval.Step, State: rep.Approval.State.String(), Text: rep.Approval.Reason, At: time.Now().UTC()})
+	err = rep.Continue(req, func() (*service.Report, bool, error) {
+		_, err := s.resume(trace, service.ResumeRequest{Run: rep.Run.ID.String(), By: req.By})
+		continued = err == nil
+		// Before its start, or not at all: launch logs what comes after.
+		return nil, false, err
+	})
+	return rep, continued, err
 }
 
 // call makes one journaled tool call in the background; see submit.

@@ -255,6 +255,10 @@ type runPage struct {
 	// CanResume: the run is not going and did not succeed; CanCancel: it
 	// is going (in this server, the journal's only writer).
 	CanResume, CanCancel bool
+	// Decided: the run is blocked at an approval gate that is decided
+	// now (service.Continues): its error, which says it waits, is shown
+	// as what it was, and the page says a resume takes it on.
+	Decided bool
 	RetryFailed          bool // offer to send failed calls again
 	Inputs, Outputs      string
 }
@@ -275,6 +279,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	p.CanCancel = run.Status == journal.RunRunning
 	p.CanResume = run.Status != journal.RunRunning && run.Status != journal.RunSucceeded
 	p.RetryFailed = run.Status == journal.RunFailed
+	p.Decided = service.Continues(run)
 	if run.Sealed != "" {
 		p.Inputs = "(sealed: the server has not the journal's key)"
 	} else {
@@ -414,7 +419,7 @@ func (s *Server) uiDecide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	step := r.PostForm.Get("step")
-	rep, err := s.svc.Approve(service.ApproveRequest{Run: ref, Step: step, As: as, Reason: strings.TrimSpace(r.PostForm.Get("reason")), By: s.o.By})
+	rep, continued, err := s.approve(s.traceOf(r), service.ApproveRequest{Run: ref, Step: step, As: as, Reason: strings.TrimSpace(r.PostForm.Get("reason")), By: s.o.By})
 	if err != nil {
 		if errors.Is(err, journal.ErrNotFound) {
 			s.uiError(w, r, err)
@@ -423,7 +428,31 @@ func (s *Server) uiDecide(w http.ResponseWriter, r *http.Request) {
 		done(w, r, "/runs/"+ref, "error", "Not recorded: "+err.Error())
 		return
 	}
-	done(w, r, "/runs/"+rep.Run.ID.String(), "ok", "Step "+step+" "+as.String()+" by "+s.o.By+". Resume the run to go on.")
+	kind, text := decidedText(rep, continued)
+	done(w, r, "/runs/"+rep.Run.ID.String(), kind, text)
+}
+
+// decidedText is the flash of a decision: what was decided, by whom, and
+// what became of the run.
+func decidedText(rep *service.ApproveReport, continued bool) (kind, text string) {
+	a := rep.Approval
+	in := ""
+	if a.InAdvance {
+		in = " in advance"
+	}
+	text = "Step " + a.Step + " " + a.State.String() + in + " by " + a.By + "."
+	switch {
+	case rep.NotContinued != nil:
+		return "error", text + " The run did not go on: " + rep.NotContinued.Error() + ". Resume it once that is fixed."
+	case continued, rep.Continues:
+		return "ok", text + " The run goes on."
+	case a.InAdvance && rep.Run.Status != journal.RunSucceeded:
+		text += " The run goes through the step without stopping when it gets there."
+	}
+	if p := rep.Run.PendingApprovals(); len(p) > 0 {
+		text += " It still waits for the approval of step " + p[0].Step + "."
+	}
+	return "ok", text
 }
 
 func (s *Server) uiResolve(w http.ResponseWriter, r *http.Request) {

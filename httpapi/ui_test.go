@@ -299,25 +299,47 @@ steps:
 	if res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("approve: %d", res.StatusCode)
 	}
-	rep, err := r.svc.RunDetail(run)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The approval continues the run: no resume.
+	rep := r.waitStatus(run, journal.RunSucceeded)
 	if a := rep.Run.Approval("deploy"); a == nil || a.State != journal.ApprovalApproved || a.By != "alice" || a.Reason != "ticket 42" {
 		t.Fatalf("approval %+v", a)
 	}
+	page := func(res *http.Response) string {
+		req := httptest.NewRequest(http.MethodGet, "/runs/"+run, nil)
+		for _, c := range res.Cookies() {
+			req.AddCookie(c)
+		}
+		_, body := do(t, h, req)
+		return body
+	}
+	body = page(res)
+	mustContain(t, "the approved run", body, `class="flash flash-ok"`, "Step deploy approved by alice. The run goes on.")
+	if strings.Contains(body, "waits for approval") || strings.Contains(body, `class="error"`) {
+		t.Errorf("the run page after the approval still says the run waits:\n%s", body)
+	}
 	// Deciding twice is refused, said on the page it redirects to.
 	res, _ = postForm(t, h, "/runs/"+run+"/decide", url.Values{"csrf": {token}, "step": {"deploy"}, "as": {"rejected"}}, nil)
-	req := httptest.NewRequest(http.MethodGet, "/runs/"+run, nil)
-	for _, c := range res.Cookies() {
-		req.AddCookie(c)
+	mustContain(t, "a second decision", page(res), `class="flash flash-error"`, "a decision is final")
+
+	// Recorded only (through the API): the page says the run waits no
+	// more, and offers to resume it.
+	again := submit("gate.yaml", `name: gate
+servers:
+  demo: {builtin: demo}
+steps:
+  - {id: deploy, server: demo, tool: greet, approve: "Roll out?", with: {name: prod}}
+`)
+	r.waitStatus(again, journal.RunBlocked)
+	req := httptest.NewRequest(http.MethodPost, "/api/runs/"+again+"/approve", strings.NewReader(`{"step": "deploy", "no_continue": true}`))
+	req.Header.Set("Content-Type", "application/json")
+	if res, body := do(t, h, req); res.StatusCode != http.StatusOK {
+		t.Fatalf("approve, no_continue: %d %s", res.StatusCode, body)
 	}
-	_, body = do(t, h, req)
-	mustContain(t, "a second decision", body, `class="flash flash-error"`, "a decision is final")
-	if res, _ := postForm(t, h, "/runs/"+run+"/resume", url.Values{"csrf": {token}}, nil); res.StatusCode != http.StatusSeeOther {
-		t.Fatalf("resume: %d", res.StatusCode)
+	_, body = get(t, h, "/runs/"+again)
+	mustContain(t, "a decided run not continued", body, `id="decided"`, `action="/runs/`+again+`/resume"`)
+	if strings.Contains(body, `class="error"`) || strings.Contains(body, `action="/runs/`+again+`/decide"`) {
+		t.Errorf("the page of a decided run still says it waits:\n%s", body)
 	}
-	r.waitStatus(run, journal.RunSucceeded)
 
 	// Cancel only once the call is at the server (its first progress
 	// report): cancelled between the intent and the send, the call is

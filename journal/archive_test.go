@@ -18,7 +18,7 @@ import (
 func fillForArchive(t *testing.T, j journal.Store) {
 	t.Helper()
 	run := newRun(t, j)
-	if err := j.RequestApproval(run, "deploy", "Roll out?"); err != nil {
+	if _, err := j.RequestApproval(run, "deploy", "Roll out?"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := j.DecideApproval(run, "deploy", journal.ApprovalApproved, "alice", "ticket 42"); err != nil {

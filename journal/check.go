@@ -88,14 +88,22 @@ func checkApprovals(r *Run, name string, add func(string, string, ...any)) {
 		seen[a.Step] = true
 		switch {
 		case a.State == ApprovalPending:
-			if a.By != "" || a.At != nil {
+			if a.By != "" || a.At != nil || a.InAdvance {
 				add(name, "%s: pending but decided by %q", what, a.By)
+			}
+			if !a.Reached() {
+				add(name, "%s: pending but never requested", what)
 			}
 			if r.Status == RunSucceeded {
 				add(name, "%s: succeeded while the step waits for approval", what)
 			}
+		case a.State.Decided() && a.InAdvance:
+			// Decided first; reached (requested) then, or not yet.
+			if a.By == "" || a.At == nil || (a.Reached() && a.RequestedAt.Before(*a.At)) {
+				add(name, "%s: %s in advance without who, or reached before it was decided", what, a.State)
+			}
 		case a.State.Decided():
-			if a.By == "" || a.At == nil || a.At.Before(a.RequestedAt) {
+			if a.By == "" || a.At == nil || !a.Reached() || a.At.Before(a.RequestedAt) {
 				add(name, "%s: %s without who, or when not after it was requested", what, a.State)
 			}
 		default:

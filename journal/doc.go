@@ -29,12 +29,13 @@
 // # The contract
 //
 // Every write method of a [Store] (CreateRun, SetRunStatus, EndRun,
-// RequestApproval, DecideApproval, Begin, Skip, Again, Finish,
-// Interrupted, Decide, Resolve, Prune) returns only after what it wrote is
-// durable; when it returns an error, nothing of that write is visible. An
-// illegal transition is such an error ([ErrTransition]). A write queued
-// with a Later method ([Pending]) rides with the next commit and is
-// durable once Wait returns nil. Reads see every write that returned.
+// RequestApproval, DecideApproval, DecideInAdvance, Begin, Skip, Again,
+// Finish, Interrupted, Decide, Resolve, Prune) returns only after what it
+// wrote is durable; when it returns an error, nothing of that write is
+// visible. An illegal transition is such an error ([ErrTransition]). A
+// write queued with a Later method ([Pending]) rides with the next commit
+// and is durable once Wait returns nil. Reads see every write that
+// returned.
 //
 // [Store.Begin] returns an [Intent]. Callers that send a tools/call need
 // the Intent (its idempotency key and attempt number), and Begin and

@@ -51,19 +51,29 @@ type Run struct {
 
 // Approval is the approval gate of one step of a run: requested when the
 // run reached the step (before any intent of it was written; the run is
-// then blocked), and decided by an operator, with who, when and why.
+// then blocked), and decided by an operator, with who, when and why — or
+// decided in advance, before the run reached the step, which the run then
+// passes (or fails, rejected) without stopping.
 type Approval struct {
 	Step string `json:"step"`
 	// Message is the step's approve: message for the approver ("" for
-	// approve: true).
-	Message     string        `json:"message,omitempty"`
-	RequestedAt time.Time     `json:"requested_at"`
+	// approve: true, and for a gate decided in advance that the run has
+	// not reached yet).
+	Message string `json:"message,omitempty"`
+	// RequestedAt is when the run reached the step: zero for a gate
+	// decided in advance that the run has not reached yet.
+	RequestedAt time.Time     `json:"requested_at,omitzero"`
 	State       ApprovalState `json:"state"`
 	// By, At and Reason are set by the decision.
 	By     string     `json:"by,omitempty"`
 	At     *time.Time `json:"at,omitempty"`
 	Reason string     `json:"reason,omitempty"`
+	// InAdvance: the decision was made before the run reached the step.
+	InAdvance bool `json:"in_advance,omitempty"`
 }
+
+// Reached reports whether the run reached the step of the gate.
+func (a *Approval) Reached() bool { return !a.RequestedAt.IsZero() }
 
 // Approval returns the approval gate of step, or nil.
 func (r *Run) Approval(step string) *Approval {

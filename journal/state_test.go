@@ -347,7 +347,7 @@ func TestEndRunReturnsTheRunAsCommitted(t *testing.T) {
 	for _, key := range []*journal.Key{nil, journal.NewKey()} {
 		journaltest.Each(t, &journal.Options{Key: key}, func(t *testing.T, j journal.Store) {
 			run := newRun(t, j)
-			if err := j.RequestApproval(run, "deploy", "Roll out?"); err != nil {
+			if _, err := j.RequestApproval(run, "deploy", "Roll out?"); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := j.DecideApproval(run, "deploy", journal.ApprovalApproved, "alice", "ok"); err != nil {

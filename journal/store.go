@@ -55,8 +55,9 @@ type Store interface {
 	CreateRunLater(*Run) (*Pending, error)
 	SetRunStatus(ID, RunStatus, *Error) error
 	EndRun(ID, RunStatus, *Error, map[string]any) (*Run, error)
-	RequestApproval(run ID, step, message string) error
+	RequestApproval(run ID, step, message string) (*Approval, error)
 	DecideApproval(run ID, step string, as ApprovalState, by, reason string) (*Approval, error)
+	DecideInAdvance(run ID, step string, as ApprovalState, by, reason string) (*Approval, error)
 	Begin(*Invocation) (Intent, error)
 	Skip(*Invocation) error
 	SkipLater(*Invocation) (*Pending, error)

@@ -130,31 +130,48 @@ func asCommitted(r *Run) (*Run, error) {
 }
 
 // RequestApproval records that run reached step, whose approve: asks for an
-// operator's decision before anything of it is written: a pending approval
-// with message, for the approver. A gate already recorded for the step
-// (pending or decided) is left as it is. The run must exist and not have
-// succeeded. Durable when it returns nil.
-func (w *Writer) RequestApproval(id ID, step, message string) error {
+// operator's decision before anything of it is written, and returns the
+// step's gate as committed: a new pending approval with message, for the
+// approver; or the decision already recorded, which the caller follows. A
+// gate decided in advance that the run reaches now is marked reached (its
+// RequestedAt and message set, the decision kept); any other gate already
+// recorded is left as it is. Reading the gate and recording the request
+// are one transaction: a decision made in advance is never missed by a run
+// that reaches its step at the same moment. The run must exist and not
+// have succeeded. Durable when it returns nil.
+func (w *Writer) RequestApproval(id ID, step, message string) (*Approval, error) {
 	if strings.TrimSpace(step) == "" {
-		return fmt.Errorf("run %s: request approval: step is required", id.Short())
+		return nil, fmt.Errorf("run %s: request approval: step is required", id.Short())
 	}
 	now := w.now().UTC()
-	return w.write(func(s Tx) error {
+	var out Approval
+	err := w.write(func(s Tx) error {
 		old, err := s.Run(id)
 		if err != nil {
 			return err
 		}
-		if old.Approval(step) != nil {
+		if a := old.Approval(step); a != nil && a.Reached() {
+			out = *a
 			return nil
 		}
 		if old.Status == RunSucceeded {
 			return fmt.Errorf("run %s succeeded; step %s cannot wait for approval: %w", id.Short(), step, ErrTransition)
 		}
 		r := cloneRun(old)
-		r.Approvals = append(r.Approvals, Approval{Step: step, Message: message, RequestedAt: now, State: ApprovalPending})
+		a := r.Approval(step)
+		if a == nil {
+			r.Approvals = append(r.Approvals, Approval{Step: step, State: ApprovalPending})
+			a = &r.Approvals[len(r.Approvals)-1]
+		}
+		a.Message, a.RequestedAt = message, now
 		r.UpdatedAt = now
+		out = *a
 		return s.PutRun(old, r)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
 }
 
 // DecideApproval records an operator's decision on a step of run that
@@ -165,11 +182,33 @@ func (w *Writer) RequestApproval(id ID, step, message string) error {
 // whom and when) — returns ErrTransition and writes nothing. Durable when
 // it returns nil.
 func (w *Writer) DecideApproval(id ID, step string, as ApprovalState, by, reason string) (*Approval, error) {
+	return w.decide(id, step, as, by, reason, false)
+}
+
+// DecideInAdvance records an operator's decision on the gate of a step
+// that run has not reached yet, as DecideApproval records one on a step
+// that waits: the gate is recorded decided and InAdvance, with who, when
+// and why, and not reached (RequestedAt zero) until the run gets there
+// (RequestApproval), which then goes on, or fails the step when it was
+// rejected, without stopping. The journal does not know the run's steps:
+// the caller checks that step has approve: and that the run has not passed
+// it. A gate the run reached in the meantime is decided as DecideApproval
+// decides it (not in advance); one decided already returns ErrTransition,
+// and so does a run that succeeded. Durable when it returns nil.
+func (w *Writer) DecideInAdvance(id ID, step string, as ApprovalState, by, reason string) (*Approval, error) {
+	return w.decide(id, step, as, by, reason, true)
+}
+
+// decide is DecideApproval, and DecideInAdvance when advance is set.
+func (w *Writer) decide(id ID, step string, as ApprovalState, by, reason string, advance bool) (*Approval, error) {
 	if !as.Decided() {
 		return nil, fmt.Errorf("run %s: decide approval of step %s as %s: want approved or rejected: %w", id.Short(), step, as, ErrTransition)
 	}
 	if strings.TrimSpace(by) == "" {
 		return nil, fmt.Errorf("run %s: decide approval of step %s: who (by) is required", id.Short(), step)
+	}
+	if advance && strings.TrimSpace(step) == "" {
+		return nil, fmt.Errorf("run %s: decide approval in advance: step is required", id.Short())
 	}
 	now := w.now().UTC()
 	var out Approval
@@ -180,12 +219,21 @@ func (w *Writer) DecideApproval(id ID, step string, as ApprovalState, by, reason
 		}
 		a := old.Approval(step)
 		switch {
-		case a == nil:
+		case a == nil && !advance:
 			return fmt.Errorf("run %s: step %s is not waiting for approval (%s): %w", id.Short(), step, waitingText(old), ErrTransition)
-		case a.State.Decided():
-			return fmt.Errorf("run %s: step %s was already %s by %s at %s: %w", id.Short(), step, a.State, a.By, a.At.Format(time.RFC3339), ErrTransition)
+		case a == nil && old.Status == RunSucceeded:
+			return fmt.Errorf("run %s succeeded; step %s cannot be decided in advance: %w", id.Short(), step, ErrTransition)
+		case a != nil && a.State.Decided():
+			in := ""
+			if a.InAdvance {
+				in = " in advance"
+			}
+			return fmt.Errorf("run %s: step %s was already %s%s by %s at %s: %w", id.Short(), step, a.State, in, a.By, a.At.Format(time.RFC3339), ErrTransition)
 		}
 		r := cloneRun(old)
+		if a == nil {
+			r.Approvals = append(r.Approvals, Approval{Step: step, InAdvance: true})
+		}
 		a = r.Approval(step)
 		a.State, a.By, a.At, a.Reason = as, by, &now, reason
 		r.UpdatedAt = now

@@ -25,7 +25,12 @@ type API interface {
 	CountInvocations(InvocationQuery) (Count, error)
 	Invocation(ref string) (*journal.Invocation, error)
 	Resolve(ResolveRequest) (*journal.Invocation, error)
-	Approve(ApproveRequest) (*ApproveReport, error)
+	// Approve journals a decision on a step's approval gate and, unless
+	// the request says NoContinue, continues the run it leaves nothing
+	// to wait for, streaming its progress to the request's Events until
+	// it ends or waits again: here (Local), or in the server, followed
+	// from here (the client).
+	Approve(ctx context.Context, req ApproveRequest) (*ApproveReport, error)
 	Export(w io.Writer, since time.Time, decrypt bool) error
 	Archive(w io.Writer, decrypt bool) error
 	Check() ([]journal.Problem, error)

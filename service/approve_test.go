@@ -3,8 +3,10 @@ package service_test
 import (
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -14,15 +16,16 @@ steps:
   - {id: greet, server: demo, tool: greet, with: {name: Ada}}
   - {id: ship, server: demo, tool: ledger_append, approve: "Append to the ledger?", with: {entry: shipped}}
   - {id: later, server: demo, tool: greet, approve: true, with: {name: Bo}}
+  - {id: never, server: demo, tool: greet, approve: true, if: "false"}
 `
 
-func TestApproveThenResume(t *testing.T) {
+func TestDecideChecksTheStep(t *testing.T) {
 	r := newRig(t)
 	rep, err := r.svc.Run(t.Context(), service.RunRequest{File: r.workflow("gated.yaml", gated)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := rep.Run.ID.String()
+	run, short := rep.Run.ID.String(), rep.Run.ID.Short()
 	// Every execution is a ledger row: greet ran, ship did not.
 	if rep.Run.Status != journal.RunBlocked || len(rep.Invocations) != 1 || len(r.ledger()) != 1 {
 		t.Fatalf("run %s with %d invocations, %d ledger rows", rep.Run.Status, len(rep.Invocations), len(r.ledger()))
@@ -33,31 +36,33 @@ func TestApproveThenResume(t *testing.T) {
 		want string
 	}{
 		{"unknown run", service.ApproveRequest{Run: "ffff", Step: "ship"}, `run "ffff": not found`},
-		{"unknown step", service.ApproveRequest{Run: run[:8], Step: "shipp"}, `has no step "shipp" (its steps: greet, ship, later; steps with approve: ship, later)`},
-		{"no approve:", service.ApproveRequest{Run: run, Step: "greet"}, "step greet of run " + rep.Run.ID.Short() + " has no approve:, so it never waits for approval (steps with approve: ship, later)"},
-		{"not reached", service.ApproveRequest{Run: run, Step: "later"}, "step later of run " + rep.Run.ID.Short() + " is not waiting for approval: the run is blocked and has not reached it (waiting: ship)"},
+		{"a typo", service.ApproveRequest{Run: run[:8], Step: "shipp"}, `run ` + short + ` has no step "shipp" (did you mean "ship"? steps with approve: ship, later, never)`},
+		{"unknown step", service.ApproveRequest{Run: run[:8], Step: "deploy"}, `has no step "deploy" (its steps: greet, ship, later, never; steps with approve: ship, later, never)`},
+		{"no approve:", service.ApproveRequest{Run: run, Step: "greet"}, "step greet of run " + short + " has no approve:, so it never waits for approval (steps with approve: ship, later, never)"},
 	} {
 		req := tc.req
 		req.As, req.By = journal.ApprovalApproved, "op"
-		_, err := r.svc.Approve(req)
+		_, err := r.svc.Decide(req)
 		if !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 		}
 	}
 
-	got, err := r.svc.Approve(service.ApproveRequest{Run: run[:13], Step: "ship", As: journal.ApprovalApproved, By: "op", Reason: "ticket 7"})
+	got, err := r.svc.Decide(service.ApproveRequest{Run: run[:13], Step: "ship", As: journal.ApprovalApproved, By: "op", Reason: "ticket 7"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Approval.State != journal.ApprovalApproved || got.Approval.By != "op" || got.Approval.Reason != "ticket 7" || got.Run.Approval("ship") == nil {
-		t.Fatalf("approval %+v", got.Approval)
+	if got.Approval.State != journal.ApprovalApproved || got.Approval.InAdvance || got.Approval.By != "op" || got.Approval.Reason != "ticket 7" ||
+		got.Run.Approval("ship") == nil || !got.Continues || got.Continued != nil {
+		t.Fatalf("decision %+v", got)
 	}
-	_, err = r.svc.Approve(service.ApproveRequest{Run: run, Step: "ship", As: journal.ApprovalRejected, By: "other"})
-	if !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), "step ship of run "+rep.Run.ID.Short()+" was already approved by op at ") {
+	_, err = r.svc.Decide(service.ApproveRequest{Run: run, Step: "ship", As: journal.ApprovalRejected, By: "other"})
+	if !errors.Is(err, service.ErrInvalid) || !strings.Contains(err.Error(), "step ship of run "+short+" was already approved by op at ") {
 		t.Errorf("second decision: %v", err)
 	}
 
-	// Resume runs the approved step and stops at the next gate.
+	// Decided records only: Resume runs the approved step and stops at
+	// the next gate, which a rejection fails.
 	rep, err = r.svc.Resume(t.Context(), service.ResumeRequest{Run: run})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +70,7 @@ func TestApproveThenResume(t *testing.T) {
 	if rep.Run.Status != journal.RunBlocked || rep.Run.Error.Message != "step later waits for approval" || len(r.ledger()) != 2 {
 		t.Fatalf("after approval: %s %v, %d ledger rows", rep.Run.Status, rep.Run.Error, len(r.ledger()))
 	}
-	if _, err := r.svc.Approve(service.ApproveRequest{Run: run, Step: "later", As: journal.ApprovalRejected, By: "op"}); err != nil {
+	if _, err := r.svc.Decide(service.ApproveRequest{Run: run, Step: "later", As: journal.ApprovalRejected, By: "op"}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err = r.svc.Resume(t.Context(), service.ResumeRequest{Run: run})
@@ -74,5 +79,114 @@ func TestApproveThenResume(t *testing.T) {
 	}
 	if rep.Run.Status != journal.RunFailed || rep.Run.Error.Code != "MCPFLOW_APPROVAL_REJECTED" || len(rep.Invocations) != 2 || len(r.ledger()) != 2 {
 		t.Fatalf("after rejection: %s %v, %d invocations, %d ledger rows", rep.Run.Status, rep.Run.Error, len(rep.Invocations), len(r.ledger()))
+	}
+}
+
+// Local.Approve continues the run a decision leaves nothing to wait for:
+// two gates, two approvals, no resume; a gate further on approved in
+// advance is passed without stopping; NoContinue only records.
+func TestApproveContinuesTheRun(t *testing.T) {
+	r := newRig(t)
+	l := &service.Local{Service: r.svc}
+	approve := func(run, step string, as journal.ApprovalState, noContinue bool) *service.ApproveReport {
+		t.Helper()
+		var decided, started atomic.Bool
+		rep, err := l.Approve(t.Context(), service.ApproveRequest{Run: run, Step: step, As: as, By: "op", NoContinue: noContinue,
+			Decided: func(*service.ApproveReport) { decided.Store(true) },
+			Events: func(ev engine.Event) {
+				if !decided.Load() {
+					t.Errorf("event %v before the decision was handed over", ev.Kind)
+				}
+				if ev.Kind == engine.RunStarted {
+					started.Store(true)
+				}
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (rep.Continued != nil) != started.Load() {
+			t.Errorf("continued %v, but events say started %v", rep.Continued != nil, started.Load())
+		}
+		return rep
+	}
+	start := func() string {
+		t.Helper()
+		rep, err := r.svc.Run(t.Context(), service.RunRequest{File: r.workflow("gated.yaml", gated)})
+		if err != nil || rep.Run.Status != journal.RunBlocked {
+			t.Fatalf("run: %v %v", rep, err)
+		}
+		return rep.Run.ID.String()
+	}
+
+	// Two gates: each approval runs the run on to the next one, then to
+	// its end.
+	run := start()
+	got := approve(run, "ship", journal.ApprovalApproved, false)
+	if c := got.Continued; !got.Continues || c == nil || c.Run.Status != journal.RunBlocked || c.Run.Error.Message != "step later waits for approval" {
+		t.Fatalf("first approval: %+v", got)
+	}
+	got = approve(run, "later", journal.ApprovalApproved, false)
+	if c := got.Continued; c == nil || c.Run.Status != journal.RunSucceeded || len(c.Invocations) != 4 {
+		t.Fatalf("second approval: %+v", got)
+	}
+
+	// In advance: the run still waits at ship, and goes through later
+	// once ship is approved.
+	run = start()
+	got = approve(run, "later", journal.ApprovalApproved, false)
+	if a := got.Approval; !a.InAdvance || a.Reached() || got.Continues || got.Continued != nil || got.Run.Status != journal.RunBlocked {
+		t.Fatalf("approval in advance: %+v", got)
+	}
+	if p := got.Run.PendingApprovals(); len(p) != 1 || p[0].Step != "ship" {
+		t.Fatalf("pending after the approval in advance: %+v", p)
+	}
+	got = approve(run, "ship", journal.ApprovalApproved, false)
+	if c := got.Continued; c == nil || c.Run.Status != journal.RunSucceeded {
+		t.Fatalf("after approving ship: %+v", got)
+	}
+	if a := got.Continued.Run.Approval("later"); a == nil || !a.InAdvance || !a.Reached() || a.State != journal.ApprovalApproved {
+		t.Errorf("later's gate: %+v", a)
+	}
+	// A step the run skipped, or one of a run that succeeded, takes no
+	// decision.
+	if _, err := r.svc.Decide(service.ApproveRequest{Run: run, Step: "never", As: journal.ApprovalApproved, By: "op"}); !errors.Is(err, service.ErrInvalid) ||
+		!strings.Contains(err.Error(), "skipped step never (its condition was false)") {
+		t.Errorf("skipped step: %v", err)
+	}
+
+	// NoContinue records; a rejection continued fails the run.
+	run = start()
+	got = approve(run, "ship", journal.ApprovalRejected, true)
+	if !got.Continues || got.Continued != nil || got.NotContinued != nil || got.Run.Status != journal.RunBlocked {
+		t.Fatalf("no continue: %+v", got)
+	}
+	rep, err := l.Resume(t.Context(), service.ResumeRequest{Run: run})
+	if err != nil || rep.Run.Status != journal.RunFailed || rep.Run.Error.Code != engine.CodeApprovalRejected {
+		t.Fatalf("resume after a rejection: %v %v", rep, err)
+	}
+}
+
+// A decision that comes after the run asked for it and before the run was
+// let go — the operator's resume finds the run still going and leaves it —
+// is seen by the run, which goes on.
+func TestRunGoesOnWhenDecidedWhileItEnds(t *testing.T) {
+	r := newRig(t)
+	var once atomic.Bool
+	rep, err := r.svc.Run(t.Context(), service.RunRequest{File: r.workflow("gated.yaml", gated), Events: func(ev engine.Event) {
+		if ev.Kind == engine.RunFinished && ev.Status == journal.RunBlocked && once.CompareAndSwap(false, true) {
+			// The run is journaled blocked, and still going here.
+			if _, err := r.svc.Resume(t.Context(), service.ResumeRequest{Run: ev.Run.String()}); !errors.Is(err, service.ErrRunning) {
+				t.Errorf("resume of a run still going: %v", err)
+			}
+			if _, err := r.svc.Decide(service.ApproveRequest{Run: ev.Run.String(), Step: "ship", As: journal.ApprovalApproved, By: "op"}); err != nil {
+				t.Error(err)
+			}
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Run.Status != journal.RunBlocked || rep.Run.Error.Message != "step later waits for approval" || len(r.ledger()) != 2 {
+		t.Fatalf("run %s: %v; %d ledger rows", rep.Run.Status, rep.Run.Error, len(r.ledger()))
 	}
 }

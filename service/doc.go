@@ -1,6 +1,7 @@
 // Package service is mcpflow as every front end uses it: the CLI today, the
 // HTTP API of `mcpflow server` next. A [Service] works on one journal and
-// offers Run, Resume, Call, Resolve, Approve and Cancel, the queries (runs,
+// offers Run, Resume, Call, Resolve, Decide (an approval's decision; the
+// contract's Approve continues the run too) and Cancel, the queries (runs,
 // invocations, servers, tools with their replay verdicts) and validation,
 // as request and report types. Methods that run anything take a context
 // (cancelling it cancels the run, journaled) and a sink for engine.Events,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 
 	"github.com/mcpflow/mcpflow/engine"
@@ -122,7 +123,15 @@ func (s *Service) runWorkflow(ctx context.Context, wf *workflow.Workflow, inputs
 	if err != nil {
 		return nil, journalFailed(err)
 	}
-	return s.report(run.ID, true)
+	rep, err := s.report(run.ID, true)
+	// The secret inputs go on with the run, typed, should it go on here.
+	secrets := map[string]any{}
+	for _, name := range wf.SecretInputs() {
+		if v, ok := inputs[name]; ok {
+			secrets[name] = v
+		}
+	}
+	return s.goOn(ctx, rep, err, ResumeRequest{Run: run.ID.String(), TrustWorkspace: trustWorkspace, Events: events, secretValues: secrets})
 }
 
 // ResumeRequest continues a run.
@@ -145,14 +154,44 @@ type ResumeRequest struct {
 	By          string
 	// Events receives the run's progress.
 	Events func(engine.Event)
+	// secretValues are secret inputs already typed (a run that goes on
+	// in the request that started it: see goOn).
+	secretValues map[string]any
 }
 
 // Resume continues a run from the journal (see engine.Engine.Resume). The
 // definition and inputs come from the journal, not from the file on disk;
 // the run belongs to the workspace it started in, whose configuration and
 // trust apply, whichever workspace the service has. The report says
-// whether anything was done.
+// whether anything was done. A run that ends blocked at an approval gate
+// that was decided while it ended goes on (see goOn).
 func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error) {
+	rep, err := s.resumeOnce(ctx, req)
+	return s.goOn(ctx, rep, err, req)
+}
+
+// goOn continues, as req says, a run that a request here ended blocked at
+// an approval gate, when the gate was decided while the run ended (after
+// it asked, before it was let go): the operator's own resume then found
+// the run still going here (ErrRunning) and left it to this one. Checked
+// from the run as read once the run was let go (report), so that one of
+// the two always sees the other: the run here, the decision; or the
+// operator, the run let go. A resume that finds the run going (the
+// operator's has it) ends the loop; so does a run that waits again.
+func (s *Service) goOn(ctx context.Context, rep *Report, err error, req ResumeRequest) (*Report, error) {
+	for err == nil && rep.Acted && Continues(rep.Run) {
+		req.RetryFailed = false // approved once, with the first resume
+		next, nerr := s.resumeOnce(ctx, req)
+		if errors.Is(nerr, ErrRunning) {
+			break
+		}
+		rep, err = next, nerr
+	}
+	return rep, err
+}
+
+// resumeOnce is Resume without going on after a decision.
+func (s *Service) resumeOnce(ctx context.Context, req ResumeRequest) (*Report, error) {
 	id, err := s.findRun(req.Run)
 	if err != nil {
 		return nil, err
@@ -200,6 +239,7 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 	if err != nil {
 		return nil, err
 	}
+	maps.Copy(secrets, req.secretValues)
 	inputs, err := engine.ResumeInputs(run, wf, secrets)
 	if err != nil {
 		return nil, cannotResume{err}

@@ -16,8 +16,8 @@ const superviseEnv = "MCPFLOW_SUPERVISE"
 // command servers) calls it first and, if so, runs Supervise instead of
 // itself:
 //
-//	if servers.Supervising() {
-//		os.Exit(servers.Supervise(os.Args[1:]))
+//	if upstream.Supervising() {
+//		os.Exit(upstream.Supervise(os.Args[1:]))
 //	}
 func Supervising() bool { return os.Getenv(superviseEnv) == "1" }
 

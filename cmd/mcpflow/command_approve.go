@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -16,22 +17,33 @@ import (
 // in the decision they journal.
 type approvalOptions struct {
 	ioStreams
-	g         *globals
-	as        journal.ApprovalState
-	run, step string
-	reason    string
+	g          *globals
+	as         journal.ApprovalState
+	run, step  string
+	reason     string
+	noContinue bool
 }
 
 func newApproveCommand(g *globals, runF func(context.Context, *approvalOptions) error) *cobra.Command {
 	return newApprovalCommand(g, journal.ApprovalApproved, runF, &cobra.Command{
-		Use:   "approve RUN_ID STEP [--reason TEXT]",
-		Short: "Approve a step that waits for approval; resume then runs it",
-		Long: `Approve a step whose approve: stopped its run. The run was blocked before anything
-of the step was journaled or sent; after you approve it, 'mcpflow resume RUN_ID'
-runs the step (every item of a for_each) and goes on. Who (the OS user), when and
-why are journaled, and shown by 'mcpflow runs show'. A decision is final.`,
+		Use:   "approve RUN_ID STEP [--reason TEXT] [--no-continue]",
+		Short: "Approve a step that waits for approval, or one further on; the run goes on",
+		Long: `Approve a step whose approve: stopped its run, and continue the run: the step runs
+(every item of a for_each) and the run goes on to its end or to the next step that
+waits. It goes on in mcpflow server when one serves the journal (this command
+follows it there); otherwise here, printed as 'mcpflow resume' prints it, and
+this command exits as resume does. --no-continue only records the decision:
+'mcpflow resume RUN_ID' continues the run later.
+
+A step the run has not reached yet may be approved in advance: the run goes
+through it without stopping when it gets there. Who (the OS user), when, why and
+whether in advance are journaled, and shown by 'mcpflow runs show'. A decision
+is final.
+
+` + exitCodesHelp,
 		Example: `  mcpflow approve 01a2375e-c529 deploy --reason "change ticket 4711"
-  mcpflow resume 01a2375e-c529`,
+  mcpflow approve 01a2375e-c529 announce    # a later step, in advance
+  mcpflow approve 01a2375e-c529 deploy --no-continue && mcpflow resume 01a2375e-c529`,
 	})
 }
 
@@ -49,40 +61,150 @@ func newApprovalCommand(g *globals, as journal.ApprovalState, runF func(context.
 		if runF != nil {
 			return runF(cmd.Context(), o)
 		}
-		return runApproval(o)
+		return runApproval(cmd.Context(), o)
 	}
 	cmd.Flags().StringVar(&o.reason, "reason", "", "why: kept in the audit trail")
+	cmd.Flags().BoolVar(&o.noContinue, "no-continue", false, "only record the decision; 'mcpflow resume' continues the run")
 	return cmd
 }
 
-// approvalResult is the stable JSON shape of approve and reject.
+// approvalResult is the stable JSON shape of approve and reject: the
+// decision, and the run as its continuation left it (continued).
 type approvalResult struct {
 	RunID string `json:"run_id"`
 	api.Approval
+	Continued bool `json:"continued"`
+	// NotContinued says why a run the decision leaves nothing to wait
+	// for did not go on.
+	NotContinued string   `json:"not_continued,omitempty"`
+	Run          *api.Run `json:"run,omitempty"`
 }
 
-func runApproval(o *approvalOptions) error {
-	svc, done, err := o.g.backend(writeJournal)
+// verb is the command's name.
+func (o *approvalOptions) verb() string {
+	if o.as == journal.ApprovalRejected {
+		return "reject"
+	}
+	return "approve"
+}
+
+func runApproval(ctx context.Context, o *approvalOptions) error {
+	var (
+		svc  service.API
+		done func()
+		err  error
+	)
+	if o.noContinue || o.g.served() {
+		svc, done, err = o.g.backend(writeJournal)
+	} else {
+		// The run may go on here: this command holds the journal for it,
+		// and serves it meanwhile, as resume does.
+		svc, done, err = o.g.owner("mcpflow "+o.verb(), o.Err)
+	}
 	if err != nil {
 		return err
 	}
 	defer done()
-	rep, err := svc.Approve(service.ApproveRequest{Run: o.run, Step: o.step, As: o.as, Reason: o.reason, By: osUser()})
+	p := o.g.printer(o.Out)
+	cols := runColumns(svc, o.run)
+	progress := progressFor(o.g, o.Out, cols)
+	defer progress.close()
+	req := service.ApproveRequest{Run: o.run, Step: o.step, As: o.as, Reason: o.reason, By: osUser(), NoContinue: o.noContinue,
+		Events: progress.event}
+	req.Decided = func(rep *service.ApproveReport) {
+		if !p.structured() {
+			fmt.Fprintln(o.Out, decisionLine(rep))
+		}
+	}
+	rep, err := svc.Approve(ctx, req)
+	progress.close()
+	var detached *service.DetachedError
+	if errors.As(err, &detached) {
+		// Interrupted while following the run in mcpflow server: the
+		// decision is journaled, the run goes on there.
+		got, err := afterInterrupt(o.ioStreams, svc, err, nil, false, func() progressSink { return progressFor(o.g, o.Out, cols) })
+		if err != nil {
+			return err
+		}
+		return reportRun(o.g, o.ioStreams, got)
+	}
 	if err != nil {
 		return err
 	}
-	a, run := rep.Approval, rep.Run.ID.Short()
-	return o.g.printer(o.Out).print(approvalResult{RunID: rep.Run.ID.String(), Approval: api.ApprovalOf(a)}, func(w io.Writer) error {
-		why := ""
-		if a.Reason != "" {
-			why = ": " + a.Reason
+	a, run := rep.Approval, rep.Run.ID
+	res := approvalResult{RunID: run.String(), Approval: api.ApprovalOf(a), Continued: rep.Continued != nil}
+	if rep.NotContinued != nil {
+		res.NotContinued = rep.NotContinued.Error()
+	}
+	if c := rep.Continued; c != nil {
+		r := api.RunOf(c.Run, c.Invocations)
+		res.Run = &r
+	}
+	err = p.print(res, func(w io.Writer) error {
+		if c := rep.Continued; c != nil {
+			if !c.Acted {
+				fmt.Fprintf(w, "run %s is %s: nothing to resume\n", c.Run.ID, c.Run.Status)
+			}
+			printOutputs(w, c.Run.Outputs)
+			return nil
 		}
-		fmt.Fprintf(w, "step %s of run %s %s by %s%s\n", a.Step, run, a.State, a.By, why)
+		if rep.NotContinued != nil {
+			fmt.Fprintf(o.Err, "mcpflow: run %s did not go on: %v\n", run.Short(), rep.NotContinued)
+		}
+		_, err := fmt.Fprint(w, approvalNext(rep, o.noContinue))
+		return err
+	})
+	if err := ignoreClosedOutput(err); err != nil {
+		return err
+	}
+	if c := rep.Continued; c != nil {
+		reportEnd(o.Err, c)
+		return &exitError{code: statusCode(c.Run.Status)}
+	}
+	return nil
+}
+
+// decisionLine says what was decided, by whom and why.
+func decisionLine(rep *service.ApproveReport) string {
+	a := rep.Approval
+	in, why := "", ""
+	if a.InAdvance {
+		in = " in advance"
+	}
+	if a.Reason != "" {
+		why = ": " + a.Reason
+	}
+	return fmt.Sprintf("step %s of run %s %s%s by %s%s", a.Step, rep.Run.ID.Short(), a.State, in, a.By, why)
+}
+
+// approvalNext says what comes next for a run a decision did not continue:
+// the resume that continues it, or what it waits for now.
+func approvalNext(rep *service.ApproveReport, noContinue bool) string {
+	a, run := rep.Approval, rep.Run
+	id := run.ID.Short()
+	if rep.Continues {
+		if !noContinue && rep.NotContinued == nil {
+			return "the run goes on in the process that runs it\n"
+		}
 		next := "the step runs"
 		if a.State == journal.ApprovalRejected {
 			next = "the step fails without sending anything"
 		}
-		_, err := fmt.Fprintf(w, "next: mcpflow resume %s (%s)\n", run, next)
-		return err
-	})
+		return fmt.Sprintf("next: mcpflow resume %s (%s)\n", id, next)
+	}
+	out := ""
+	if a.InAdvance && !a.Reached() {
+		when := "the run goes through step " + a.Step + " without stopping when it gets there"
+		if a.State == journal.ApprovalRejected {
+			when = "step " + a.Step + " fails without sending anything when the run gets there"
+		}
+		out = when + "\n"
+	}
+	switch p := run.PendingApprovals(); {
+	case len(p) > 0:
+		out += fmt.Sprintf("next: the run waits for approval of step %s: mcpflow approve %s %s\n", p[0].Step, id, p[0].Step)
+	case run.Status != journal.RunRunning && run.Status != journal.RunSucceeded:
+		out += fmt.Sprintf("next: the run is %s: mcpflow resume %s\n", run.Status, id)
+	}
+	return out
 }

@@ -40,7 +40,9 @@ lost connection: it is re-sent only when the replay rule clears it, otherwise it
 becomes outcome_unknown and the run stays blocked until you resolve it with
 'mcpflow journal resolve'. A run blocked at a step with approve: stays blocked
 until 'mcpflow approve' (the step runs) or 'mcpflow reject' (it fails, sending
-nothing). Resuming a run that succeeded, or one still waiting, changes nothing.
+nothing), which continue the run themselves (resume continues it after one
+with --no-continue). Resuming a run that succeeded, or one still waiting,
+changes nothing.
 
 A run started with --trust-workspace keeps needing it: without the flag (or the
 workspace in your trust store) resume refuses, or asks on a terminal, since every
@@ -167,7 +169,8 @@ func resumeWith(ctx context.Context, o *resumeOptions, svc service.API, req serv
 
 // reportBlocked says why a run is blocked and what to do: each invocation
 // waiting for an operator and each step waiting for approval, and the
-// commands that resolve, approve or reject them and continue.
+// commands that resolve, approve or reject them and continue (a decision
+// continues the run itself).
 func reportBlocked(w io.Writer, rep *service.Report) {
 	run := rep.Run
 	msg := "an invocation's outcome is unknown"
@@ -198,6 +201,11 @@ func reportBlocked(w io.Writer, rep *service.Report) {
 	for _, a := range approvals {
 		fmt.Fprintf(w, "  approve:  mcpflow approve %s %s [--reason TEXT]\n", run.ID.Short(), a.Step)
 		fmt.Fprintf(w, "  reject:   mcpflow reject %s %s [--reason TEXT]\n", run.ID.Short(), a.Step)
+	}
+	if len(waiting) == 0 && len(approvals) > 0 {
+		// A decision continues the run itself.
+		fmt.Fprintf(w, "  either continues the run (with --no-continue: mcpflow resume %s)\n", run.ID.Short())
+		return
 	}
 	fmt.Fprintf(w, "  continue: mcpflow resume %s\n", run.ID.Short())
 }

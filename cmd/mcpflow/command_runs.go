@@ -91,6 +91,9 @@ func approvalLine(tf timeFormat, run journal.ID, a journal.Approval) string {
 		at = *a.At
 	}
 	line := fmt.Sprintf("  %s  %s %s step %s", tf.at(at), a.By, a.State, a.Step)
+	if a.InAdvance {
+		line += " in advance"
+	}
 	if a.Reason != "" {
 		line += ": " + a.Reason
 	}

@@ -40,7 +40,8 @@ var throughServer = map[string]struct {
 	drop   []string // lines of the script the served copy leaves out
 	skip   string   // why the script does not run through a server
 }{
-	"approve-reject": {},
+	"approve-continue": {},
+	"approve-reject":   {},
 	"blocked-resolve-resume": {
 		// The only other call of ledger_append is resolved, not sent.
 		serverEnv: []string{"MCPFLOW_DEMO_FAULT=exit-after-commit", "MCPFLOW_DEMO_FAULT_TOOL=ledger_append"},

@@ -153,6 +153,94 @@ func waitBlocked(t *testing.T, base, run string) {
 	}
 }
 
+// browser is a headless Chromium driven by chromedp for one test.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func newBrowser(t *testing.T, chromium string) *browser {
+	t.Helper()
+	alloc, cancel := chromedp.NewExecAllocator(t.Context(),
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1000),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true), chromedp.Flag("force-color-profile", "srgb"),
+	)
+	t.Cleanup(cancel)
+	ctx, cancel := chromedp.NewContext(alloc)
+	t.Cleanup(cancel)
+	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancel)
+	return &browser{t: t, ctx: ctx}
+}
+
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// live does one step on a live page, which swaps its region in when the
+// server reports a change (ui.js): a step that found its node just before
+// the swap finds it gone, and is tried again on the fresh one.
+func (b *browser) live(what string, step chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	for try := 0; ; try++ {
+		err := chromedp.Do(b.ctx, step)
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "Could not find node") || try == 20 {
+			b.t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// shot returns the function that writes a screenshot of the page to dir.
+func (b *browser) shot(dir string) func(name string) {
+	return func(name string) {
+		b.t.Helper()
+		png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			b.t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("text of %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// until waits, up to 20 s, for the page's JavaScript expression js to be
+// true, without reloading: what the page shows changes only by itself.
+func (b *browser) until(what, js string) {
+	b.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](js))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			html, _ := chromedp.Run(b.ctx, chromedp.OuterHTML(chromedp.CSS("#live")))
+			b.t.Fatalf("%s: not so after 20 s (%v); the page shows:\n%s", what, err, html)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func TestBrowserResolveAndResume(t *testing.T) {
 	chromium := chromiumPath(t)
 	out := testOutput(t)
@@ -171,60 +259,8 @@ func TestBrowserResolveAndResume(t *testing.T) {
 	run := submit(t, base)
 	waitBlocked(t, base, run)
 
-	alloc, cancel := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1000),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("disable-extensions", true), chromedp.Flag("force-color-profile", "srgb"),
-	)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	// live does one step on a live page, which swaps its region in when
-	// the server reports a change (ui.js): a step that found its node
-	// just before the swap finds it gone, and is tried again on the
-	// fresh one.
-	live := func(what string, step chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		for try := 0; ; try++ {
-			err := chromedp.Do(ctx, step)
-			if err == nil {
-				return
-			}
-			if !strings.Contains(err.Error(), "Could not find node") || try == 20 {
-				t.Fatalf("%s: %v", what, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(out, name), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return strings.TrimSpace(s)
-	}
+	b := newBrowser(t, chromium)
+	do, live, shot, text := b.do, b.live, b.shot(out), b.text
 
 	do("the runs list", chromedp.EmulateViewport(1280, 1000), chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`tr[data-run=%q] .run-blocked`, run))))
@@ -298,5 +334,91 @@ func TestBrowserResolveAndResume(t *testing.T) {
 			t.Errorf("%s: not a PNG (%v)", name, err)
 		}
 	}
+	t.Logf("screenshots in %s", out)
+}
+
+// TestBrowserApproveGoesOn: approving in the web UI continues the run, and
+// the run page follows it without a reload: no red "waits for approval"
+// box stays behind once the step is approved, the next gate's form shows
+// up when the run gets there, and a decision taken elsewhere (the API, as
+// another terminal's mcpflow approve) changes the open page at once.
+func TestBrowserApproveGoesOn(t *testing.T) {
+	chromium := chromiumPath(t)
+	out := testOutput(t)
+	c := newCLI(t)
+	c.workflow("gates.yaml", gatesWorkflow)
+	base := startServer(t, c)
+	submitGates := func() string {
+		t.Helper()
+		res, err := http.Post(base+"/api/runs", "application/json", strings.NewReader(`{"file": "gates.yaml"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var started struct{ Run string }
+		if err := json.NewDecoder(res.Body).Decode(&started); err != nil || res.StatusCode != http.StatusAccepted {
+			t.Fatalf("submit: %d, %v", res.StatusCode, err)
+		}
+		waitBlocked(t, base, started.Run)
+		return started.Run
+	}
+	b := newBrowser(t, chromium)
+	shot := b.shot(out)
+	// pending is the expression that is true when the page offers to
+	// decide step (and only it).
+	pending := func(step string) string {
+		return fmt.Sprintf(`(() => { const f = [...document.querySelectorAll(".approvals-pending form.decide input[name=step]")].map(i => i.value); return f.length === 1 && f[0] === %q })()`, step)
+	}
+	// noBox: no red error box says the run waits for approval.
+	const noBox = `![...document.querySelectorAll("#live .error")].some(e => e.textContent.includes("waits for approval"))`
+
+	run := submitGates()
+	b.do("the blocked run", chromedp.EmulateViewport(1280, 1000), chromedp.Navigate(base+"/runs/"+run),
+		chromedp.WaitVisible(chromedp.CSS(`#live-state.on`)))
+	b.until("the form of deploy's gate, and the box that says the run waits", pending("deploy")+` && !(`+noBox+`)`)
+	shot("ui-approve-pending.png")
+	b.live("type the reason", chromedp.SendKeys(chromedp.CSS(`.approvals-pending input[name=reason]`), "change 4711"))
+	b.live("approve", chromedp.Click(chromedp.CSS(`.approvals-pending button[value=approved]`)))
+	b.do("approved", chromedp.WaitVisible(chromedp.CSS(`.flash-ok`)))
+	if got := b.text(".flash-ok"); !strings.Contains(got, "Step deploy approved by") || !strings.Contains(got, "The run goes on.") {
+		t.Errorf("flash %q", got)
+	}
+	// The run goes on, in the server, to the next gate: the page follows.
+	b.until("the form of announce's gate, no box about deploy", pending("announce")+
+		` && ![...document.querySelectorAll("#live .error")].some(e => e.textContent.includes("step deploy waits"))`)
+	shot("ui-approve-next-gate.png")
+	b.live("approve announce", chromedp.Click(chromedp.CSS(`.approvals-pending button[value=approved]`)))
+	b.until("the run succeeded, nothing waits", `document.querySelector("#run-status.run-succeeded") !== null && `+
+		`document.querySelector(".approvals-pending") === null && `+noBox)
+	shot("ui-approve-done.png")
+	if status, steps := apiRun(t, base, run); status != "succeeded" || len(steps) != 3 {
+		t.Fatalf("run %s: %s with %d steps", run, status, len(steps))
+	}
+
+	// Decided elsewhere while the page is open: the page changes by
+	// itself. Recorded only (no_continue): the box that said the run
+	// waits gives way to one that says it is decided.
+	second := submitGates()
+	b.do("the second run", chromedp.Navigate(base+"/runs/"+second), chromedp.WaitVisible(chromedp.CSS(`#live-state.on`)))
+	b.until("deploy's gate", pending("deploy"))
+	res, err := http.Post(base+"/api/runs/"+second+"/approve", "application/json", strings.NewReader(`{"step": "deploy", "no_continue": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("approve through the API: %d", res.StatusCode)
+	}
+	b.until("the page says deploy is decided", `document.querySelector("#decided") !== null && `+
+		`document.querySelector(".approvals-pending") === null && `+noBox)
+	shot("ui-approve-decided.png")
+	// And a decision that continues the run: the page follows it to the
+	// next gate.
+	res, err = http.Post(base+"/api/runs/"+second+"/resume", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	b.until("announce's gate, after the resume", pending("announce"))
 	t.Logf("screenshots in %s", out)
 }

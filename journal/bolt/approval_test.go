@@ -15,14 +15,14 @@ func TestApprovalRequestedThenDecided(t *testing.T) {
 	journaltest.EachLocation(t, func(t *testing.T, path string) {
 		j := journaltest.OpenStore(t, path, &journal.Options{Now: c.now})
 		run := newRun(t, j)
-		if err := j.RequestApproval(run, "deploy", "Roll out?"); err != nil {
+		if _, err := j.RequestApproval(run, "deploy", "Roll out?"); err != nil {
 			t.Fatal(err)
 		}
 		if err := j.SetRunStatus(run, journal.RunBlocked, &journal.Error{Code: "X", Message: "waits"}); err != nil {
 			t.Fatal(err)
 		}
 		// A second request (a resume reaching the gate again) changes nothing.
-		if err := j.RequestApproval(run, "deploy", "another message"); err != nil {
+		if _, err := j.RequestApproval(run, "deploy", "another message"); err != nil {
 			t.Fatal(err)
 		}
 		r, _ := j.Run(run)
@@ -66,6 +66,86 @@ func TestApprovalRequestedThenDecided(t *testing.T) {
 	})
 }
 
+// A decision made before the run reaches the step: journaled in advance,
+// and the run that reaches the step finds it in the same transaction that
+// records the request.
+func TestDecideInAdvance(t *testing.T) {
+	c := &clock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	journaltest.EachLocation(t, func(t *testing.T, path string) {
+		j := journaltest.OpenStore(t, path, &journal.Options{Now: c.now})
+		run := newRun(t, j)
+		a, err := j.DecideInAdvance(run, "deploy", journal.ApprovalApproved, "alice", "ticket 42")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.State != journal.ApprovalApproved || !a.InAdvance || a.Reached() || a.By != "alice" || a.At == nil || a.Reason != "ticket 42" {
+			t.Fatalf("approval in advance %+v", a)
+		}
+		r, _ := j.Run(run)
+		if len(r.Approvals) != 1 || len(r.PendingApprovals()) != 0 {
+			t.Fatalf("approvals %+v", r.Approvals)
+		}
+		_, err = j.DecideInAdvance(run, "deploy", journal.ApprovalRejected, "bob", "")
+		if !errors.Is(err, journal.ErrTransition) || !strings.Contains(err.Error(), "step deploy was already approved in advance by alice at ") {
+			t.Fatalf("second decision: %v", err)
+		}
+
+		// The run reaches the step: the gate is marked reached, the
+		// decision kept; reaching it again changes nothing.
+		got, err := j.RequestApproval(run, "deploy", "Roll out?")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != journal.ApprovalApproved || !got.InAdvance || !got.Reached() || got.Message != "Roll out?" || got.RequestedAt.Before(*a.At) {
+			t.Fatalf("reached %+v", got)
+		}
+		again, err := j.RequestApproval(run, "deploy", "other")
+		if err != nil || !again.RequestedAt.Equal(got.RequestedAt) || again.Message != got.Message || again.State != got.State {
+			t.Fatalf("reached again: %+v, %v; want %+v", again, err, got)
+		}
+
+		// Rejected in advance: the run that reaches the step is told.
+		if _, err := j.DecideInAdvance(run, "notify", journal.ApprovalRejected, "bob", "not today"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := j.RequestApproval(run, "notify", ""); err != nil || got.State != journal.ApprovalRejected || got.By != "bob" {
+			t.Fatalf("rejected in advance: %+v, %v", got, err)
+		}
+
+		// A gate the run reached meanwhile is decided as it waits: not in
+		// advance.
+		if _, err := j.RequestApproval(run, "later", ""); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := j.DecideInAdvance(run, "later", journal.ApprovalApproved, "carol", ""); err != nil || got.InAdvance || !got.Reached() {
+			t.Fatalf("decided while waiting: %+v, %v", got, err)
+		}
+
+		// DecideApproval still refuses a step the run has not reached; a
+		// run that succeeded takes no decision in advance.
+		if _, err := j.DecideApproval(run, "unreached", journal.ApprovalApproved, "op", ""); !errors.Is(err, journal.ErrTransition) {
+			t.Fatalf("DecideApproval of a step not reached: %v", err)
+		}
+		if err := j.SetRunStatus(run, journal.RunSucceeded, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.DecideInAdvance(run, "unreached", journal.ApprovalApproved, "op", ""); !errors.Is(err, journal.ErrTransition) || !strings.Contains(err.Error(), "succeeded") {
+			t.Fatalf("in advance on a run that succeeded: %v", err)
+		}
+
+		// Durable: a new open reads the decisions back.
+		journaltest.CheckAndClose(t, j)
+		j = journaltest.OpenStore(t, path, nil)
+		r, err = j.Run(run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Approval("deploy"); got == nil || !got.InAdvance || got.Message != "Roll out?" || !got.At.Equal(*a.At) {
+			t.Fatalf("after reopening: %+v", r.Approvals)
+		}
+	})
+}
+
 func TestDecideApprovalRefuses(t *testing.T) {
 	journaltest.Each(t, nil, func(t *testing.T, j journal.Store) {
 		run := newRun(t, j)
@@ -80,7 +160,7 @@ func TestDecideApprovalRefuses(t *testing.T) {
 				t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
 			}
 		}
-		if err := j.RequestApproval(run, "deploy", ""); err != nil {
+		if _, err := j.RequestApproval(run, "deploy", ""); err != nil {
 			t.Fatal(err)
 		}
 		for _, tc := range []struct {
@@ -125,6 +205,10 @@ func TestCheckFindsBadApprovals(t *testing.T) {
 		{"decided by nobody", []journal.Approval{{Step: "a", RequestedAt: now, State: journal.ApprovalApproved, At: &now}}, journal.RunRunning, "approved without who"},
 		{"decided before asked", []journal.Approval{{Step: "a", RequestedAt: now, State: journal.ApprovalRejected, By: "op", At: &earlier}}, journal.RunRunning, "rejected without who, or when not after"},
 		{"succeeded while waiting", []journal.Approval{{Step: "a", RequestedAt: now, State: journal.ApprovalPending}}, journal.RunSucceeded, "succeeded while the step waits for approval"},
+		{"pending, never requested", []journal.Approval{{Step: "a", State: journal.ApprovalPending}}, journal.RunRunning, "pending but never requested"},
+		{"decided, never requested", []journal.Approval{{Step: "a", State: journal.ApprovalApproved, By: "op", At: &now}}, journal.RunRunning, "approved without who, or when not after"},
+		{"in advance, reached first", []journal.Approval{{Step: "a", RequestedAt: earlier, State: journal.ApprovalApproved, By: "op", At: &now, InAdvance: true}}, journal.RunRunning, "approved in advance without who, or reached before"},
+		{"in advance, by nobody", []journal.Approval{{Step: "a", State: journal.ApprovalRejected, At: &now, InAdvance: true}}, journal.RunRunning, "rejected in advance without who"},
 	} {
 		bad := good
 		bad.Approvals, bad.Status = tc.approvals, tc.status
@@ -152,7 +236,7 @@ func TestPruneKeepsRunWaitingForApproval(t *testing.T) {
 	journaltest.Each(t, &journal.Options{Now: c.now}, func(t *testing.T, j journal.Store) {
 		waiting, decided := newRun(t, j), newRun(t, j)
 		for _, run := range []journal.ID{waiting, decided} {
-			if err := j.RequestApproval(run, "deploy", ""); err != nil {
+			if _, err := j.RequestApproval(run, "deploy", ""); err != nil {
 				t.Fatal(err)
 			}
 			if err := j.SetRunStatus(run, journal.RunBlocked, nil); err != nil {

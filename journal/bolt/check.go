@@ -27,8 +27,8 @@ import (
 //     FinishedAt; a succeeded run has no unsettled invocation;
 //   - a run has at most one approval per step, each pending, approved or
 //     rejected; a decided one says who and when (not before it was
-//     requested), a pending one says neither; a succeeded run has no
-//     pending approval.
+//     requested, or, decided in advance, not after the run reached it), a
+//     pending one says neither; a succeeded run has no pending approval.
 //
 // It returns nil, nil for a healthy journal. It first waits until the file
 // holds every write that returned; while it runs, the file takes no new

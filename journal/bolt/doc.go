@@ -6,8 +6,8 @@
 // # Durability
 //
 // Every write method (CreateRun, SetRunStatus, EndRun, RequestApproval,
-// DecideApproval, Begin, Skip, Again, Finish, Interrupted, Decide, Resolve,
-// Prune) returns only after what it wrote is on disk. On the bbolt file that
+// DecideApproval, DecideInAdvance, Begin, Skip, Again, Finish, Interrupted,
+// Decide, Resolve, Prune) returns only after what it wrote is on disk. On the bbolt file that
 // is the journal's write-ahead log (the file beside it whose name ends in
 // "-wal", see wal.go): a write appends its records there and syncs them
 // (one write and one fdatasync, where a bbolt commit writes a page per tree
