@@ -174,28 +174,33 @@ func (l *leases) beat() {
 	if len(ids) == 0 {
 		return
 	}
-	rows, err := l.owner.Query(bg, `SELECT id, epoch, cancel_reason FROM mcpflow_runs WHERE id = ANY($1) AND session = $2`, ids, uuidOf(l.session))
+	// A run held but not in the table is one whose creation has not
+	// committed yet (hold comes first, inside the creating transaction):
+	// not lost. A run in the table that another session holds, or holds
+	// at another epoch, is.
+	rows, err := l.owner.Query(bg, `SELECT id, epoch, session IS NOT DISTINCT FROM $2, cancel_reason FROM mcpflow_runs WHERE id = ANY($1)`, ids, uuidOf(l.session))
 	if err != nil {
 		return
 	}
-	still := map[journal.ID]int64{}
 	cancels := map[journal.ID]string{}
 	var id [16]byte
 	var epoch int64
+	var mine bool
 	var reason *string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &epoch, &reason}, func() error {
-		still[journal.ID(id)] = epoch
-		if reason != nil {
-			cancels[journal.ID(id)] = *reason
+	gone := map[journal.ID]int64{}
+	if _, err := pgx.ForEachRow(rows, []any{&id, &epoch, &mine, &reason}, func() error {
+		run := journal.ID(id)
+		if e := took[run]; !mine || epoch != e {
+			gone[run] = e
+		} else if reason != nil {
+			cancels[run] = *reason
 		}
 		return nil
 	}); err != nil {
 		return
 	}
-	for id, e := range took {
-		if now, ok := still[id]; !ok || now != e {
-			l.loseAt(id, e)
-		}
+	for run, e := range gone {
+		l.loseAt(run, e)
 	}
 	l.mu.Lock()
 	asked := l.cancel

@@ -172,6 +172,31 @@ func TestLeaseNoReclaimWhileTheLostRunGoesHere(t *testing.T) {
 	}
 }
 
+// TestLeaseHeartbeatKeepsARunBeingCreated: a run this worker holds whose
+// creation has not committed yet (not in the table) is not lost: the
+// heartbeat that ran in that window used to report it lost, and every
+// later write of the run failed as taken over by another worker.
+func TestLeaseHeartbeatKeepsARunBeingCreated(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	a := journaltest.OpenStore(t, location, &journal.Options{Worker: "a", Lease: 300 * time.Millisecond}).(*postgres.Store)
+	var lost lostRuns
+	a.OnLost(lost.add)
+	creating := journal.NewID()
+	a.HoldUncommitted(creating, 1)
+	taken := newRun(t, a)
+	sql(t, location, `UPDATE mcpflow_runs SET owner = 'b', session = gen_random_uuid(), epoch = epoch + 1`)
+	deadline := time.Now().Add(5 * time.Second)
+	for !lost.has(taken) { // heartbeats came, every 100 ms
+		if time.Now().After(deadline) {
+			t.Fatal("the heartbeat did not find the lost run")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if lost.has(creating) {
+		t.Errorf("run %s, held while its creation commits, reported lost", creating)
+	}
+}
+
 // TestLeaseHeartbeatFindsLostRuns: the heartbeat of a worker whose run
 // was taken tells OnLost without waiting for a write.
 func TestLeaseHeartbeatFindsLostRuns(t *testing.T) {

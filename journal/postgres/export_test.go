@@ -1,0 +1,9 @@
+package postgres
+
+import "github.com/mcpflow/mcpflow/journal"
+
+// Hooks for the tests in package postgres_test.
+
+// HoldUncommitted makes this session hold run at epoch as a creation
+// does before its transaction commits: held here, not yet in the table.
+func (p *Store) HoldUncommitted(run journal.ID, epoch int64) { p.leases.hold(run, epoch) }
