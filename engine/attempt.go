@@ -484,7 +484,7 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 	case rv.unknown != nil:
 		// The call may have run and will not be sent again: its outcome is
 		// unknown, now, not on some later resume.
-		o := journal.Outcome{State: journal.StateOutcomeUnknown, Error: outcomeUnknown, Failure: class.String(), Detail: detail, Decision: rv.unknown}
+		o := journal.Outcome{State: journal.StateOutcomeUnknown, Error: outcomeUnknown, Failure: class, Detail: detail, Decision: rv.unknown}
 		if err := r.j.Finish(intent, o); err != nil {
 			return turn{}, err
 		}
@@ -505,7 +505,7 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		return end(done, journal.StateCompleted), nil
 	}
 	state, failure := r.failure(u, class, callErr)
-	o := journal.Outcome{State: state, Error: failure.err, Failure: class.String(), Detail: detail, Decision: rv.declined}
+	o := journal.Outcome{State: state, Error: failure.err, Failure: class, Detail: detail, Decision: rv.declined}
 	if err := r.j.Finish(intent, o); err != nil {
 		return turn{}, err
 	}
@@ -523,10 +523,10 @@ func (r *runner) lost(ctx context.Context, u unit, intent journal.Intent, class 
 	if err != nil {
 		return turn{}, err
 	}
-	if class == replay.ClassNotDelivered && inv.Decided(verdict.FirstDelivery) >= maxFirstDeliveries {
+	if class.NotDelivered() && inv.Decided(verdict.FirstDelivery) >= maxFirstDeliveries {
 		// The session keeps breaking before the call leaves: the server
 		// is unusable. The call never ran; resume may try again.
-		o := journal.Outcome{State: journal.StateFailed, Failure: class.String(), Detail: detail,
+		o := journal.Outcome{State: journal.StateFailed, Failure: class, Detail: detail,
 			Error: &journal.Error{Code: CodeServerUnavailable, Message: fmt.Sprintf("step %s: server %q broke the session %d times before the call could be sent", u.name(), u.Server, maxFirstDeliveries+1)}}
 		if err := r.j.Finish(intent, o); err != nil {
 			return turn{}, err
@@ -549,8 +549,8 @@ func (r *runner) lost(ctx context.Context, u unit, intent journal.Intent, class 
 // failed, with the send-time decision, and the cause of the next attempt
 // (nil: the outcome is unknown).
 func lossOutcome(inv *journal.Invocation, class replay.Class) (journal.Outcome, *cause) {
-	o := journal.Outcome{State: journal.StateIntent, Failure: class.String()}
-	if class == replay.ClassNotDelivered {
+	o := journal.Outcome{State: journal.StateIntent, Failure: class}
+	if class.NotDelivered() {
 		o.Decision = &journal.Decision{Verdict: verdict.FirstDelivery, Reason: string(replay.ReasonNotDelivered), View: verdict.SendTime}
 		return o, &cause{kind: causeNotDelivered}
 	}
@@ -565,28 +565,15 @@ func lossOutcome(inv *journal.Invocation, class replay.Class) (journal.Outcome, 
 
 // earlierMayHaveRun reports whether an attempt before the newest may have
 // run without its result arriving: then sending the call again is a
-// replay, whatever the newest attempt proved.
+// replay, whatever the newest attempt proved. (A class this mcpflow does
+// not know, a newer one's, may have run.)
 func earlierMayHaveRun(inv *journal.Invocation) bool {
 	for i := 0; i+1 < len(inv.Attempts); i++ {
-		if failureOf(&inv.Attempts[i]).MayHaveRun() {
+		if inv.Attempts[i].Failure.MayHaveRun() {
 			return true
 		}
 	}
 	return false
-}
-
-// failureOf is the failure class an attempt was journaled with: none for
-// an attempt journaled without one; a name this mcpflow does not know (a
-// newer one's) counts as a lost connection, which may have run.
-func failureOf(a *journal.Attempt) replay.Class {
-	if a.Failure == "" {
-		return replay.ClassNone
-	}
-	c, err := replay.ParseClass(a.Failure)
-	if err != nil {
-		return replay.ClassLost
-	}
-	return c
 }
 
 // retryVerdict is retry's answer: another attempt (next), the end of the
@@ -626,7 +613,7 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 	if err != nil {
 		return retryVerdict{}, err
 	}
-	if class == replay.ClassRejected && earlierMayHaveRun(inv) {
+	if class.NotRun() && earlierMayHaveRun(inv) {
 		// This attempt did not run, but an earlier one may have: sending
 		// again is a replay, and not sending leaves the outcome unknown.
 		mayHaveRun = true
@@ -670,7 +657,7 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 		rv.declined = &journal.Decision{Verdict: verdict.NotRetried, Reason: "retry_attempts_spent", View: verdict.Current}
 		return rv, nil
 	}
-	o := journal.Outcome{State: journal.StateIntent, Failure: class.String(), Detail: detail,
+	o := journal.Outcome{State: journal.StateIntent, Failure: class, Detail: detail,
 		Decision: &journal.Decision{Verdict: verdict.Retry, Reason: reason, View: verdict.Current}}
 	if err := r.j.Finish(intent, o); err != nil {
 		return retryVerdict{}, err

@@ -18,7 +18,7 @@ import (
 func TestPlanResume(t *testing.T) {
 	at := time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
 	ended := &at
-	attempt := func(n int, endedAt *time.Time, failure string) journal.Attempt {
+	attempt := func(n int, endedAt *time.Time, failure replay.Class) journal.Attempt {
 		return journal.Attempt{N: n, SentAt: at, EndedAt: endedAt, Failure: failure}
 	}
 	decision := func(n int, v verdict.Verdict, view verdict.View) journal.Decision {

@@ -249,7 +249,7 @@ func TestWireCallsMatchJournaledAttempts(t *testing.T) {
 			t.Fatalf("run %s:%s", run.Status, describeInvs(invs))
 		}
 		up := invs[1]
-		if up.Tool != "upper" || up.State != journal.StateCompleted || len(up.Attempts) != 2 || !up.Attempts[1].Replay || up.Attempts[0].Failure != replay.ClassLost.String() {
+		if up.Tool != "upper" || up.State != journal.StateCompleted || len(up.Attempts) != 2 || !up.Attempts[1].Replay || up.Attempts[0].Failure != replay.ClassLost {
 			t.Errorf("upper:%s", describeInvs(invs[1:2]))
 		}
 		if invs[2].State != journal.StateCompleted || len(invs[2].Attempts) != 1 {
@@ -349,7 +349,7 @@ steps:
 		t.Fatalf("run %s:%s", run.Status, describeInvs(invs))
 	}
 	up := invs[1]
-	if up.State != journal.StateCompleted || len(up.Attempts) != 2 || !up.Attempts[1].Replay || up.Attempts[0].Failure != replay.ClassLost.String() {
+	if up.State != journal.StateCompleted || len(up.Attempts) != 2 || !up.Attempts[1].Replay || up.Attempts[0].Failure != replay.ClassLost {
 		t.Errorf("upper:%s", describeInvs(invs[1:2]))
 	}
 	if got := string(invs[2].Arguments); got != `{"name":"HELLO, ADA!"}` {

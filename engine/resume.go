@@ -93,7 +93,7 @@ func (r *runner) resumeUnit(ctx context.Context, u unit, inv *journal.Invocation
 		next = &cause{kind: causeResend, replay: p.Replay, decision: p.Decision}
 	case PlanFollow:
 		next = &cause{kind: causeLost}
-		if p.Class == replay.ClassNotDelivered {
+		if p.Class.NotDelivered() {
 			next.kind = causeNotDelivered
 		}
 	case PlanJudge:

@@ -206,7 +206,7 @@ func (e *recordEncoder) attempt(a *Attempt) {
 	}
 	if a.Failure != "" {
 		e.lit(`,"failure":`)
-		e.str(a.Failure)
+		e.str(string(a.Failure))
 	}
 	if a.Detail != "" {
 		e.lit(`,"detail":`)

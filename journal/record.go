@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"time"
 
+	"github.com/mcpflow/mcpflow/internal/failure"
 	"github.com/mcpflow/mcpflow/internal/verdict"
 )
 
@@ -141,9 +142,11 @@ type Attempt struct {
 	Replay bool `json:"replay,omitempty"`
 	// EndedAt is set once the attempt's outcome is known.
 	EndedAt *time.Time `json:"ended_at,omitempty"`
-	// Failure is the failure class ("connection_lost", "timed_out", …), empty
-	// when a result arrived.
-	Failure string `json:"failure,omitempty"`
+	// Failure is what the attempt's outcome proved (internal/failure names
+	// every class: "connection_lost", "timed_out", "tool_error", …); empty
+	// (failure.None) when a result arrived without isError, and while the
+	// attempt has no outcome.
+	Failure failure.Class `json:"failure,omitempty"`
 	// Detail is the upstream error text, kept for the operator only.
 	Detail string `json:"detail,omitempty"`
 	// Trust and Annotations are the snapshot this attempt was sent with (the

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mcpflow/mcpflow/internal/failure"
 )
 
 // Intent is the proof that an invocation's intent record is durable. Only
@@ -331,8 +333,9 @@ type Outcome struct {
 	State  State
 	Result *Result
 	Error  *Error
-	// Failure and Detail are recorded on the attempt.
-	Failure string
+	// Failure and Detail are recorded on the attempt: what its outcome
+	// proved (a tool error included), and the upstream error text.
+	Failure failure.Class
 	Detail  string
 	// Decision, when set, is the replay policy's verdict on this failure,
 	// journaled in the same commit.

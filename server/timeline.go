@@ -143,7 +143,7 @@ func rowOf(inv *journal.Invocation, running bool, now time.Time, pos func(time.T
 		s.Title = fmt.Sprintf("attempt %d: sent %s, %s", a.N, clock(a.SentAt), shortDuration(e.Sub(a.SentAt)))
 		switch {
 		case a.Failure != "":
-			s.Title += ", " + a.Failure
+			s.Title += ", " + string(a.Failure)
 		case a.EndedAt == nil:
 			s.Title += ", no outcome yet"
 		default:

@@ -110,7 +110,7 @@ func TestClassifyTimedOut(t *testing.T) {
 				t.Fatalf("invocation:%s\nerror %+v\nwant %s after %d attempts", describe([]journal.Invocation{inv}), inv.Error, state, tc.attempts)
 			}
 			for i, a := range inv.Attempts {
-				if a.Failure != replay.ClassTimedOut.String() || a.EndedAt == nil || a.Replay != (i > 0) {
+				if a.Failure != replay.ClassTimedOut || a.EndedAt == nil || a.Replay != (i > 0) {
 					t.Errorf("attempt %d: %+v", i+1, a)
 				}
 			}
@@ -175,7 +175,7 @@ func TestClassifyServerError(t *testing.T) {
 				t.Fatalf("invocation:%s\nerror %+v", describe([]journal.Invocation{inv}), inv.Error)
 			}
 			for i, a := range inv.Attempts {
-				if a.Failure != replay.ClassServerError.String() || a.EndedAt == nil || a.Replay != (i > 0) {
+				if a.Failure != replay.ClassServerError || a.EndedAt == nil || a.Replay != (i > 0) {
 					t.Errorf("attempt %d: %+v", i+1, a)
 				}
 			}
@@ -239,7 +239,7 @@ func TestClassifyRejected(t *testing.T) {
 				t.Fatalf("invocation:%s\nerror %+v", describe([]journal.Invocation{inv}), inv.Error)
 			}
 			for i, a := range inv.Attempts {
-				if a.Failure != replay.ClassRejected.String() || a.EndedAt == nil || a.Replay {
+				if a.Failure != replay.ClassRejected || a.EndedAt == nil || a.Replay {
 					t.Errorf("attempt %d: %+v", i+1, a)
 				}
 			}
@@ -294,7 +294,7 @@ func TestClassifyAbortedThenResume(t *testing.T) {
 			run, invs := c.onlyRun(j)
 			j.Close()
 			if run.Status != journal.RunCancelled || len(invs) != 1 || invs[0].State != journal.StateAborted ||
-				len(invs[0].Attempts) != 1 || invs[0].Attempts[0].Failure != replay.ClassAborted.String() {
+				len(invs[0].Attempts) != 1 || invs[0].Attempts[0].Failure != replay.ClassAborted {
 				t.Fatalf("run %s, invocations:%s\nwant cancelled with one aborted", run.Status, describe(invs))
 			}
 

@@ -78,7 +78,7 @@ func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload
 			line += "  no outcome recorded"
 		}
 		if a.Failure != "" {
-			line += "  failure: " + a.Failure
+			line += "  failure: " + string(a.Failure)
 		}
 		fmt.Fprintln(w, line)
 		if a.Detail != "" {

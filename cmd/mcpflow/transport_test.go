@@ -291,7 +291,7 @@ func TestHTTPUnsafeLostCallIsOutcomeUnknown(t *testing.T) {
 				t.Fatalf("invocations:%s", describe(invs))
 			}
 			inv := invs[0]
-			if inv.State != journal.StateOutcomeUnknown || len(inv.Attempts) != 1 || inv.Attempts[0].Failure != replay.ClassLost.String() ||
+			if inv.State != journal.StateOutcomeUnknown || len(inv.Attempts) != 1 || inv.Attempts[0].Failure != replay.ClassLost ||
 				inv.Error == nil || inv.Error.Code != replay.Code || inv.Error.Message != replay.Message {
 				t.Errorf("invocation:%s\nerror %+v", describe(invs), inv.Error)
 			}
@@ -340,7 +340,7 @@ func TestHTTPSafeLostCallIsReplayed(t *testing.T) {
 			}
 			inv := invs[0]
 			if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Attempts[0].Replay || !inv.Attempts[1].Replay ||
-				inv.Attempts[0].Failure != replay.ClassLost.String() || inv.Attempts[1].Failure != "" {
+				inv.Attempts[0].Failure != replay.ClassLost || inv.Attempts[1].Failure != "" {
 				t.Errorf("invocation:%s", describe(invs))
 			}
 			wantDecisions(t, inv,
@@ -401,7 +401,7 @@ func TestReplayBudgetIsSpent(t *testing.T) {
 				t.Fatalf("invocation:%s", describe(invs))
 			}
 			for i, a := range inv.Attempts {
-				if a.Replay != (i > 0) || a.Failure != replay.ClassLost.String() || a.EndedAt == nil {
+				if a.Replay != (i > 0) || a.Failure != replay.ClassLost || a.EndedAt == nil {
 					t.Errorf("attempt %d: %+v", i+1, a)
 				}
 			}
@@ -441,7 +441,7 @@ func TestSSELostCallFollowsTheRule(t *testing.T) {
 			}
 			j := c.openJournal()
 			_, invs := c.onlyRun(j)
-			if len(invs) != 1 || len(invs[0].Attempts) != tc.runs || invs[0].Attempts[0].Failure != replay.ClassLost.String() {
+			if len(invs) != 1 || len(invs[0].Attempts) != tc.runs || invs[0].Attempts[0].Failure != replay.ClassLost {
 				t.Fatalf("invocations:%s", describe(invs))
 			}
 			inv := invs[0]
@@ -484,7 +484,7 @@ func TestServerUnavailableAfterLossThenResume(t *testing.T) {
 		t.Fatalf("run %s, invocations:%s", run.Status, describe(invs))
 	}
 	inv := invs[0]
-	if inv.State != journal.StateIntent || len(inv.Attempts) != 1 || inv.Attempts[0].EndedAt == nil || inv.Attempts[0].Failure != replay.ClassLost.String() {
+	if inv.State != journal.StateIntent || len(inv.Attempts) != 1 || inv.Attempts[0].EndedAt == nil || inv.Attempts[0].Failure != replay.ClassLost {
 		t.Errorf("invocation:%s", describe(invs))
 	}
 	wantDecisions(t, inv, journal.Decision{Verdict: "replay", Reason: string(replay.ReasonDeclaredIdempotent), View: "send_time", Attempt: 1})
@@ -644,7 +644,7 @@ func TestTrustRemovedBeforeReplay(t *testing.T) {
 func checkTrustRemoved(t *testing.T, c *cli, r result, reason replay.Reason, sendTimeTrust func(journal.Trust) bool) {
 	t.Helper()
 	inv := blockedOnce(t, c, r, "upper")
-	if inv.Attempts[0].Failure != replay.ClassLost.String() {
+	if inv.Attempts[0].Failure != replay.ClassLost {
 		t.Errorf("attempt failure %q, want connection_lost", inv.Attempts[0].Failure)
 	}
 	if !sendTimeTrust(inv.Trust) {
@@ -693,7 +693,7 @@ steps:
 		}
 		inv := invs[2]
 		if inv.State != journal.StateIntent || len(inv.Attempts) != 1 || inv.Attempts[0].EndedAt == nil ||
-			inv.Attempts[0].Failure != replay.ClassNotDelivered.String() || inv.Attempts[0].Replay {
+			inv.Attempts[0].Failure != replay.ClassNotDelivered || inv.Attempts[0].Replay {
 			t.Fatalf("the undelivered call:%s", describe(invs[2:]))
 		}
 		wantDecisions(t, inv, journal.Decision{Verdict: "first_delivery", Reason: string(replay.ReasonNotDelivered), View: "send_time", Attempt: 1})
@@ -749,7 +749,7 @@ func checkFirstDelivery(t *testing.T, c *cli) {
 	}
 	inv := invs[2]
 	if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Replays() != 0 ||
-		inv.Attempts[0].Failure != replay.ClassNotDelivered.String() || inv.Attempts[1].Failure != "" {
+		inv.Attempts[0].Failure != replay.ClassNotDelivered || inv.Attempts[1].Failure != "" {
 		t.Errorf("the undelivered call:%s", describe(invs[2:]))
 	}
 	if inv.Trust.Server || inv.Trust.Workspace {
