@@ -67,10 +67,10 @@ func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload
 		fmt.Fprintf(w, "Error:        %s\n", inv.Error.Error())
 	}
 	fmt.Fprintln(w, "\nAttempts:")
-	for _, a := range inv.Attempts {
+	for i, a := range inv.Attempts {
 		line := fmt.Sprintf("  %d  sent %s", a.N, tf.at(a.SentAt))
-		if a.Replay {
-			line += "  (replay)"
+		if k := inv.Sent(i); k != journal.KindFirst {
+			line += "  (" + api.KindText(k) + ")"
 		}
 		if a.EndedAt != nil {
 			line += "  ended after " + round(a.EndedAt.Sub(a.SentAt)).String()

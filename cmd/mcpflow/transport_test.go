@@ -132,7 +132,7 @@ func describe(invs []journal.Invocation) string {
 	for _, inv := range invs {
 		fmt.Fprintf(&b, "\n  %s %s/%s state=%s trust=%+v", inv.Step, inv.Server, inv.Tool, inv.State, inv.Trust)
 		for _, a := range inv.Attempts {
-			fmt.Fprintf(&b, "\n    attempt %d replay=%v ended=%v failure=%q detail=%q", a.N, a.Replay, a.EndedAt != nil, a.Failure, a.Detail)
+			fmt.Fprintf(&b, "\n    attempt %d kind=%s replay=%v ended=%v failure=%q detail=%q", a.N, a.Kind, a.Replay, a.EndedAt != nil, a.Failure, a.Detail)
 		}
 		for _, d := range inv.Decisions {
 			fmt.Fprintf(&b, "\n    decision attempt=%d %s/%s view=%s", d.Attempt, d.Verdict, d.Reason, d.View)
@@ -339,7 +339,7 @@ func TestHTTPSafeLostCallIsReplayed(t *testing.T) {
 				t.Fatalf("run %s, invocations:%s", run.Status, describe(invs))
 			}
 			inv := invs[0]
-			if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Attempts[0].Replay || !inv.Attempts[1].Replay ||
+			if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Attempts[0].Kind != journal.KindFirst || inv.Attempts[1].Kind != journal.KindReplay ||
 				inv.Attempts[0].Failure != replay.ClassLost || inv.Attempts[1].Failure != "" {
 				t.Errorf("invocation:%s", describe(invs))
 			}
@@ -397,11 +397,11 @@ func TestReplayBudgetIsSpent(t *testing.T) {
 				t.Fatalf("run %s, invocations:%s", run.Status, describe(invs))
 			}
 			inv := invs[0]
-			if inv.State != journal.StateOutcomeUnknown || len(inv.Attempts) != 1+replay.MaxReplays || inv.Replays() != replay.MaxReplays {
+			if n := inv.Tally(); inv.State != journal.StateOutcomeUnknown || len(inv.Attempts) != 1+replay.MaxReplays || n.Replays != replay.MaxReplays || n.AgainstBudget != replay.MaxReplays {
 				t.Fatalf("invocation:%s", describe(invs))
 			}
 			for i, a := range inv.Attempts {
-				if a.Replay != (i > 0) || a.Failure != replay.ClassLost || a.EndedAt == nil {
+				if a.Kind != kindOf(i, journal.KindReplay) || a.Replay != (i > 0) || a.Failure != replay.ClassLost || a.EndedAt == nil {
 					t.Errorf("attempt %d: %+v", i+1, a)
 				}
 			}
@@ -446,7 +446,7 @@ func TestSSELostCallFollowsTheRule(t *testing.T) {
 			}
 			inv := invs[0]
 			if tc.code == 0 {
-				if inv.State != journal.StateCompleted || !inv.Attempts[1].Replay {
+				if inv.State != journal.StateCompleted || inv.Attempts[1].Kind != journal.KindReplay {
 					t.Errorf("invocation:%s", describe(invs))
 				}
 				wantDecisions(t, inv,
@@ -507,7 +507,7 @@ func TestServerUnavailableAfterLossThenResume(t *testing.T) {
 		t.Fatalf("after resume: run %s, invocations:%s", run.Status, describe(invs))
 	}
 	inv = invs[0]
-	if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || !inv.Attempts[1].Replay {
+	if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Attempts[1].Kind != journal.KindReplay {
 		t.Errorf("after resume:%s", describe(invs))
 	}
 	wantDecisions(t, inv,
@@ -693,7 +693,7 @@ steps:
 		}
 		inv := invs[2]
 		if inv.State != journal.StateIntent || len(inv.Attempts) != 1 || inv.Attempts[0].EndedAt == nil ||
-			inv.Attempts[0].Failure != replay.ClassNotDelivered || inv.Attempts[0].Replay {
+			inv.Attempts[0].Failure != replay.ClassNotDelivered || inv.Attempts[0].Kind != journal.KindFirst {
 			t.Fatalf("the undelivered call:%s", describe(invs[2:]))
 		}
 		wantDecisions(t, inv, journal.Decision{Verdict: "first_delivery", Reason: string(replay.ReasonNotDelivered), View: "send_time", Attempt: 1})
@@ -748,7 +748,7 @@ func checkFirstDelivery(t *testing.T, c *cli) {
 		t.Fatalf("run %s, invocations:%s", run.Status, describe(invs))
 	}
 	inv := invs[2]
-	if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Replays() != 0 ||
+	if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Tally().AgainstBudget != 0 || inv.Attempts[1].Kind != journal.KindFirstDelivery ||
 		inv.Attempts[0].Failure != replay.ClassNotDelivered || inv.Attempts[1].Failure != "" {
 		t.Errorf("the undelivered call:%s", describe(invs[2:]))
 	}
