@@ -17,11 +17,18 @@ type Invocation struct {
 	Server string `json:"server"`
 	Tool   string `json:"tool"`
 	State  string `json:"state"`
-	// Attempts are the sends, as the journal and its export have them.
-	Attempts       []journal.Attempt `json:"attempts"`
-	Replays        int               `json:"replays"`
-	IdempotencyKey string            `json:"idempotency_key"`
-	Error          *journal.Error    `json:"error"`
+	// Attempts are the sends, as the journal and its export have them,
+	// each with its kind (AttemptsOf).
+	Attempts []journal.Attempt `json:"attempts"`
+	// Replays, Retries, OperatorRetries and FirstDeliveries count the
+	// attempts by kind (journal.Tally): a replay is a send again after a
+	// lost connection that the replay rule cleared, and nothing else.
+	Replays         int            `json:"replays"`
+	Retries         int            `json:"retries"`
+	OperatorRetries int            `json:"operator_retries"`
+	FirstDeliveries int            `json:"first_deliveries"`
+	IdempotencyKey  string         `json:"idempotency_key"`
+	Error           *journal.Error `json:"error"`
 	// ToolError: completed with a tool error (state stays completed).
 	ToolError bool            `json:"tool_error"`
 	CreatedAt time.Time       `json:"created_at"`
@@ -33,10 +40,12 @@ type Invocation struct {
 // InvocationOf is inv's shape, with its arguments and result when payload
 // is set.
 func InvocationOf(inv *journal.Invocation, payload bool) Invocation {
+	t := inv.Tally()
 	v := Invocation{
 		ID: inv.ID.String(), RunID: inv.RunID.String(), Step: inv.Step,
 		Server: inv.Server, Tool: inv.Tool, State: inv.State.String(), ToolError: inv.ToolError,
-		Attempts: attemptList(inv), Replays: inv.Replays(), IdempotencyKey: inv.IdempotencyKey,
+		Attempts: AttemptsOf(inv), Replays: t.Replays, Retries: t.Retries, OperatorRetries: t.OperatorRetries,
+		FirstDeliveries: t.FirstDeliveries, IdempotencyKey: inv.IdempotencyKey,
 		Error: inv.Error, CreatedAt: inv.CreatedAt, UpdatedAt: inv.UpdatedAt,
 	}
 	if inv.Item >= 0 {
@@ -79,13 +88,19 @@ func InvocationDetailOf(inv *journal.Invocation, payload bool) InvocationDetail 
 	return d
 }
 
-// attemptList is an invocation's attempts, an empty list when it has none
-// (a skipped step), never null.
-func attemptList(inv *journal.Invocation) []journal.Attempt {
-	if inv.Attempts == nil {
-		return []journal.Attempt{}
+// AttemptsOf is an invocation's attempts as every view shows them: each
+// with its kind, the one journaled or, for an attempt journaled before
+// kinds were, the one the journal's decisions say (journal.Invocation.Sent),
+// and its replay flag set on a replay only. A copy: the record is not
+// changed. An empty list when it has none (a skipped step), never null.
+func AttemptsOf(inv *journal.Invocation) []journal.Attempt {
+	out := make([]journal.Attempt, len(inv.Attempts))
+	for i, a := range inv.Attempts {
+		a.Kind = inv.Sent(i)
+		a.Replay = a.Kind == journal.KindReplay
+		out[i] = a
 	}
-	return inv.Attempts
+	return out
 }
 
 // Run is one run, with a line per invocation.
@@ -116,6 +131,9 @@ type Step struct {
 	State      string            `json:"state"`
 	Attempts   []journal.Attempt `json:"attempts"`
 	Error      *journal.Error    `json:"error"`
+	// ToolError: completed with a tool error (state stays completed, and
+	// the step failed unless it continues on error), as in Invocation.
+	ToolError bool `json:"tool_error"`
 }
 
 // RunOf is r's shape with its invocations.
@@ -132,7 +150,7 @@ func RunOf(r *journal.Run, invs []journal.Invocation) Run {
 	for _, inv := range invs {
 		st := Step{
 			Step: inv.Step, Invocation: inv.ID.String(), Server: inv.Server, Tool: inv.Tool,
-			State: inv.State.String(), Attempts: attemptList(&inv), Error: inv.Error,
+			State: inv.State.String(), Attempts: AttemptsOf(&inv), Error: inv.Error, ToolError: inv.ToolError,
 		}
 		if inv.Item >= 0 {
 			item := inv.Item

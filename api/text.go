@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"github.com/mcpflow/mcpflow/journal"
@@ -51,4 +52,42 @@ func StateLabel(st journal.State, toolError bool) string {
 		return ToolError
 	}
 	return st.String()
+}
+
+// KindText names why an attempt was sent, as every view words it: "first
+// send", "retry" (the step's retry:), "replay" (the replay rule, after a
+// lost connection), "first delivery", "operator retry".
+func KindText(k journal.AttemptKind) string {
+	if k == journal.KindFirst {
+		return "first send"
+	}
+	return strings.ReplaceAll(k.String(), "_", " ")
+}
+
+// AttemptsText is an invocation's attempts as every view counts them: how
+// many, and why those after the first were sent, each kind on its own —
+// "1", "2 (1 replay)", "3 (1 retry, 1 operator retry)".
+func AttemptsText(inv *journal.Invocation) string {
+	t := inv.Tally()
+	var parts []string
+	for _, c := range []struct {
+		n         int
+		one, many string
+	}{
+		{t.Retries, "retry", "retries"},
+		{t.Replays, "replay", "replays"},
+		{t.FirstDeliveries, "first delivery", "first deliveries"},
+		{t.OperatorRetries, "operator retry", "operator retries"},
+	} {
+		switch {
+		case c.n == 1:
+			parts = append(parts, "1 "+c.one)
+		case c.n > 1:
+			parts = append(parts, strconv.Itoa(c.n)+" "+c.many)
+		}
+	}
+	if len(parts) == 0 {
+		return strconv.Itoa(t.Attempts)
+	}
+	return strconv.Itoa(t.Attempts) + " (" + strings.Join(parts, ", ") + ")"
 }

@@ -53,3 +53,41 @@ func TestTexts(t *testing.T) {
 		}
 	}
 }
+
+// TestAttemptsOfARecordWithoutKinds: a record journaled before attempts
+// had kinds is shown with the kinds its decisions say — an operator's
+// retry, once flagged a replay, is an operator's retry — without changing
+// the record; and the counts name each kind.
+func TestAttemptsOfARecordWithoutKinds(t *testing.T) {
+	inv := &journal.Invocation{
+		Attempts: []journal.Attempt{{N: 1, Failure: "connection_lost"}, {N: 2, Replay: true, Failure: "connection_lost"}, {N: 3, Replay: true}},
+		Decisions: []journal.Decision{{Attempt: 1, Verdict: "replay", View: "send_time"}, {Attempt: 1, Verdict: "replay", View: "rediscovered"},
+			{Attempt: 2, Verdict: "outcome_unknown", View: "send_time"}, {Attempt: 2, Verdict: "replay", View: "operator"}},
+	}
+	got := AttemptsOf(inv)
+	want := []journal.AttemptKind{journal.KindFirst, journal.KindReplay, journal.KindOperatorRetry}
+	for i, a := range got {
+		if a.Kind != want[i] || a.Replay != (want[i] == journal.KindReplay) {
+			t.Errorf("attempt %d shown as %q (replay %v), want %q", a.N, a.Kind, a.Replay, want[i])
+		}
+	}
+	if inv.Attempts[1].Kind != "" || !inv.Attempts[2].Replay {
+		t.Errorf("the record was changed: %+v", inv.Attempts)
+	}
+	if s := AttemptsText(inv); s != "3 (1 replay, 1 operator retry)" {
+		t.Errorf("AttemptsText = %q", s)
+	}
+	for _, tc := range []struct {
+		inv  journal.Invocation
+		want string
+	}{
+		{journal.Invocation{}, "0"},
+		{journal.Invocation{Attempts: []journal.Attempt{{N: 1, Kind: journal.KindFirst}}}, "1"},
+		{journal.Invocation{Attempts: []journal.Attempt{{N: 1, Kind: journal.KindFirst}, {N: 2, Kind: journal.KindRetry}, {N: 3, Kind: journal.KindRetry},
+			{N: 4, Kind: journal.KindFirstDelivery}}}, "4 (2 retries, 1 first delivery)"},
+	} {
+		if s := AttemptsText(&tc.inv); s != tc.want {
+			t.Errorf("AttemptsText = %q, want %q", s, tc.want)
+		}
+	}
+}

@@ -791,7 +791,7 @@ func stepOf(run journal.ID, s api.Step) (journal.Invocation, error) {
 	if err != nil {
 		return journal.Invocation{}, fmt.Errorf("mcpflow server: invocation %s: %w", s.Invocation, err)
 	}
-	inv := journal.Invocation{ID: id, RunID: run, Step: s.Step, Item: -1, Server: s.Server, Tool: s.Tool, State: st, Attempts: s.Attempts, Error: s.Error}
+	inv := journal.Invocation{ID: id, RunID: run, Step: s.Step, Item: -1, Server: s.Server, Tool: s.Tool, State: st, Attempts: s.Attempts, Error: s.Error, ToolError: s.ToolError}
 	if s.Item != nil {
 		inv.Item = *s.Item
 	}

@@ -75,10 +75,12 @@ const (
 // journaled with.
 type cause struct {
 	kind causeKind
-	// replay marks a causeResend or causeRetry attempt as a replay (an
-	// operator approved a call that may have run; a retry of one that may
-	// have run).
-	replay bool
+	// sent is the kind the next attempt is journaled with, when kind does
+	// not say it: a causeLost that carries out a journaled retry on resume
+	// (KindRetry, not a replay), a causeResend (a retry, a first delivery,
+	// an operator's retry). Empty: the kind's own (causeLost a replay,
+	// causeNotDelivered a first delivery, causeRetry a retry).
+	sent journal.AttemptKind
 	// decision is journaled with the next attempt (causeResend).
 	decision *journal.Decision
 	// trust and annotations are the view a causeRetry was judged on.
@@ -241,7 +243,7 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 		return ready{end: &out}, nil
 	}
 	if c.kind == causeRetry {
-		next := journal.NextAttempt{Replay: c.replay, Trust: c.trust, Annotations: c.annotations}
+		next := journal.NextAttempt{Kind: journal.KindRetry, Trust: c.trust, Annotations: c.annotations}
 		intent, err := r.j.Again(id, next)
 		return ready{sess: sess, intent: intent}, err
 	}
@@ -268,7 +270,7 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 		// not the tool being gone. Resume tries again.
 		return stop(failed(CodeServerUnavailable, "step %s: listing the tools of server %q failed after reconnecting (%v); resuming the run tries again", u.name(), u.Server, toolErr), journal.StateIntent)
 	}
-	next := journal.NextAttempt{Trust: trust, Annotations: inv.Annotations}
+	next := journal.NextAttempt{Kind: c.sent, Trust: trust, Annotations: inv.Annotations}
 	if toolErr == nil {
 		next.Annotations = tool.Annotations
 	}
@@ -277,8 +279,9 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 		if toolErr != nil {
 			return stop(failed(CodeUnknownTool, "step %s: %v", u.name(), toolErr), journal.StateIntent)
 		}
+		next.Kind = journal.KindFirstDelivery
 	case causeLost:
-		d := replay.JudgeBoth(sendTimeView(inv), view(trust, tool.Annotations, toolErr != nil), inv.Replays())
+		d := replay.JudgeBoth(sendTimeView(inv), view(trust, tool.Annotations, toolErr != nil), inv.Tally().AgainstBudget)
 		jd := journal.Decision{Verdict: d.Verdict, Reason: string(d.Reason), View: verdict.Rediscovered}
 		if d.Verdict != replay.Replay {
 			if err := r.j.Decide(id, jd, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
@@ -287,10 +290,13 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 			r.decided(ctx, &jd)
 			return ready{end: blocked(id)}, nil
 		}
-		next.Replay, next.Decision = true, &jd
+		if next.Kind == "" {
+			next.Kind = journal.KindReplay
+		}
+		next.Decision = &jd
 		r.decided(ctx, &jd)
 	case causeResend:
-		next.Replay, next.Decision = c.replay, c.decision
+		next.Decision = c.decision
 	}
 	intent, err := r.j.Again(id, next)
 	if err != nil {
@@ -386,7 +392,8 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 			attribute.String(AttrInvocationID, intent.ID.String()),
 			attribute.String(AttrIdempotencyKey, intent.IdempotencyKey),
 			attribute.Int(AttrAttempt, intent.Attempt),
-			attribute.Bool(AttrReplay, intent.Replay),
+			attribute.String(AttrAttemptKind, intent.Kind.String()),
+			attribute.Bool(AttrReplay, intent.Kind == journal.KindReplay),
 			attribute.Int(AttrArgsBytes, len(args)),
 		)
 		if u.item >= 0 {
@@ -484,7 +491,7 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 	case rv.unknown != nil:
 		// The call may have run and will not be sent again: its outcome is
 		// unknown, now, not on some later resume.
-		o := journal.Outcome{State: journal.StateOutcomeUnknown, Error: outcomeUnknown, Failure: class.String(), Detail: detail, Decision: rv.unknown}
+		o := journal.Outcome{State: journal.StateOutcomeUnknown, Error: outcomeUnknown, Failure: class, Detail: detail, Decision: rv.unknown}
 		if err := r.j.Finish(intent, o); err != nil {
 			return turn{}, err
 		}
@@ -494,7 +501,8 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 	if class.ResultArrived() {
 		// The outcome rides with the run's next write (durable.go).
 		result, value := r.result(res)
-		if err := r.j.FinishLater(intent, journal.Outcome{State: journal.StateCompleted, Result: result, Decision: rv.declined}); err != nil {
+		// A tool error is the attempt's outcome too (failure tool_error).
+		if err := r.j.FinishLater(intent, journal.Outcome{State: journal.StateCompleted, Result: result, Failure: class, Decision: rv.declined}); err != nil {
 			return turn{}, err
 		}
 		r.decided(ctx, rv.declined)
@@ -505,7 +513,7 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		return end(done, journal.StateCompleted), nil
 	}
 	state, failure := r.failure(u, class, callErr)
-	o := journal.Outcome{State: state, Error: failure.err, Failure: class.String(), Detail: detail, Decision: rv.declined}
+	o := journal.Outcome{State: state, Error: failure.err, Failure: class, Detail: detail, Decision: rv.declined}
 	if err := r.j.Finish(intent, o); err != nil {
 		return turn{}, err
 	}
@@ -523,10 +531,10 @@ func (r *runner) lost(ctx context.Context, u unit, intent journal.Intent, class 
 	if err != nil {
 		return turn{}, err
 	}
-	if class == replay.ClassNotDelivered && inv.Decided(verdict.FirstDelivery) >= maxFirstDeliveries {
+	if class.NotDelivered() && inv.Tally().FirstDeliveries >= maxFirstDeliveries {
 		// The session keeps breaking before the call leaves: the server
 		// is unusable. The call never ran; resume may try again.
-		o := journal.Outcome{State: journal.StateFailed, Failure: class.String(), Detail: detail,
+		o := journal.Outcome{State: journal.StateFailed, Failure: class, Detail: detail,
 			Error: &journal.Error{Code: CodeServerUnavailable, Message: fmt.Sprintf("step %s: server %q broke the session %d times before the call could be sent", u.name(), u.Server, maxFirstDeliveries+1)}}
 		if err := r.j.Finish(intent, o); err != nil {
 			return turn{}, err
@@ -549,12 +557,12 @@ func (r *runner) lost(ctx context.Context, u unit, intent journal.Intent, class 
 // failed, with the send-time decision, and the cause of the next attempt
 // (nil: the outcome is unknown).
 func lossOutcome(inv *journal.Invocation, class replay.Class) (journal.Outcome, *cause) {
-	o := journal.Outcome{State: journal.StateIntent, Failure: class.String()}
-	if class == replay.ClassNotDelivered {
+	o := journal.Outcome{State: journal.StateIntent, Failure: class}
+	if class.NotDelivered() {
 		o.Decision = &journal.Decision{Verdict: verdict.FirstDelivery, Reason: string(replay.ReasonNotDelivered), View: verdict.SendTime}
 		return o, &cause{kind: causeNotDelivered}
 	}
-	d := replay.Judge(sendTimeView(inv), inv.Replays())
+	d := replay.Judge(sendTimeView(inv), inv.Tally().AgainstBudget)
 	o.Decision = &journal.Decision{Verdict: d.Verdict, Reason: string(d.Reason), View: verdict.SendTime}
 	if d.Verdict != replay.Replay {
 		o.State, o.Error = journal.StateOutcomeUnknown, outcomeUnknown
@@ -565,28 +573,15 @@ func lossOutcome(inv *journal.Invocation, class replay.Class) (journal.Outcome, 
 
 // earlierMayHaveRun reports whether an attempt before the newest may have
 // run without its result arriving: then sending the call again is a
-// replay, whatever the newest attempt proved.
+// replay, whatever the newest attempt proved. (A class this mcpflow does
+// not know, a newer one's, may have run.)
 func earlierMayHaveRun(inv *journal.Invocation) bool {
 	for i := 0; i+1 < len(inv.Attempts); i++ {
-		if failureOf(&inv.Attempts[i]).MayHaveRun() {
+		if inv.Attempts[i].Failure.MayHaveRun() {
 			return true
 		}
 	}
 	return false
-}
-
-// failureOf is the failure class an attempt was journaled with: none for
-// an attempt journaled without one; a name this mcpflow does not know (a
-// newer one's) counts as a lost connection, which may have run.
-func failureOf(a *journal.Attempt) replay.Class {
-	if a.Failure == "" {
-		return replay.ClassNone
-	}
-	c, err := replay.ParseClass(a.Failure)
-	if err != nil {
-		return replay.ClassLost
-	}
-	return c
 }
 
 // retryVerdict is retry's answer: another attempt (next), the end of the
@@ -626,7 +621,7 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 	if err != nil {
 		return retryVerdict{}, err
 	}
-	if class == replay.ClassRejected && earlierMayHaveRun(inv) {
+	if class.NotRun() && earlierMayHaveRun(inv) {
 		// This attempt did not run, but an earlier one may have: sending
 		// again is a replay, and not sending leaves the outcome unknown.
 		mayHaveRun = true
@@ -639,7 +634,7 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 		// it is, and resume judges it.
 		return retryVerdict{}, nil
 	}
-	retries := inv.Decided(verdict.Retry)
+	tally := inv.Tally()
 	// Trust and annotations as they are now: the journal records what each
 	// attempt was sent under, and a call that may have run is repeated only
 	// if the send-time snapshot and the current view are both safe.
@@ -652,7 +647,7 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 	var rv retryVerdict
 	reason := "retry_requested"
 	if mayHaveRun {
-		d := replay.JudgeBoth(sendTimeView(inv), view(trust, tool.Annotations, toolErr != nil), inv.Replays())
+		d := replay.JudgeBoth(sendTimeView(inv), view(trust, tool.Annotations, toolErr != nil), tally.AgainstBudget)
 		if d.Verdict != replay.Replay {
 			// The call may have run and the tool is not safe to repeat.
 			rv.unknown = &journal.Decision{Verdict: verdict.OutcomeUnknown, Reason: string(d.Reason), View: verdict.Current}
@@ -661,16 +656,19 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 			}
 			return rv, nil
 		}
-		reason, next.replay = string(d.Reason), true
+		// Cleared by the rule, the step's retry sends it again: a retry,
+		// counted against the replay budget (Tally.AgainstBudget).
+		reason = string(d.Reason)
 	}
 	if !wantsRetry {
 		return rv, nil
 	}
+	retries := tally.Retries
 	if retries >= u.Retry.Attempts-1 {
 		rv.declined = &journal.Decision{Verdict: verdict.NotRetried, Reason: "retry_attempts_spent", View: verdict.Current}
 		return rv, nil
 	}
-	o := journal.Outcome{State: journal.StateIntent, Failure: class.String(), Detail: detail,
+	o := journal.Outcome{State: journal.StateIntent, Failure: class, Detail: detail,
 		Decision: &journal.Decision{Verdict: verdict.Retry, Reason: reason, View: verdict.Current}}
 	if err := r.j.Finish(intent, o); err != nil {
 		return retryVerdict{}, err

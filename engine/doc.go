@@ -1,10 +1,13 @@
 // Package engine runs workflows (package workflow) through the durable
 // invoke path: journal the intent, send the tools/call, journal the outcome.
 // Every attempt of every invocation — a first send, a retry, a replay after
-// a lost connection, a re-send on resume — goes through one attempt loop,
-// and resume starts that loop from a [Plan] built by the pure function
-// [PlanResume]. The [Engine] owns the run loop and reports progress as
-// [Event]s; it never prints.
+// a lost connection, a first delivery, an operator's retry on resume —
+// goes through one attempt loop, which journals each with its kind
+// (journal.Attempt.Kind) and its outcome's failure class, a tool error
+// included; resume starts that loop from a [Plan] built by the pure
+// function [PlanResume]. The retry and replay budgets are counted from the
+// journal with journal.Invocation.Tally. The [Engine] owns the run loop and
+// reports progress as [Event]s; it never prints.
 //
 // A step with approve: has a gate after its condition and before anything
 // of it is journaled: until an operator decides, the run stops blocked

@@ -561,7 +561,10 @@ func renderGolden(t *testing.T, wf *workflow.Workflow, script *goldenScript, run
 		for _, d := range inv.Decisions {
 			ds = append(ds, string(d.Verdict)+"/"+d.Reason+"@"+string(d.View))
 		}
-		fmt.Fprintf(&b, "%s %s attempts=%d replays=%d", unitName(inv.Step, inv.Item), inv.State, len(inv.Attempts), inv.Replays())
+		fmt.Fprintf(&b, "%s %s attempts=%d replays=%d", unitName(inv.Step, inv.Item), inv.State, len(inv.Attempts), inv.Tally().Replays)
+		if n := inv.Tally().AgainstBudget; n > 0 {
+			fmt.Fprintf(&b, " against_budget=%d", n)
+		}
 		if len(ds) > 0 {
 			b.WriteString(" decisions=" + strings.Join(ds, ","))
 		}
@@ -572,19 +575,19 @@ func renderGolden(t *testing.T, wf *workflow.Workflow, script *goldenScript, run
 		if render["arguments"] && inv.Arguments != nil {
 			fmt.Fprintf(&b, "  journaled %s\n", inv.Arguments)
 		}
-		for _, a := range inv.Attempts {
-			what := a.Failure
+		for i, a := range inv.Attempts {
+			what := string(a.Failure)
 			switch {
 			case a.EndedAt == nil:
 				what = "in flight"
 			case what == "":
 				what = "result"
 			}
-			replay := ""
-			if a.Replay {
-				replay = " (replay)"
+			kind := ""
+			if k := inv.Sent(i); k != journal.KindFirst {
+				kind = " (" + string(k) + ")"
 			}
-			fmt.Fprintf(&b, "  attempt %d%s: %s\n", a.N, replay, what)
+			fmt.Fprintf(&b, "  attempt %d%s: %s\n", a.N, kind, what)
 		}
 	}
 

@@ -59,9 +59,13 @@ type Plan struct {
 	// mcpflow stopped while the call was in flight; its end is journaled
 	// with the decision, as a lost connection.
 	Interrupted bool
-	// Replay and Decision (PlanResend) are journaled with the new attempt:
-	// an operator's approval of a call that may have run is a replay.
-	Replay   bool
+	// Sent (PlanResend, PlanFollow) is why the new attempt is sent, as it
+	// is journaled: the step's retry (a journaled retry carried out), a
+	// first delivery, an operator's retry. Empty for a PlanFollow of a
+	// replay or a first delivery, which Class says.
+	Sent journal.AttemptKind
+	// Decision (PlanResend) is journaled with the new attempt: an
+	// operator's approval.
 	Decision *journal.Decision
 }
 
@@ -77,15 +81,15 @@ func PlanResume(inv *journal.Invocation) (Plan, error) {
 	case journal.StateOutcomeUnknown:
 		return Plan{Kind: PlanBlocked}, nil
 	case journal.StateFailed:
-		if len(inv.Resolutions) == 0 && last != nil && !earlierMayHaveRun(inv) && failureOf(last).NotRun() {
+		if len(inv.Resolutions) == 0 && last != nil && !earlierMayHaveRun(inv) && last.Failure.NotRun() {
 			// The call provably did not run (rejected before running, or
-			// never sent): send it again.
-			return Plan{Kind: PlanResend}, nil
+			// never sent): send it again, a first delivery.
+			return Plan{Kind: PlanResend, Sent: journal.KindFirstDelivery}, nil
 		}
 		return Plan{Kind: PlanFailed}, nil
 	case journal.StateRetryApproved:
-		return Plan{Kind: PlanResend, Replay: true,
-			Decision: &journal.Decision{Verdict: verdict.Replay, Reason: "operator_approved", View: verdict.Operator}}, nil
+		return Plan{Kind: PlanResend, Sent: journal.KindOperatorRetry,
+			Decision: &journal.Decision{Verdict: verdict.OperatorRetry, Reason: "operator_approved", View: verdict.Operator}}, nil
 	case journal.StateAborted, journal.StateTimedOut:
 		return Plan{Kind: PlanJudge}, nil
 	case journal.StateIntent:
@@ -102,13 +106,16 @@ func PlanResume(inv *journal.Invocation) (Plan, error) {
 			return Plan{}, fmt.Errorf("invocation %s: attempt %d ended in state intent with no decision", inv.ID.Short(), last.N)
 		case d.Verdict == verdict.FirstDelivery:
 			return Plan{Kind: PlanFollow, Class: replay.ClassNotDelivered}, nil
-		case d.Verdict == verdict.Retry && !failureOf(last).MayHaveRun() && !earlierMayHaveRun(inv):
+		case d.Verdict == verdict.Retry && !last.Failure.MayHaveRun() && !earlierMayHaveRun(inv):
 			// A journaled retry of a failure after which the call did not
 			// run, or ran and said so (a tool error).
-			return Plan{Kind: PlanResend}, nil
-		case d.Verdict == verdict.Retry || d.Verdict == verdict.Replay:
-			// A journaled replay, or a retry of a call that may have run
-			// (timed out, server error): the fresh view must clear it.
+			return Plan{Kind: PlanResend, Sent: journal.KindRetry}, nil
+		case d.Verdict == verdict.Retry:
+			// A retry of a call that may have run (timed out, server
+			// error): the fresh view must clear it; it stays a retry.
+			return Plan{Kind: PlanFollow, Class: replay.ClassLost, Sent: journal.KindRetry}, nil
+		case d.Verdict == verdict.Replay:
+			// A journaled replay: the fresh view must clear it.
 			return Plan{Kind: PlanFollow, Class: replay.ClassLost}, nil
 		}
 		return Plan{}, fmt.Errorf("invocation %s: attempt %d ended in state intent after a %s decision", inv.ID.Short(), last.N, d.Verdict)

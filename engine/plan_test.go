@@ -18,13 +18,13 @@ import (
 func TestPlanResume(t *testing.T) {
 	at := time.Date(2026, 12, 3, 7, 0, 0, 0, time.UTC)
 	ended := &at
-	attempt := func(n int, endedAt *time.Time, failure string) journal.Attempt {
+	attempt := func(n int, endedAt *time.Time, failure replay.Class) journal.Attempt {
 		return journal.Attempt{N: n, SentAt: at, EndedAt: endedAt, Failure: failure}
 	}
 	decision := func(n int, v verdict.Verdict, view verdict.View) journal.Decision {
 		return journal.Decision{Attempt: n, At: at, Verdict: v, Reason: "r", View: view}
 	}
-	operator := &journal.Decision{Verdict: verdict.Replay, Reason: "operator_approved", View: verdict.Operator}
+	operator := &journal.Decision{Verdict: verdict.OperatorRetry, Reason: "operator_approved", View: verdict.Operator}
 
 	for _, tc := range []struct {
 		name string
@@ -40,7 +40,7 @@ func TestPlanResume(t *testing.T) {
 		{
 			name: "crash while a replay was in flight",
 			inv: journal.Invocation{State: journal.StateIntent,
-				Attempts:  []journal.Attempt{attempt(1, ended, "connection_lost"), {N: 2, SentAt: at, Replay: true}},
+				Attempts:  []journal.Attempt{attempt(1, ended, "connection_lost"), {N: 2, SentAt: at, Kind: journal.KindReplay, Replay: true}},
 				Decisions: []journal.Decision{decision(1, verdict.Replay, verdict.SendTime), decision(1, verdict.Replay, verdict.Rediscovered)}},
 			want: engine.Plan{Kind: engine.PlanJudge, Interrupted: true},
 		},
@@ -63,28 +63,28 @@ func TestPlanResume(t *testing.T) {
 			inv: journal.Invocation{State: journal.StateIntent,
 				Attempts:  []journal.Attempt{attempt(1, ended, "tool_error")},
 				Decisions: []journal.Decision{decision(1, verdict.Retry, verdict.Current)}},
-			want: engine.Plan{Kind: engine.PlanResend},
+			want: engine.Plan{Kind: engine.PlanResend, Sent: journal.KindRetry},
 		},
 		{
 			name: "crash during the backoff of a retried rejection",
 			inv: journal.Invocation{State: journal.StateIntent,
 				Attempts:  []journal.Attempt{attempt(1, ended, "rejected")},
 				Decisions: []journal.Decision{decision(1, verdict.Retry, verdict.Current)}},
-			want: engine.Plan{Kind: engine.PlanResend},
+			want: engine.Plan{Kind: engine.PlanResend, Sent: journal.KindRetry},
 		},
 		{
 			name: "crash during the backoff of a retried timeout (the call may have run)",
 			inv: journal.Invocation{State: journal.StateIntent,
 				Attempts:  []journal.Attempt{attempt(1, ended, "timed_out")},
 				Decisions: []journal.Decision{decision(1, verdict.Retry, verdict.Current)}},
-			want: engine.Plan{Kind: engine.PlanFollow, Class: replay.ClassLost},
+			want: engine.Plan{Kind: engine.PlanFollow, Class: replay.ClassLost, Sent: journal.KindRetry},
 		},
 		{
 			name: "crash during the backoff of a retried server error (the call may have run)",
 			inv: journal.Invocation{State: journal.StateIntent,
 				Attempts:  []journal.Attempt{attempt(1, ended, "server_error")},
 				Decisions: []journal.Decision{decision(1, verdict.Retry, verdict.Current)}},
-			want: engine.Plan{Kind: engine.PlanFollow, Class: replay.ClassLost},
+			want: engine.Plan{Kind: engine.PlanFollow, Class: replay.ClassLost, Sent: journal.KindRetry},
 		},
 		{
 			name: "completed",
@@ -111,12 +111,12 @@ func TestPlanResume(t *testing.T) {
 		{
 			name: "rejected before running",
 			inv:  journal.Invocation{State: journal.StateFailed, Attempts: []journal.Attempt{attempt(1, ended, "rejected")}},
-			want: engine.Plan{Kind: engine.PlanResend},
+			want: engine.Plan{Kind: engine.PlanResend, Sent: journal.KindFirstDelivery},
 		},
 		{
 			name: "the session kept breaking before the call left",
 			inv:  journal.Invocation{State: journal.StateFailed, Attempts: []journal.Attempt{attempt(4, ended, "not_delivered")}},
-			want: engine.Plan{Kind: engine.PlanResend},
+			want: engine.Plan{Kind: engine.PlanResend, Sent: journal.KindFirstDelivery},
 		},
 		{
 			name: "rejected after an earlier attempt that may have run: the failure stands",
@@ -126,11 +126,11 @@ func TestPlanResume(t *testing.T) {
 			want: engine.Plan{Kind: engine.PlanFailed},
 		},
 		{
-			name: "crash during the backoff of a retried rejection after a timeout: a replay, judged",
+			name: "crash during the backoff of a retried rejection after a timeout: a retry of a call that may have run, judged",
 			inv: journal.Invocation{State: journal.StateIntent,
 				Attempts:  []journal.Attempt{attempt(1, ended, "timed_out"), attempt(2, ended, "rejected")},
 				Decisions: []journal.Decision{decision(1, verdict.Retry, verdict.Current), decision(2, verdict.Retry, verdict.Current)}},
-			want: engine.Plan{Kind: engine.PlanFollow, Class: replay.ClassLost},
+			want: engine.Plan{Kind: engine.PlanFollow, Class: replay.ClassLost, Sent: journal.KindRetry},
 		},
 		{
 			name: "server error: may have run, failure stands",
@@ -147,7 +147,7 @@ func TestPlanResume(t *testing.T) {
 			name: "retry approved by an operator",
 			inv: journal.Invocation{State: journal.StateRetryApproved, Attempts: []journal.Attempt{attempt(1, ended, "connection_lost")},
 				Resolutions: []journal.Resolution{{By: "ada", As: journal.StateRetryApproved}}},
-			want: engine.Plan{Kind: engine.PlanResend, Replay: true, Decision: operator},
+			want: engine.Plan{Kind: engine.PlanResend, Sent: journal.KindOperatorRetry, Decision: operator},
 		},
 		{
 			name: "aborted by Ctrl-C while in flight",
@@ -186,7 +186,7 @@ func TestPlanResume(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.Kind != tc.want.Kind || got.Class != tc.want.Class || got.Interrupted != tc.want.Interrupted || got.Replay != tc.want.Replay ||
+			if got.Kind != tc.want.Kind || got.Class != tc.want.Class || got.Interrupted != tc.want.Interrupted || got.Sent != tc.want.Sent ||
 				(got.Decision == nil) != (tc.want.Decision == nil) || (got.Decision != nil && *got.Decision != *tc.want.Decision) {
 				t.Errorf("PlanResume = %+v (decision %+v)\nwant          %+v (decision %+v)", got, got.Decision, tc.want, tc.want.Decision)
 			}

@@ -89,8 +89,8 @@ func TestReconnectWaitsForARestartingServer(t *testing.T) {
 				t.Fatal(err)
 			}
 			invs, _ := j.RunInvocations(run.ID)
-			if run.Status != tc.status || invs[0].Replays() != tc.replays {
-				t.Fatalf("run %s with %d replays, want %s with %d (error %v)", run.Status, invs[0].Replays(), tc.status, tc.replays, run.Error)
+			if run.Status != tc.status || invs[0].Tally().Replays != tc.replays {
+				t.Fatalf("run %s with %d replays, want %s with %d (error %v)", run.Status, invs[0].Tally().Replays, tc.status, tc.replays, run.Error)
 			}
 			mu.Lock()
 			defer mu.Unlock()

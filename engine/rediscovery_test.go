@@ -193,7 +193,7 @@ func describeInvs(invs []journal.Invocation) string {
 	for _, inv := range invs {
 		fmt.Fprintf(&b, "\n  %s %s/%s state=%s", inv.Step, inv.Server, inv.Tool, inv.State)
 		for _, a := range inv.Attempts {
-			fmt.Fprintf(&b, "\n    attempt %d replay=%v failure=%q detail=%q", a.N, a.Replay, a.Failure, a.Detail)
+			fmt.Fprintf(&b, "\n    attempt %d kind=%s replay=%v failure=%q detail=%q", a.N, a.Kind, a.Replay, a.Failure, a.Detail)
 		}
 		for _, d := range inv.Decisions {
 			fmt.Fprintf(&b, "\n    decision attempt=%d %s/%s view=%s", d.Attempt, d.Verdict, d.Reason, d.View)
@@ -249,7 +249,7 @@ func TestWireCallsMatchJournaledAttempts(t *testing.T) {
 			t.Fatalf("run %s:%s", run.Status, describeInvs(invs))
 		}
 		up := invs[1]
-		if up.Tool != "upper" || up.State != journal.StateCompleted || len(up.Attempts) != 2 || !up.Attempts[1].Replay || up.Attempts[0].Failure != replay.ClassLost.String() {
+		if up.Tool != "upper" || up.State != journal.StateCompleted || len(up.Attempts) != 2 || up.Attempts[1].Kind != journal.KindReplay || up.Attempts[0].Failure != replay.ClassLost {
 			t.Errorf("upper:%s", describeInvs(invs[1:2]))
 		}
 		if invs[2].State != journal.StateCompleted || len(invs[2].Attempts) != 1 {
@@ -266,7 +266,7 @@ func TestWireCallsMatchJournaledAttempts(t *testing.T) {
 			t.Fatalf("run %s:%s", run.Status, describeInvs(invs))
 		}
 		up := invs[1]
-		if up.State != journal.StateOutcomeUnknown || len(up.Attempts) != 1+replay.MaxReplays || up.Replays() != replay.MaxReplays {
+		if up.State != journal.StateOutcomeUnknown || len(up.Attempts) != 1+replay.MaxReplays || up.Tally().Replays != replay.MaxReplays || up.Tally().AgainstBudget != replay.MaxReplays {
 			t.Errorf("upper:%s", describeInvs(invs[1:]))
 		}
 		if d := up.LastDecision(); d == nil || d.Reason != string(replay.ReasonBudgetSpent) {
@@ -349,7 +349,7 @@ steps:
 		t.Fatalf("run %s:%s", run.Status, describeInvs(invs))
 	}
 	up := invs[1]
-	if up.State != journal.StateCompleted || len(up.Attempts) != 2 || !up.Attempts[1].Replay || up.Attempts[0].Failure != replay.ClassLost.String() {
+	if up.State != journal.StateCompleted || len(up.Attempts) != 2 || up.Attempts[1].Kind != journal.KindReplay || up.Attempts[0].Failure != replay.ClassLost {
 		t.Errorf("upper:%s", describeInvs(invs[1:2]))
 	}
 	if got := string(invs[2].Arguments); got != `{"name":"HELLO, ADA!"}` {

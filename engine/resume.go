@@ -90,10 +90,10 @@ func (r *runner) resumeUnit(ctx context.Context, u unit, inv *journal.Invocation
 	case PlanFailed:
 		return stands(stepResult{status: journal.RunFailed, err: inv.Error})
 	case PlanResend:
-		next = &cause{kind: causeResend, replay: p.Replay, decision: p.Decision}
+		next = &cause{kind: causeResend, sent: p.Sent, decision: p.Decision}
 	case PlanFollow:
-		next = &cause{kind: causeLost}
-		if p.Class == replay.ClassNotDelivered {
+		next = &cause{kind: causeLost, sent: p.Sent}
+		if p.Class.NotDelivered() {
 			next.kind = causeNotDelivered
 		}
 	case PlanJudge:

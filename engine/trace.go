@@ -28,7 +28,8 @@ const (
 	AttrInvocationID   = "mcpflow.invocation.id"
 	AttrIdempotencyKey = "mcpflow.idempotency_key"
 	AttrAttempt        = "mcpflow.attempt"
-	AttrReplay         = "mcpflow.replay" // true: a replay; false: a first delivery
+	AttrAttemptKind    = "mcpflow.attempt.kind" // why it was sent: first, retry, replay, first_delivery, operator_retry
+	AttrReplay         = "mcpflow.replay"       // true: a replay (attempt kind replay); false: any other send
 	AttrState          = "mcpflow.state"
 	AttrFailure        = "mcpflow.failure"
 	AttrVerdict        = "mcpflow.verdict"

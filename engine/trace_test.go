@@ -249,7 +249,7 @@ steps:
 		}
 		switch a[engine.AttrAttempt] {
 		case "1":
-			if a[engine.AttrReplay] != "false" || a[engine.AttrFailure] != "connection_lost" || a["error.type"] != "connection_lost" {
+			if a[engine.AttrReplay] != "false" || a[engine.AttrAttemptKind] != "first" || a[engine.AttrFailure] != "connection_lost" || a["error.type"] != "connection_lost" {
 				t.Errorf("first attempt %v, want a first delivery that was lost", a)
 			}
 			var replayed bool
@@ -263,7 +263,7 @@ steps:
 				t.Errorf("first attempt's events %v, want mcpflow.replay", s.Events)
 			}
 		case "2":
-			if a[engine.AttrReplay] != "true" || a[engine.AttrState] != "completed" {
+			if a[engine.AttrReplay] != "true" || a[engine.AttrAttemptKind] != "replay" || a[engine.AttrState] != "completed" {
 				t.Errorf("second attempt %v, want a completed replay", a)
 			}
 		default:

@@ -227,7 +227,8 @@ func TestStopLeavesRunsForTheNextStart(t *testing.T) {
 		var run api.RunDetail
 		r.do("GET", "/api/runs/"+started.Run, nil, &run)
 		if run.Status == "succeeded" {
-			if len(run.Invocations) != 2 || len(run.Invocations[0].Attempts) != 2 || !run.Invocations[0].Attempts[1].Replay {
+			if len(run.Invocations) != 2 || len(run.Invocations[0].Attempts) != 2 || run.Invocations[0].Attempts[1].Kind != journal.KindReplay ||
+				run.Invocations[0].Replays != 1 {
 				t.Errorf("resumed run: %+v", run.Invocations)
 			}
 			return
@@ -236,5 +237,69 @@ func TestStopLeavesRunsForTheNextStart(t *testing.T) {
 			t.Fatalf("the next start did not resume the run: %s %+v", run.Status, run.Error)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAttemptKindsThroughTheAPI: a step whose tool returns an error twice
+// (its retry: sends it once more), then a resume with retry_failed (the
+// operator's retry). The API says why each attempt was sent and what it
+// proved, counts them by kind, and the run's step shows the tool error;
+// the web UI words the same.
+func TestAttemptKindsThroughTheAPI(t *testing.T) {
+	r := newRig(t, &httpapi.Options{By: "alice"})
+	r.workflow("fail.yaml", `name: fail
+steps:
+  - {id: boom, server: demo, tool: fail, with: {message: quota exceeded}, retry: {attempts: 2, backoff: 10ms}}
+`)
+	var started api.Started
+	if code := r.do("POST", "/api/runs", map[string]any{"file": "fail.yaml"}, &started); code != http.StatusAccepted {
+		t.Fatalf("submit: %d", code)
+	}
+	rep := r.waitStatus(started.Run, journal.RunFailed)
+	inv := rep.Invocations[0].ID.String()
+	if code := r.do("POST", "/api/runs/"+started.Run+"/resume", map[string]any{"retry_failed": true}, nil); code != http.StatusAccepted {
+		t.Fatalf("resume: %d", code)
+	}
+	var run api.RunDetail
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r.do("GET", "/api/runs/"+started.Run, nil, &run)
+		if run.Status == "failed" && len(run.Invocations) == 1 && len(run.Invocations[0].Attempts) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the resumed run: %s %+v", run.Status, run.Invocations)
+		}
+	}
+
+	var got api.InvocationDetail
+	if code := r.do("GET", "/api/invocations/"+inv, nil, &got); code != http.StatusOK {
+		t.Fatalf("invocation: %d", code)
+	}
+	want := []journal.AttemptKind{journal.KindFirst, journal.KindRetry, journal.KindOperatorRetry}
+	for _, shape := range []api.InvocationDetail{got, run.Invocations[0]} {
+		if len(shape.Attempts) != 3 || shape.Replays != 0 || shape.Retries != 1 || shape.OperatorRetries != 1 || !shape.ToolError {
+			t.Fatalf("invocation %+v", shape)
+		}
+		for i, a := range shape.Attempts {
+			if a.Kind != want[i] || a.Failure != "tool_error" || a.Replay {
+				t.Errorf("attempt %d: kind %q, failure %q, replay %v; want %s, tool_error", a.N, a.Kind, a.Failure, a.Replay, want[i])
+			}
+		}
+	}
+	if len(run.Steps) != 1 || !run.Steps[0].ToolError || run.Steps[0].State != "completed" || len(run.Steps[0].Attempts) != 3 ||
+		run.Steps[0].Attempts[2].Kind != journal.KindOperatorRetry {
+		t.Errorf("the run's step: %+v", run.Steps)
+	}
+
+	h := r.srv.Handler(false)
+	_, body := get(t, h, "/runs/"+started.Run)
+	mustContain(t, "the run page", body, "3 (1 retry, 1 operator retry)")
+	if strings.Contains(body, "replayed") {
+		t.Error("the run page calls a send a replay")
+	}
+	_, body = get(t, h, "/invocations/"+inv)
+	mustContain(t, "the invocation page", body, `<span class="tag kind-retry"`, `<span class="tag kind-operator_retry"`, ">operator retry</span>", "<code>tool_error</code>")
+	if strings.Contains(body, "kind-replay") {
+		t.Error("the invocation page shows a replay")
 	}
 }

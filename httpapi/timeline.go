@@ -143,16 +143,20 @@ func rowOf(inv *journal.Invocation, running bool, now time.Time, pos func(time.T
 		s.Title = fmt.Sprintf("attempt %d: sent %s, %s", a.N, clock(a.SentAt), shortDuration(e.Sub(a.SentAt)))
 		switch {
 		case a.Failure != "":
-			s.Title += ", " + a.Failure
+			s.Title += ", " + string(a.Failure)
 		case a.EndedAt == nil:
 			s.Title += ", no outcome yet"
 		default:
 			s.Title += ", answered"
 		}
-		if a.Replay {
+		switch k := inv.Sent(j); k {
+		case journal.KindFirst:
+		case journal.KindReplay:
 			s.Title += " (a replay)"
 			r.Marks = append(r.Marks, mark{Kind: "replay", Symbol: "↻", At: pos(a.SentAt),
 				Title: fmt.Sprintf("attempt %d is a replay: sent again after a lost connection, at %s", a.N, clock(a.SentAt))})
+		default:
+			s.Title += " (" + kindText(k) + ")"
 		}
 		r.Segments = append(r.Segments, s)
 	}
@@ -219,6 +223,23 @@ func stepLabel(inv *journal.Invocation) string {
 		return fmt.Sprintf("%s[%d]", inv.Step, inv.Item)
 	}
 	return inv.Step
+}
+
+// kindText says why an attempt was sent, and kindTitle explains it.
+func kindText(k journal.AttemptKind) string { return api.KindText(k) }
+
+func kindTitle(k journal.AttemptKind) string {
+	switch k {
+	case journal.KindRetry:
+		return "sent again because the step's retry asked for it"
+	case journal.KindReplay:
+		return "sent again after a lost connection, because the replay rule cleared it"
+	case journal.KindFirstDelivery:
+		return "sent again because the attempt before it provably did not run"
+	case journal.KindOperatorRetry:
+		return "sent again because an operator approved it"
+	}
+	return "the first send"
 }
 
 // stateName is an invocation's state as shown: tool_error for a call that

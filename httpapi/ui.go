@@ -51,17 +51,20 @@ func newUI() (*ui, error) {
 	m.Write([]byte("mcpflow web UI form"))
 	u := &ui{pages: map[string]*template.Template{}, csrf: base64.RawURLEncoding.EncodeToString(m.Sum(nil))}
 	funcs := template.FuncMap{
-		"when":     when,
-		"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
-		"duration": shortDuration,
-		"json":     prettyJSON,
-		"style":    style,
-		"at":       at,
-		"pct":      pct,
-		"step":     func(inv journal.Invocation) string { return stepLabel(&inv) },
-		"state":    func(inv journal.Invocation) string { return stateName(&inv) },
-		"deref":    func(t *time.Time) time.Time { return *t },
-		"sub":      func(a, b time.Time) time.Duration { return a.Sub(b) },
+		"when":      when,
+		"iso":       func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+		"duration":  shortDuration,
+		"json":      prettyJSON,
+		"style":     style,
+		"at":        at,
+		"pct":       pct,
+		"step":      func(inv journal.Invocation) string { return stepLabel(&inv) },
+		"state":     func(inv journal.Invocation) string { return stateName(&inv) },
+		"attempts":  func(inv journal.Invocation) string { return api.AttemptsText(&inv) },
+		"kind":      kindText,
+		"kindTitle": kindTitle,
+		"deref":     func(t *time.Time) time.Time { return *t },
+		"sub":       func(a, b time.Time) time.Duration { return a.Sub(b) },
 	}
 	for _, name := range []string{"runs", "run", "invocation", "message"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(uiFiles, "ui/layout.html", "ui/"+name+".html")
@@ -291,7 +294,9 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 // invocationPage is one invocation in full.
 type invocationPage struct {
 	page
-	Inv                     *journal.Invocation
+	Inv *journal.Invocation
+	// Attempts are Inv's, each with its kind (api.AttemptsOf).
+	Attempts                []journal.Attempt
 	Run                     *journal.Run
 	Label, State            string
 	Arguments, Content      string
@@ -321,7 +326,7 @@ func (s *Server) showInvocation(w http.ResponseWriter, r *http.Request, status i
 		s.uiError(w, r, err)
 		return
 	}
-	p := invocationPage{page: s.page(w, r, "Invocation "+inv.ID.Short()+" · "+stepLabel(inv)), Inv: inv, Run: rep.Run, Label: stepLabel(inv), State: stateName(inv), Form: form, FormError: formErr}
+	p := invocationPage{page: s.page(w, r, "Invocation "+inv.ID.Short()+" · "+stepLabel(inv)), Inv: inv, Attempts: api.AttemptsOf(inv), Run: rep.Run, Label: stepLabel(inv), State: stateName(inv), Form: form, FormError: formErr}
 	p.Live = "/api/runs/" + inv.RunID.String() + "/events"
 	switch {
 	case inv.Sealed != "":

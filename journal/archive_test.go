@@ -26,7 +26,7 @@ func fillForArchive(t *testing.T, j journal.Store) {
 	}
 	in := begin(t, j, run, "srv", "upper")
 	finish(t, j, in, journal.StateAborted)
-	again, err := j.Again(in.ID, journal.NextAttempt{Replay: true,
+	again, err := j.Again(in.ID, journal.NextAttempt{Kind: journal.KindReplay,
 		Decision: &journal.Decision{Attempt: 1, Verdict: verdict.Replay, Reason: "declared_idempotent", View: verdict.SendTime}})
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,10 @@
 //
 //   - the records: [Run] (one execution of a workflow, with the [Approval]
 //     gates of its steps), [Invocation] (one logical tools/call, with its
-//     [Attempt]s, replay [Decision]s and operator [Resolution]s), their ids
-//     ([ID], UUIDv7: key order is time order);
+//     [Attempt]s — each with why it was sent, its [AttemptKind], and what
+//     its outcome proved, its failure class; [Invocation.Tally] is the one
+//     count of them — replay [Decision]s and operator [Resolution]s), their
+//     ids ([ID], UUIDv7: key order is time order);
 //   - the typed states [State], [RunStatus] and [ApprovalState] with their
 //     checked transitions (state.go is the only place that defines them);
 //   - [Store], the contract every engine keeps, and [Shared], what a

@@ -29,7 +29,7 @@ func invSize(inv *Invocation) int {
 	n := 512 + len(inv.Step) + len(inv.Server) + len(inv.Tool) + rawSize(inv.Arguments) + len(inv.ArgumentsDigest) +
 		rawSize(inv.Annotations) + len(inv.Trust.WorkspaceSource) + len(inv.IdempotencyKey) + len(inv.Sealed)
 	for _, a := range inv.Attempts {
-		n += 192 + len(a.Failure) + len(a.Detail) + rawSize(a.Annotations)
+		n += 192 + len(a.Kind) + len(a.Failure) + len(a.Detail) + rawSize(a.Annotations)
 		if a.Trust != nil {
 			n += len(a.Trust.WorkspaceSource)
 		}
@@ -197,6 +197,10 @@ func (e *recordEncoder) attempt(a *Attempt) {
 	e.b = strconv.AppendInt(e.b, int64(a.N), 10)
 	e.lit(`,"sent_at":`)
 	e.time(a.SentAt)
+	if a.Kind != "" {
+		e.lit(`,"kind":`)
+		e.str(string(a.Kind))
+	}
 	if a.Replay {
 		e.lit(`,"replay":true`)
 	}
@@ -206,7 +210,7 @@ func (e *recordEncoder) attempt(a *Attempt) {
 	}
 	if a.Failure != "" {
 		e.lit(`,"failure":`)
-		e.str(a.Failure)
+		e.str(string(a.Failure))
 	}
 	if a.Detail != "" {
 		e.lit(`,"detail":`)

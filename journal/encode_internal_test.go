@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpflow/mcpflow/internal/failure"
 	"github.com/mcpflow/mcpflow/internal/verdict"
 )
 
@@ -68,7 +69,7 @@ func randInv(r *rand.Rand) *Invocation {
 	if n := r.IntN(4) - 1; n >= 0 {
 		inv.Attempts = make([]Attempt, n)
 		for i := range inv.Attempts {
-			a := Attempt{N: i + 1, SentAt: tm(), Replay: r.IntN(2) == 0, Failure: str(), Detail: str(), Annotations: raw()}
+			a := Attempt{N: i + 1, SentAt: tm(), Kind: AttemptKind(str()), Replay: r.IntN(2) == 0, Failure: failure.Class(str()), Detail: str(), Annotations: raw()}
 			if r.IntN(2) == 0 {
 				end := tm()
 				a.EndedAt = &end
@@ -103,7 +104,7 @@ func plainInv(r *rand.Rand) *Invocation {
 	return &Invocation{ID: NewID(), RunID: NewID(), Step: "s12", Item: -1, Server: "s", Tool: "t",
 		Arguments: json.RawMessage(`{"n": 13, "s": "a <b> & c"}`), ArgumentsDigest: Digest([]byte("x")),
 		Annotations: ann, IdempotencyKey: NewID().String(), State: StateCompleted,
-		Attempts:  []Attempt{{N: 1, SentAt: now, EndedAt: &end, Trust: &Trust{}, Annotations: ann}},
+		Attempts:  []Attempt{{N: 1, SentAt: now, Kind: KindFirst, EndedAt: &end, Failure: failure.ToolError, Trust: &Trust{}, Annotations: ann}},
 		Result:    &Result{Content: json.RawMessage(`[{"type":"text","text":"13 \u2028"}]`), StructuredContent: json.RawMessage(`{"n":13}`)},
 		CreatedAt: now, UpdatedAt: end}
 }

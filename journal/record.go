@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"time"
 
+	"github.com/mcpflow/mcpflow/internal/failure"
 	"github.com/mcpflow/mcpflow/internal/verdict"
 )
 
@@ -97,8 +98,9 @@ func (r *Run) PendingApprovals() []Approval {
 }
 
 // Invocation is one logical tools/call: one step (or one fan-out item) of a
-// run. Replays and retries are further attempts of the same invocation and
-// share its idempotency key.
+// run. Retries, replays, first deliveries and operators' retries are
+// further attempts of the same invocation (Attempt.Kind says which; Tally
+// counts them) and share its idempotency key.
 type Invocation struct {
 	ID    ID     `json:"id"`
 	RunID ID     `json:"run_id"`
@@ -142,18 +144,27 @@ type Trust struct {
 	WorkspaceSource string `json:"workspace_source,omitempty"`
 }
 
-// Attempt is one send of an invocation's tools/call.
+// Attempt is one send of an invocation's tools/call: why it was sent
+// (Kind) and what its outcome proved (Failure).
 type Attempt struct {
 	N      int       `json:"n"`
 	SentAt time.Time `json:"sent_at"`
-	// Replay is true when this attempt re-sends a call whose previous attempt
-	// may have reached the server.
+	// Kind says why the attempt was sent: a first send, the step's retry,
+	// a replay, a first delivery, an operator's retry. Attempts journaled
+	// before kinds were have none: read it with Invocation.Sent.
+	Kind AttemptKind `json:"kind,omitempty"`
+	// Replay is set on a KindReplay attempt, for the readers of journals
+	// written before kinds were, which count the replay budget with it.
+	// On an attempt without a Kind it was set on every re-send of a call
+	// that may have run, an operator's included.
 	Replay bool `json:"replay,omitempty"`
 	// EndedAt is set once the attempt's outcome is known.
 	EndedAt *time.Time `json:"ended_at,omitempty"`
-	// Failure is the failure class ("connection_lost", "timed_out", …), empty
-	// when a result arrived.
-	Failure string `json:"failure,omitempty"`
+	// Failure is what the attempt's outcome proved (internal/failure names
+	// every class: "connection_lost", "timed_out", "tool_error", …); empty
+	// (failure.None) when a result arrived without isError, and while the
+	// attempt has no outcome.
+	Failure failure.Class `json:"failure,omitempty"`
 	// Detail is the upstream error text, kept for the operator only.
 	Detail string `json:"detail,omitempty"`
 	// Trust and Annotations are the snapshot this attempt was sent with (the
@@ -236,28 +247,6 @@ func (inv *Invocation) LastDecision() *Decision {
 		return nil
 	}
 	return &inv.Decisions[len(inv.Decisions)-1]
-}
-
-// Decided counts the decisions of verdict v journaled for the invocation.
-func (inv *Invocation) Decided(v verdict.Verdict) int {
-	n := 0
-	for _, d := range inv.Decisions {
-		if d.Verdict == v {
-			n++
-		}
-	}
-	return n
-}
-
-// Replays counts the attempts that were replays.
-func (inv *Invocation) Replays() int {
-	n := 0
-	for _, a := range inv.Attempts {
-		if a.Replay {
-			n++
-		}
-	}
-	return n
 }
 
 // crcTable is CRC-32C (Castagnoli), which CPUs compute in hardware.

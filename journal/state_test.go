@@ -90,7 +90,7 @@ func transition(j journal.Store, id journal.ID, in journal.Intent, to journal.St
 		func() error { return j.Resolve(id, journal.Resolution{By: "op", Why: "checked", As: to}, nil) },
 	}
 	if to == intent {
-		tries = append(tries, func() error { _, err := j.Again(id, journal.NextAttempt{Replay: true}); return err })
+		tries = append(tries, func() error { _, err := j.Again(id, journal.NextAttempt{Kind: journal.KindReplay}); return err })
 	}
 	var errs []error
 	for _, try := range tries {
@@ -248,8 +248,8 @@ func TestFinishRefusesForeignOrStaleIntent(t *testing.T) {
 			t.Errorf("forged intent: %v", err)
 		}
 		finish(t, j, in, intent)
-		in2, err := j.Again(in.ID, journal.NextAttempt{Replay: true, Decision: &journal.Decision{Verdict: "replay", Reason: "safe", View: "rediscovered"}})
-		if err != nil || in2.Attempt != 2 || !in2.Replay || in2.IdempotencyKey != in.IdempotencyKey {
+		in2, err := j.Again(in.ID, journal.NextAttempt{Kind: journal.KindReplay, Decision: &journal.Decision{Verdict: "replay", Reason: "safe", View: "rediscovered"}})
+		if err != nil || in2.Attempt != 2 || in2.Kind != journal.KindReplay || in2.IdempotencyKey != in.IdempotencyKey {
 			t.Fatalf("again: %+v %v", in2, err)
 		}
 		if err := j.Finish(in, journal.Outcome{State: done}); !errors.Is(err, journal.ErrTransition) {
@@ -260,8 +260,9 @@ func TestFinishRefusesForeignOrStaleIntent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(inv.Attempts) != 2 || inv.Attempts[0].N != 1 || inv.Attempts[1].N != 2 || !inv.Attempts[1].Replay ||
-			inv.Attempts[0].Failure != "connection_lost" || inv.Replays() != 1 || len(inv.Decisions) != 1 || inv.Decisions[0].Attempt != 1 {
+		if len(inv.Attempts) != 2 || inv.Attempts[0].N != 1 || inv.Attempts[1].N != 2 || inv.Attempts[0].Kind != journal.KindFirst ||
+			inv.Attempts[1].Kind != journal.KindReplay || !inv.Attempts[1].Replay || inv.Attempts[0].Failure != "connection_lost" ||
+			inv.Tally().Replays != 1 || inv.Tally().AgainstBudget != 1 || len(inv.Decisions) != 1 || inv.Decisions[0].Attempt != 1 {
 			t.Errorf("record: %+v", inv)
 		}
 	})

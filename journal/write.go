@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mcpflow/mcpflow/internal/failure"
 )
 
 // Intent is the proof that an invocation's intent record is durable. Only
@@ -15,8 +17,9 @@ type Intent struct {
 	RunID          ID
 	IdempotencyKey string
 	Attempt        int
-	Replay         bool
-	durable        bool
+	// Kind says why the attempt was sent (Attempt.Kind).
+	Kind    AttemptKind
+	durable bool
 }
 
 // Valid reports whether the Intent came from the journal.
@@ -275,13 +278,13 @@ func (w *Writer) Begin(inv *Invocation) (Intent, error) {
 	now := w.now().UTC()
 	w.newInv(inv, now, StateIntent)
 	trust := inv.Trust
-	inv.Attempts = []Attempt{{N: 1, SentAt: now, Trust: &trust, Annotations: inv.Annotations}}
+	inv.Attempts = []Attempt{{N: 1, SentAt: now, Kind: KindFirst, Trust: &trust, Annotations: inv.Annotations}}
 	rec := *inv
 	err := w.write(func(s Tx) error { return insertInv(s, &rec) })
 	if err != nil {
 		return Intent{}, err
 	}
-	return Intent{ID: rec.ID, RunID: rec.RunID, IdempotencyKey: rec.IdempotencyKey, Attempt: 1, durable: true}, nil
+	return Intent{ID: rec.ID, RunID: rec.RunID, IdempotencyKey: rec.IdempotencyKey, Attempt: 1, Kind: KindFirst, durable: true}, nil
 }
 
 // Skip records a step whose condition was false: an invocation in state
@@ -320,8 +323,9 @@ func insertInv(s Tx, inv *Invocation) error {
 
 // NextAttempt describes a new attempt of an existing invocation.
 type NextAttempt struct {
-	// Replay: the previous attempt may have reached the server.
-	Replay bool
+	// Kind says why it is sent: KindRetry, KindReplay, KindFirstDelivery
+	// or KindOperatorRetry (required; only Begin sends a KindFirst).
+	Kind AttemptKind
 	// Trust and Annotations as they are now, after rediscovery.
 	Trust       Trust
 	Annotations json.RawMessage
@@ -330,12 +334,16 @@ type NextAttempt struct {
 	Decision *Decision
 }
 
-// Again writes a new attempt of an invocation (a replay, a retry, or a
-// first delivery of a call that was provably never sent) and returns its
-// Intent once the record is committed and fsynced. The invocation goes to
-// (or stays in) state intent; the previous attempt must have ended. An
-// illegal transition returns ErrTransition and writes nothing.
+// Again writes a new attempt of an invocation, of kind next.Kind (a retry,
+// a replay, a first delivery of a call that provably did not run, an
+// operator's retry), and returns its Intent once the record is committed
+// and fsynced. The invocation goes to (or stays in) state intent; the
+// previous attempt must have ended. An illegal transition, or a kind that
+// is not one of those four, returns ErrTransition and writes nothing.
 func (w *Writer) Again(id ID, next NextAttempt) (Intent, error) {
+	if !next.Kind.Known() || next.Kind == KindFirst {
+		return Intent{}, fmt.Errorf("invocation %s: another attempt of kind %q: want retry, replay, first_delivery or operator_retry: %w", id.Short(), next.Kind, ErrTransition)
+	}
 	now := w.now().UTC()
 	var out Intent
 	err := w.write(func(s Tx) error {
@@ -361,8 +369,8 @@ func (w *Writer) Again(id ID, next NextAttempt) (Intent, error) {
 			inv.Decisions = append(inv.Decisions, d)
 		}
 		n := len(inv.Attempts) + 1
-		inv.Attempts = append(inv.Attempts, Attempt{N: n, SentAt: now, Replay: next.Replay, Trust: &next.Trust, Annotations: next.Annotations})
-		out = Intent{ID: inv.ID, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: n, Replay: next.Replay, durable: true}
+		inv.Attempts = append(inv.Attempts, Attempt{N: n, SentAt: now, Kind: next.Kind, Replay: next.Kind == KindReplay, Trust: &next.Trust, Annotations: next.Annotations})
+		out = Intent{ID: inv.ID, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: n, Kind: next.Kind, durable: true}
 		return s.PutInvocation(old, inv)
 	})
 	if err != nil {
@@ -379,8 +387,9 @@ type Outcome struct {
 	State  State
 	Result *Result
 	Error  *Error
-	// Failure and Detail are recorded on the attempt.
-	Failure string
+	// Failure and Detail are recorded on the attempt: what its outcome
+	// proved (a tool error included), and the upstream error text.
+	Failure failure.Class
 	Detail  string
 	// Decision, when set, is the replay policy's verdict on this failure,
 	// journaled in the same commit.
@@ -452,7 +461,7 @@ func (w *Writer) Interrupted(id ID, o Outcome) error {
 		if last == nil {
 			return fmt.Errorf("invocation %s has no attempt: %w", id.Short(), ErrTransition)
 		}
-		return w.finish(Intent{ID: id, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: last.N, durable: true}, o)(s)
+		return w.finish(Intent{ID: id, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: last.N, Kind: last.Kind, durable: true}, o)(s)
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mcpflow/mcpflow/internal/failure"
 	"github.com/mcpflow/mcpflow/replay"
 )
 
@@ -146,7 +147,7 @@ func TestDecideAllInputs(t *testing.T) {
 	var cases, replays int
 	reasons := map[replay.Reason]int{}
 	for _, a := range shapes {
-		for _, class := range allClasses {
+		for _, class := range failure.All {
 			for _, serverTrusted := range []bool{false, true} {
 				for _, workspaceTrusted := range []bool{false, true} {
 					for _, n := range []int{0, 2, 3} {

@@ -9,8 +9,10 @@
 //   - [Annotations] holds a tool's annotations exactly as declared on the wire:
 //     each field is a [Hint] that is [Absent], [False] or [True]. Absent is not
 //     false. [ParseAnnotations] reads them from raw JSON.
-//   - [Class] says what a failure proves about execution. [Classify] maps an
-//     error returned by go-sdk's ClientSession.CallTool to a Class.
+//   - [Class] says what a failure proves about execution, with the
+//     predicates every caller goes by (it is internal/failure's class, which
+//     the journal stores on each attempt). upstream.Classify maps an error
+//     returned by go-sdk's ClientSession.CallTool to a Class.
 //   - [Decide] applies the replay rule to an [Input] and returns a [Decision]:
 //     a [Verdict] ([NotApplicable], [Replay] or [OutcomeUnknown]) and a stable,
 //     machine-readable [Reason].
@@ -26,7 +28,7 @@
 // them only after both trust gates (server and workspace) pass, and a replay
 // needs both the send-time snapshot and the fresh view to agree ([Both]).
 //
-// [Classify] is conservative: an error it does not recognise is [ClassLost]
+// upstream.Classify is conservative: an error it does not recognise is [ClassLost]
 // (it may have executed). [ClassNotDelivered] is claimed only where go-sdk
 // v1.8.0 proves the request never left the process: [mcp.ErrConnectionClosed],
 // or a dial failure inside the streamable HTTP client's "rejected by

@@ -58,6 +58,15 @@ func classifyOnly(t *testing.T, c *cli) (*journal.Run, journal.Invocation) {
 	return run, invs[0]
 }
 
+// kindOf is the kind of attempt i (from 0) of an invocation whose every
+// send after the first is of kind later.
+func kindOf(i int, later journal.AttemptKind) journal.AttemptKind {
+	if i == 0 {
+		return journal.KindFirst
+	}
+	return later
+}
+
 // retryDecisions counts the journaled decisions to retry.
 func retryDecisions(inv journal.Invocation) int {
 	n := 0
@@ -110,9 +119,12 @@ func TestClassifyTimedOut(t *testing.T) {
 				t.Fatalf("invocation:%s\nerror %+v\nwant %s after %d attempts", describe([]journal.Invocation{inv}), inv.Error, state, tc.attempts)
 			}
 			for i, a := range inv.Attempts {
-				if a.Failure != replay.ClassTimedOut.String() || a.EndedAt == nil || a.Replay != (i > 0) {
+				if a.Failure != replay.ClassTimedOut || a.EndedAt == nil || a.Kind != kindOf(i, journal.KindRetry) || a.Replay {
 					t.Errorf("attempt %d: %+v", i+1, a)
 				}
+			}
+			if n := inv.Tally().AgainstBudget; n != tc.attempts-1 {
+				t.Errorf("%d sends against the replay budget, want %d: each retry sends a call that may have run", n, tc.attempts-1)
 			}
 			if n := retryDecisions(inv); n != tc.attempts-1 {
 				t.Errorf("%d retry decisions, want %d:%s", n, tc.attempts-1, describe([]journal.Invocation{inv}))
@@ -175,12 +187,15 @@ func TestClassifyServerError(t *testing.T) {
 				t.Fatalf("invocation:%s\nerror %+v", describe([]journal.Invocation{inv}), inv.Error)
 			}
 			for i, a := range inv.Attempts {
-				if a.Failure != replay.ClassServerError.String() || a.EndedAt == nil || a.Replay != (i > 0) {
+				if a.Failure != replay.ClassServerError || a.EndedAt == nil || a.Kind != kindOf(i, journal.KindRetry) || a.Replay {
 					t.Errorf("attempt %d: %+v", i+1, a)
 				}
 			}
 			if !strings.Contains(inv.Attempts[0].Detail, "internal error") {
 				t.Errorf("attempt detail %q lacks the server's error", inv.Attempts[0].Detail)
+			}
+			if n := inv.Tally().AgainstBudget; n != tc.attempts-1 {
+				t.Errorf("%d sends against the replay budget, want %d: each retry sends a call that may have run", n, tc.attempts-1)
 			}
 			if n := retryDecisions(inv); n != tc.attempts-1 {
 				t.Errorf("%d retry decisions, want %d", n, tc.attempts-1)
@@ -239,7 +254,7 @@ func TestClassifyRejected(t *testing.T) {
 				t.Fatalf("invocation:%s\nerror %+v", describe([]journal.Invocation{inv}), inv.Error)
 			}
 			for i, a := range inv.Attempts {
-				if a.Failure != replay.ClassRejected.String() || a.EndedAt == nil || a.Replay {
+				if a.Failure != replay.ClassRejected || a.EndedAt == nil || a.Kind != kindOf(i, journal.KindRetry) || a.Replay {
 					t.Errorf("attempt %d: %+v", i+1, a)
 				}
 			}
@@ -253,10 +268,10 @@ func TestClassifyRejected(t *testing.T) {
 				t.Errorf("after resume ledger_append executed %d times, want 1", n)
 			}
 			run, inv = classifyOnly(t, c)
-			if run.Status != journal.RunSucceeded || inv.State != journal.StateCompleted || len(inv.Attempts) != tc.attempts+1 || inv.Replays() != 0 {
+			if run.Status != journal.RunSucceeded || inv.State != journal.StateCompleted || len(inv.Attempts) != tc.attempts+1 || inv.Tally().AgainstBudget != 0 {
 				t.Fatalf("after resume: run %s, invocation:%s", run.Status, describe([]journal.Invocation{inv}))
 			}
-			if last := inv.LastAttempt(); last.Failure != "" || last.Replay || last.Trust == nil || last.Trust.Server || last.Trust.Workspace {
+			if last := inv.LastAttempt(); last.Failure != "" || last.Kind != journal.KindFirstDelivery || last.Replay || last.Trust == nil || last.Trust.Server || last.Trust.Workspace {
 				t.Errorf("the re-sent attempt %+v (trust %+v), want a first delivery to the untrusted server", last, last.Trust)
 			}
 			if keys := c.ledgerKeys("ledger_append"); len(keys) != 1 || keys[0] != inv.ID.String() {
@@ -294,7 +309,7 @@ func TestClassifyAbortedThenResume(t *testing.T) {
 			run, invs := c.onlyRun(j)
 			j.Close()
 			if run.Status != journal.RunCancelled || len(invs) != 1 || invs[0].State != journal.StateAborted ||
-				len(invs[0].Attempts) != 1 || invs[0].Attempts[0].Failure != replay.ClassAborted.String() {
+				len(invs[0].Attempts) != 1 || invs[0].Attempts[0].Failure != replay.ClassAborted {
 				t.Fatalf("run %s, invocations:%s\nwant cancelled with one aborted", run.Status, describe(invs))
 			}
 
@@ -336,7 +351,7 @@ func TestClassifyAbortedThenResume(t *testing.T) {
 				t.Fatalf("after resume: run %s, invocations:%s", run.Status, describe(invs))
 			}
 			inv := invs[0]
-			if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || !inv.Attempts[1].Replay || inv.Attempts[1].Failure != "" {
+			if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Attempts[1].Kind != journal.KindReplay || !inv.Attempts[1].Replay || inv.Attempts[1].Failure != "" {
 				t.Errorf("after resume:%s", describe(invs))
 			}
 			if keys := c.ledgerKeys(tc.tool); len(keys) != 2 || keys[0] != inv.ID.String() || keys[1] != inv.ID.String() {

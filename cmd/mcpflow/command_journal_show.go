@@ -71,10 +71,10 @@ func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload
 		f.add("Error", inv.Error.Error())
 	}
 	fmt.Fprintln(w, "\nAttempts:")
-	for _, a := range inv.Attempts {
+	for i, a := range inv.Attempts {
 		line := fmt.Sprintf("  %d  sent %s", a.N, tf.at(a.SentAt))
-		if a.Replay {
-			line += "  (replay)"
+		if k := inv.Sent(i); k != journal.KindFirst {
+			line += "  (" + api.KindText(k) + ")"
 		}
 		if a.EndedAt != nil {
 			line += "  ended after " + round(a.EndedAt.Sub(a.SentAt)).String()
@@ -82,7 +82,7 @@ func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload
 			line += "  no outcome recorded"
 		}
 		if a.Failure != "" {
-			line += "  failure: " + a.Failure
+			line += "  failure: " + string(a.Failure)
 		}
 		fmt.Fprintln(w, line)
 		if a.Detail != "" {

@@ -231,16 +231,16 @@ func whatHappened(inv *journal.Invocation) string {
 		took = " after " + a.EndedAt.Sub(a.SentAt).Round(100*time.Millisecond).String()
 	}
 	switch a.Failure {
-	case replay.ClassTimedOut.String():
+	case replay.ClassTimedOut:
 		return "the call timed out" + took + "; it may have run"
-	case replay.ClassLost.String():
+	case replay.ClassLost:
 		return fmt.Sprintf("the connection to server %s was lost%s while the call was in flight; it may have run", inv.Server, took)
-	case replay.ClassServerError.String():
+	case replay.ClassServerError:
 		return "the server answered with an error" + took + "; the tool may have run"
-	case replay.ClassAborted.String():
+	case replay.ClassAborted:
 		return "interrupted" + took + " while the call was in flight; it may have run"
 	}
-	return strings.ReplaceAll(a.Failure, "_", " ") + took
+	return strings.ReplaceAll(string(a.Failure), "_", " ") + took
 }
 
 // notReplayed says why the replay rule did not clear sending an invocation

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -120,13 +121,9 @@ func waitingFor(run *journal.Run, invs []journal.Invocation) string {
 	return "resolution of " + strings.Join(steps, ", ")
 }
 
-func attemptsText(inv *journal.Invocation) string {
-	n := len(inv.Attempts)
-	if r := inv.Replays(); r > 0 {
-		return fmt.Sprintf("%d (%d replayed)", n, r)
-	}
-	return fmt.Sprint(n)
-}
+// attemptsText is the ATTEMPTS column: how many, and why those after the
+// first were sent ("3 (1 retry, 1 operator retry)").
+func attemptsText(inv *journal.Invocation) string { return api.AttemptsText(inv) }
 
 func invDuration(inv *journal.Invocation) string {
 	last := inv.LastAttempt()

@@ -237,7 +237,7 @@ func TestResumeKillMidFanOutUnsafe(t *testing.T) {
 		if s.completed[item] && (inv.State != journal.StateCompleted || len(inv.Attempts) != 1) {
 			t.Errorf("completed item %s changed:%s", item, describe([]journal.Invocation{inv}))
 		}
-		if inv.Replays() != 0 {
+		if inv.Tally().Replays != 0 {
 			t.Errorf("item %s was replayed:%s", item, describe([]journal.Invocation{inv}))
 		}
 		if inv.State == journal.StateOutcomeUnknown {
@@ -288,7 +288,7 @@ func TestResumeKillMidFanOutSafe(t *testing.T) {
 		if s.inFlight[item] {
 			wantAttempts = 2
 		}
-		if inv.State != journal.StateCompleted || len(inv.Attempts) != wantAttempts || inv.Replays() != wantAttempts-1 {
+		if inv.State != journal.StateCompleted || len(inv.Attempts) != wantAttempts || inv.Tally().Replays != wantAttempts-1 {
 			t.Errorf("item %s:%s\nwant completed after %d attempts", item, describe([]journal.Invocation{inv}), wantAttempts)
 		}
 		if inv.Result == nil || !strings.Contains(string(inv.Result.StructuredContent), strings.ToUpper(item)) {

@@ -100,7 +100,7 @@ func TestResumeAfterCrashDuringSafeCallReplays(t *testing.T) {
 		t.Fatalf("run %s with %d invocations", run.Status, len(invs))
 	}
 	inv := invs[0]
-	if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || !inv.Attempts[1].Replay || inv.Attempts[0].Failure != "connection_lost" {
+	if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Attempts[1].Kind != journal.KindReplay || inv.Attempts[0].Failure != "connection_lost" {
 		t.Errorf("replayed invocation %+v", inv)
 	}
 	j.Close()

@@ -238,7 +238,7 @@ func TestSafeLostCallIsReplayed(t *testing.T) {
 				t.Fatalf("run %s, %d invocations", run.Status, len(invs))
 			}
 			inv := invs[0]
-			if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || !inv.Attempts[1].Replay || inv.Attempts[0].Failure != "connection_lost" {
+			if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Attempts[1].Kind != journal.KindReplay || inv.Attempts[0].Failure != "connection_lost" {
 				t.Errorf("invocation %+v", inv)
 			}
 			if len(inv.Decisions) != 2 || inv.Decisions[0].View != "send_time" || inv.Decisions[1].View != "rediscovered" || inv.Decisions[1].Verdict != "replay" {

@@ -132,7 +132,7 @@ func describe(invs []journal.Invocation) string {
 	for _, inv := range invs {
 		fmt.Fprintf(&b, "\n  %s %s/%s state=%s trust=%+v", inv.Step, inv.Server, inv.Tool, inv.State, inv.Trust)
 		for _, a := range inv.Attempts {
-			fmt.Fprintf(&b, "\n    attempt %d replay=%v ended=%v failure=%q detail=%q", a.N, a.Replay, a.EndedAt != nil, a.Failure, a.Detail)
+			fmt.Fprintf(&b, "\n    attempt %d kind=%s replay=%v ended=%v failure=%q detail=%q", a.N, a.Kind, a.Replay, a.EndedAt != nil, a.Failure, a.Detail)
 		}
 		for _, d := range inv.Decisions {
 			fmt.Fprintf(&b, "\n    decision attempt=%d %s/%s view=%s", d.Attempt, d.Verdict, d.Reason, d.View)
@@ -291,7 +291,7 @@ func TestHTTPUnsafeLostCallIsOutcomeUnknown(t *testing.T) {
 				t.Fatalf("invocations:%s", describe(invs))
 			}
 			inv := invs[0]
-			if inv.State != journal.StateOutcomeUnknown || len(inv.Attempts) != 1 || inv.Attempts[0].Failure != replay.ClassLost.String() ||
+			if inv.State != journal.StateOutcomeUnknown || len(inv.Attempts) != 1 || inv.Attempts[0].Failure != replay.ClassLost ||
 				inv.Error == nil || inv.Error.Code != replay.Code || inv.Error.Message != replay.Message {
 				t.Errorf("invocation:%s\nerror %+v", describe(invs), inv.Error)
 			}
@@ -339,8 +339,8 @@ func TestHTTPSafeLostCallIsReplayed(t *testing.T) {
 				t.Fatalf("run %s, invocations:%s", run.Status, describe(invs))
 			}
 			inv := invs[0]
-			if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Attempts[0].Replay || !inv.Attempts[1].Replay ||
-				inv.Attempts[0].Failure != replay.ClassLost.String() || inv.Attempts[1].Failure != "" {
+			if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Attempts[0].Kind != journal.KindFirst || inv.Attempts[1].Kind != journal.KindReplay ||
+				inv.Attempts[0].Failure != replay.ClassLost || inv.Attempts[1].Failure != "" {
 				t.Errorf("invocation:%s", describe(invs))
 			}
 			wantDecisions(t, inv,
@@ -397,11 +397,11 @@ func TestReplayBudgetIsSpent(t *testing.T) {
 				t.Fatalf("run %s, invocations:%s", run.Status, describe(invs))
 			}
 			inv := invs[0]
-			if inv.State != journal.StateOutcomeUnknown || len(inv.Attempts) != 1+replay.MaxReplays || inv.Replays() != replay.MaxReplays {
+			if n := inv.Tally(); inv.State != journal.StateOutcomeUnknown || len(inv.Attempts) != 1+replay.MaxReplays || n.Replays != replay.MaxReplays || n.AgainstBudget != replay.MaxReplays {
 				t.Fatalf("invocation:%s", describe(invs))
 			}
 			for i, a := range inv.Attempts {
-				if a.Replay != (i > 0) || a.Failure != replay.ClassLost.String() || a.EndedAt == nil {
+				if a.Kind != kindOf(i, journal.KindReplay) || a.Replay != (i > 0) || a.Failure != replay.ClassLost || a.EndedAt == nil {
 					t.Errorf("attempt %d: %+v", i+1, a)
 				}
 			}
@@ -441,12 +441,12 @@ func TestSSELostCallFollowsTheRule(t *testing.T) {
 			}
 			j := c.openJournal()
 			_, invs := c.onlyRun(j)
-			if len(invs) != 1 || len(invs[0].Attempts) != tc.runs || invs[0].Attempts[0].Failure != replay.ClassLost.String() {
+			if len(invs) != 1 || len(invs[0].Attempts) != tc.runs || invs[0].Attempts[0].Failure != replay.ClassLost {
 				t.Fatalf("invocations:%s", describe(invs))
 			}
 			inv := invs[0]
 			if tc.code == 0 {
-				if inv.State != journal.StateCompleted || !inv.Attempts[1].Replay {
+				if inv.State != journal.StateCompleted || inv.Attempts[1].Kind != journal.KindReplay {
 					t.Errorf("invocation:%s", describe(invs))
 				}
 				wantDecisions(t, inv,
@@ -484,7 +484,7 @@ func TestServerUnavailableAfterLossThenResume(t *testing.T) {
 		t.Fatalf("run %s, invocations:%s", run.Status, describe(invs))
 	}
 	inv := invs[0]
-	if inv.State != journal.StateIntent || len(inv.Attempts) != 1 || inv.Attempts[0].EndedAt == nil || inv.Attempts[0].Failure != replay.ClassLost.String() {
+	if inv.State != journal.StateIntent || len(inv.Attempts) != 1 || inv.Attempts[0].EndedAt == nil || inv.Attempts[0].Failure != replay.ClassLost {
 		t.Errorf("invocation:%s", describe(invs))
 	}
 	wantDecisions(t, inv, journal.Decision{Verdict: "replay", Reason: string(replay.ReasonDeclaredIdempotent), View: "send_time", Attempt: 1})
@@ -507,7 +507,7 @@ func TestServerUnavailableAfterLossThenResume(t *testing.T) {
 		t.Fatalf("after resume: run %s, invocations:%s", run.Status, describe(invs))
 	}
 	inv = invs[0]
-	if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || !inv.Attempts[1].Replay {
+	if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Attempts[1].Kind != journal.KindReplay {
 		t.Errorf("after resume:%s", describe(invs))
 	}
 	wantDecisions(t, inv,
@@ -644,7 +644,7 @@ func TestTrustRemovedBeforeReplay(t *testing.T) {
 func checkTrustRemoved(t *testing.T, c *cli, r result, reason replay.Reason, sendTimeTrust func(journal.Trust) bool) {
 	t.Helper()
 	inv := blockedOnce(t, c, r, "upper")
-	if inv.Attempts[0].Failure != replay.ClassLost.String() {
+	if inv.Attempts[0].Failure != replay.ClassLost {
 		t.Errorf("attempt failure %q, want connection_lost", inv.Attempts[0].Failure)
 	}
 	if !sendTimeTrust(inv.Trust) {
@@ -693,7 +693,7 @@ steps:
 		}
 		inv := invs[2]
 		if inv.State != journal.StateIntent || len(inv.Attempts) != 1 || inv.Attempts[0].EndedAt == nil ||
-			inv.Attempts[0].Failure != replay.ClassNotDelivered.String() || inv.Attempts[0].Replay {
+			inv.Attempts[0].Failure != replay.ClassNotDelivered || inv.Attempts[0].Kind != journal.KindFirst {
 			t.Fatalf("the undelivered call:%s", describe(invs[2:]))
 		}
 		wantDecisions(t, inv, journal.Decision{Verdict: "first_delivery", Reason: string(replay.ReasonNotDelivered), View: "send_time", Attempt: 1})
@@ -748,8 +748,8 @@ func checkFirstDelivery(t *testing.T, c *cli) {
 		t.Fatalf("run %s, invocations:%s", run.Status, describe(invs))
 	}
 	inv := invs[2]
-	if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Replays() != 0 ||
-		inv.Attempts[0].Failure != replay.ClassNotDelivered.String() || inv.Attempts[1].Failure != "" {
+	if inv.State != journal.StateCompleted || len(inv.Attempts) != 2 || inv.Tally().AgainstBudget != 0 || inv.Attempts[1].Kind != journal.KindFirstDelivery ||
+		inv.Attempts[0].Failure != replay.ClassNotDelivered || inv.Attempts[1].Failure != "" {
 		t.Errorf("the undelivered call:%s", describe(invs[2:]))
 	}
 	if inv.Trust.Server || inv.Trust.Workspace {

@@ -24,6 +24,10 @@ const (
 	// NotRetried: a failure the step's retry asks to retry is not, and the
 	// reason says why.
 	NotRetried Verdict = "not_retried"
+	// OperatorRetry: an operator approved sending the call again
+	// (retry_approved); journaled with the attempt it sends, from the
+	// Operator view. (Journals written before it have Replay there.)
+	OperatorRetry Verdict = "operator_retry"
 )
 
 func (v Verdict) String() string { return string(v) }

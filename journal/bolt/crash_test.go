@@ -195,7 +195,7 @@ func crashChild(path, seedText string) int {
 			continue
 		}
 		say("doing %s %s", inv.ID, invFact(inv.RunID, journal.StateIntent, n+1, false))
-		if _, err := j.Again(inv.ID, journal.NextAttempt{Replay: true}); err != nil {
+		if _, err := j.Again(inv.ID, journal.NextAttempt{Kind: journal.KindReplay}); err != nil {
 			return fail(err)
 		}
 		say("ok %s %s", inv.ID, invFact(inv.RunID, journal.StateIntent, n+1, false))
@@ -268,7 +268,7 @@ func childRun(j *bolt.Store, rng *rand.Rand, say func(string, ...any)) error {
 			}
 			say("ok %s %s", inv.ID, invFact(r.ID, journal.StateIntent, 1, true))
 			say("doing %s %s", inv.ID, invFact(r.ID, journal.StateIntent, 2, false))
-			if in, err = j.Again(inv.ID, journal.NextAttempt{Replay: true}); err != nil {
+			if in, err = j.Again(inv.ID, journal.NextAttempt{Kind: journal.KindReplay}); err != nil {
 				return err
 			}
 			say("ok %s %s", inv.ID, invFact(r.ID, journal.StateIntent, 2, false))
