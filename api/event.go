@@ -9,22 +9,28 @@ import (
 // Event is a run event as the API streams it (server-sent events, one JSON
 // object per event).
 type Event struct {
-	Kind       string         `json:"kind"` // run_started, step_started, step_progress, step_finished, run_finished
-	Run        string         `json:"run"`
-	Workflow   string         `json:"workflow,omitempty"`
-	Step       string         `json:"step,omitempty"`
-	Item       *int           `json:"item,omitempty"`
-	Server     string         `json:"server,omitempty"`
-	Tool       string         `json:"tool,omitempty"`
-	Invocation string         `json:"invocation,omitempty"`
-	State      string         `json:"state,omitempty"`
-	Attempt    int            `json:"attempt,omitempty"`
-	Progress   float64        `json:"progress,omitempty"`
-	Total      float64        `json:"total,omitempty"`
-	Message    string         `json:"message,omitempty"`
-	Text       string         `json:"text,omitempty"`
-	ElapsedMS  int64          `json:"elapsed_ms,omitempty"`
-	Status     string         `json:"status,omitempty"`
-	Error      *journal.Error `json:"error,omitempty"`
-	At         time.Time      `json:"at"`
+	Kind       string  `json:"kind"` // run_started, step_started, step_progress, step_finished, run_finished
+	Run        string  `json:"run"`
+	Workflow   string  `json:"workflow,omitempty"`
+	Step       string  `json:"step,omitempty"`
+	Item       *int    `json:"item,omitempty"`
+	Server     string  `json:"server,omitempty"`
+	Tool       string  `json:"tool,omitempty"`
+	Invocation string  `json:"invocation,omitempty"`
+	State      string  `json:"state,omitempty"`
+	Attempt    int     `json:"attempt,omitempty"`
+	Progress   float64 `json:"progress,omitempty"`
+	Total      float64 `json:"total,omitempty"`
+	Message    string  `json:"message,omitempty"`
+	Text       string  `json:"text,omitempty"`
+	// ElapsedMS is a step's time; for run_finished the run's wall time
+	// (start to end, resumes and all), with WorkMS the time a call was in
+	// flight and WaitedMS the time it waited for an approval, an operator
+	// or a resume (see Timing).
+	ElapsedMS int64          `json:"elapsed_ms,omitempty"`
+	WorkMS    int64          `json:"work_ms,omitempty"`
+	WaitedMS  int64          `json:"waited_ms,omitempty"`
+	Status    string         `json:"status,omitempty"`
+	Error     *journal.Error `json:"error,omitempty"`
+	At        time.Time      `json:"at"`
 }
