@@ -34,7 +34,9 @@ type Timing struct {
 	// Work is the time at least one call of the run was in flight.
 	Work time.Duration
 	// Gaps are the periods with no call in flight, in order: those with a
-	// cause (see GapKind), and the idle ones of at least MinIdle.
+	// cause (see GapKind), and the idle ones of at least MinIdle or a
+	// fifth of Wall. A run that ended has none after its last call:
+	// what is left is its end being written.
 	Gaps []Gap
 }
 
@@ -96,9 +98,14 @@ func (k GapKind) String() string {
 
 func (k GapKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
 
-// MinIdle is the shortest idle gap Timing reports: shorter ones are the
-// engine's own time between calls.
+// MinIdle is the shortest idle gap Timing reports, unless the gap takes a
+// fifth of the run (idleShare): shorter ones are the engine's own time
+// between calls.
 const MinIdle = time.Second
+
+// idleShare: an idle gap of at least Wall/idleShare is reported (the
+// servers starting, in a run of a few quick calls).
+const idleShare = 5
 
 // TimingOf is how run's time went, from its invocations; now ends the
 // calls in flight, and the run, while it goes. It is a pure function of
@@ -184,10 +191,15 @@ func TimingOf(run *journal.Run, invs []journal.Invocation, now time.Time) Timing
 	// The gaps are what the work leaves of [Start, End]; each is cut where
 	// a cause begins, and each piece takes the cause in force: the latest
 	// begun since the work before the gap began.
+	minIdle := min(MinIdle, t.Wall/idleShare)
 	from, since := t.Start, t.Start
-	for _, s := range append(merged, span{t.End, t.End}) {
+	ends := merged
+	if live || len(merged) == 0 {
+		ends = append(ends, span{t.End, t.End})
+	}
+	for _, s := range ends {
 		if s.from.After(from) {
-			t.Gaps = append(t.Gaps, gapsIn(from, s.from, since, marks)...)
+			t.Gaps = append(t.Gaps, gapsIn(from, s.from, since, marks, minIdle)...)
 		}
 		since, from = s.from, maxTime(from, s.to)
 	}
@@ -240,12 +252,12 @@ func merge(spans []span, start, end time.Time) []span {
 // gapsIn cuts the gap [from, to) at the causes that begin in it; a piece
 // takes the cause in force, the latest begun at or after since (when the
 // work before the gap began); without one it is idle. Pieces of one cause
-// are joined; idle ones shorter than MinIdle are left out.
-func gapsIn(from, to, since time.Time, marks []onset) []Gap {
+// are joined; idle ones shorter than minIdle are left out.
+func gapsIn(from, to, since time.Time, marks []onset, minIdle time.Duration) []Gap {
 	cur := Gap{From: from, Kind: GapIdle}
 	var out []Gap
 	add := func(g Gap) {
-		if !g.To.After(g.From) || (g.Kind == GapIdle && g.Duration() < MinIdle) {
+		if !g.To.After(g.From) || (g.Kind == GapIdle && g.Duration() < minIdle) {
 			return
 		}
 		if n := len(out); n > 0 && out[n-1].Kind == g.Kind && out[n-1].Step == g.Step && out[n-1].To.Equal(g.From) {
@@ -353,6 +365,11 @@ func AttemptOutcome(inv *journal.Invocation, j int, live bool) string {
 	case a.Failure != "":
 		return a.Failure
 	case j == len(inv.Attempts)-1 && inv.ToolError:
+		return ToolError
+	case j < len(inv.Attempts)-1:
+		// A result arrived, and yet the call was sent again: only a tool
+		// error is (an operator's retry of a call that completed with one
+		// leaves its attempt without a failure class).
 		return ToolError
 	}
 	return OutcomeAnswered

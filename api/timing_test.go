@@ -61,10 +61,22 @@ func TestTimingOf(t *testing.T) {
 			name: "steps one after the other",
 			run:  ended(journal.RunSucceeded, 1.2),
 			invs: []journal.Invocation{
-				inv("a", -1, journal.StateCompleted, sent(1, 0.1, 0.5)),
-				inv("b", -1, journal.StateCompleted, sent(1, 0.6, 1.1)),
+				inv("a", -1, journal.StateCompleted, sent(1, 0.01, 0.5)),
+				inv("b", -1, journal.StateCompleted, sent(1, 0.51, 1.15)),
 			},
-			work: 0.9, wall: 1.2,
+			work: 1.13, wall: 1.2,
+		},
+		{
+			name: "a quick run, most of it a server starting",
+			run:  ended(journal.RunSucceeded, 0.21),
+			invs: []journal.Invocation{inv("a", -1, journal.StateCompleted, sent(1, 0.18, 0.2))},
+			work: 0.02, wall: 0.21, gaps: "idle  0-0.18",
+		},
+		{
+			name: "cancelled: nothing after its last call, its end being written",
+			run:  ended(journal.RunCancelled, 5.004),
+			invs: []journal.Invocation{inv("s", -1, journal.StateAborted, failedAs(sent(1, 1, 5), "aborted"))},
+			work: 4, wall: 5.004, gaps: "idle  0-1",
 		},
 		{
 			name: "killed with a call in flight, replayed on resume 15s later",
@@ -190,5 +202,13 @@ func TestCallTimingOf(t *testing.T) {
 		Attempts: []journal.Attempt{{N: 1, SentAt: at(0), EndedAt: ptr(at(1)), Failure: "tool_error"}, sent(2, 2, 3)}}
 	if got := AttemptOutcome(toolErr, 0, false) + " " + AttemptOutcome(toolErr, 1, false); got != "tool_error tool_error" {
 		t.Errorf("tool errors %q", got)
+	}
+	// A tool error an operator approved for a retry, then answered: the
+	// first attempt ended without a failure class, and was a tool error.
+	retried := &journal.Invocation{Item: -1, State: journal.StateCompleted,
+		Attempts:    []journal.Attempt{sent(1, 0, 1), sent(2, 60, 61)},
+		Resolutions: []journal.Resolution{{At: at(30), From: journal.StateCompleted, As: journal.StateRetryApproved}}}
+	if got := AttemptOutcome(retried, 0, false) + " " + AttemptOutcome(retried, 1, false); got != "tool_error answered" {
+		t.Errorf("a tool error retried by an operator, then answered: %q", got)
 	}
 }
