@@ -349,8 +349,9 @@ type runPage struct {
 	Steps    []stepRow
 	Timeline timeline
 	// Waiting are the calls a blocked run waits for an operator to
-	// resolve; Aborted the calls a cancelled run aborted, which a resume
-	// judges under the replay rule; Cancel says who cancelled and why.
+	// resolve; Aborted the calls a cancelled or failed run aborted or
+	// timed out, which may have run and which a resume judges under the
+	// replay rule; Cancel says who cancelled and why.
 	Waiting, Aborted []journal.Invocation
 	Cancelled        bool
 	Cancel           string
@@ -414,6 +415,8 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		if run.Error != nil {
 			p.Cancel = cancelReason(run.Error.Message)
 		}
+	case journal.RunFailed:
+		p.Aborted = rep.Waiting()
 	}
 	p.Pending = run.PendingApprovals()
 	t := api.TimingOf(run, rep.Invocations, p.Now)
