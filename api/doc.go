@@ -7,9 +7,17 @@
 // journal records by [RunOf], [InvocationOf], [InvocationDetailOf] and
 // [ApprovalOf].
 //
+// [TimingOf] is how a run's time went (work, wall, and the gaps between,
+// each with its cause), [CallTimingOf] how long a call's attempts took and
+// [AttemptOutcome] how each ended: computed here once, so that the CLI and
+// the web UI say the same.
+//
 // # Caveats
 //
 //   - The shapes show what they are given: secrets must be redacted before
 //     (the service layer does it).
 //   - Arguments and results are left out unless asked for (payload).
+//   - The time of an attempt mcpflow stopped during (interrupted) is not
+//     known: it counts in no call's time nor in a run's work, and the
+//     time until the resume that found it is a gap (GapStopped).
 package api

@@ -11,24 +11,30 @@ import (
 type Event struct {
 	// Kind is run_started, step_started, step_progress, step_finished or
 	// run_finished (a run's progress), or EventApproval.
-	Kind       string         `json:"kind"`
-	Run        string         `json:"run"`
-	Workflow   string         `json:"workflow,omitempty"`
-	Step       string         `json:"step,omitempty"`
-	Item       *int           `json:"item,omitempty"`
-	Server     string         `json:"server,omitempty"`
-	Tool       string         `json:"tool,omitempty"`
-	Invocation string         `json:"invocation,omitempty"`
-	State      string         `json:"state,omitempty"`
-	Attempt    int            `json:"attempt,omitempty"`
-	Progress   float64        `json:"progress,omitempty"`
-	Total      float64        `json:"total,omitempty"`
-	Message    string         `json:"message,omitempty"`
-	Text       string         `json:"text,omitempty"`
-	ElapsedMS  int64          `json:"elapsed_ms,omitempty"`
-	Status     string         `json:"status,omitempty"`
-	Error      *journal.Error `json:"error,omitempty"`
-	At         time.Time      `json:"at"`
+	Kind       string  `json:"kind"`
+	Run        string  `json:"run"`
+	Workflow   string  `json:"workflow,omitempty"`
+	Step       string  `json:"step,omitempty"`
+	Item       *int    `json:"item,omitempty"`
+	Server     string  `json:"server,omitempty"`
+	Tool       string  `json:"tool,omitempty"`
+	Invocation string  `json:"invocation,omitempty"`
+	State      string  `json:"state,omitempty"`
+	Attempt    int     `json:"attempt,omitempty"`
+	Progress   float64 `json:"progress,omitempty"`
+	Total      float64 `json:"total,omitempty"`
+	Message    string  `json:"message,omitempty"`
+	Text       string  `json:"text,omitempty"`
+	// ElapsedMS is a step's time; for run_finished the run's wall time
+	// (start to end, resumes and all), with WorkMS the time a call was in
+	// flight and WaitedMS the time it waited for an approval, an operator
+	// or a resume (see Timing).
+	ElapsedMS int64          `json:"elapsed_ms,omitempty"`
+	WorkMS    int64          `json:"work_ms,omitempty"`
+	WaitedMS  int64          `json:"waited_ms,omitempty"`
+	Status    string         `json:"status,omitempty"`
+	Error     *journal.Error `json:"error,omitempty"`
+	At        time.Time      `json:"at"`
 }
 
 // EventApproval is the kind of the event of a decision on a step's

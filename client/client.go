@@ -197,9 +197,14 @@ func runValues(q service.RunQuery) url.Values {
 	v := url.Values{"limit": {strconv.Itoa(q.Limit)}}
 	set(v, "status", q.Status)
 	set(v, "workflow", q.Workflow)
+	set(v, "server", q.Server)
+	set(v, "tool", q.Tool)
 	set(v, "cursor", q.Cursor)
 	if !q.Since.IsZero() {
 		v.Set("since", q.Since.Format(time.RFC3339Nano))
+	}
+	if !q.Until.IsZero() {
+		v.Set("until", q.Until.Format(time.RFC3339Nano))
 	}
 	return v
 }

@@ -189,9 +189,16 @@ type Event struct {
 	// Text is a completed call's text content (StepFinished), exactly as
 	// the tool sent it: its text items joined by newlines. Front ends
 	// shorten it where they show it to people.
-	Text    string
+	Text string
+	// Elapsed is a step's time (StepFinished, StepProgress); for
+	// RunFinished, the run's wall time, from its start to its end,
+	// resumes and all (api.TimingOf).
 	Elapsed time.Duration
-	Status  journal.RunStatus
+	// Work and Waited (RunFinished) are the time the run had a call in
+	// flight, and the time it waited for an approval, an operator or a
+	// resume (api.Timing).
+	Work, Waited time.Duration
+	Status       journal.RunStatus
 	// Err is the step's or the run's error, if any.
 	Err *journal.Error
 }
@@ -727,8 +734,22 @@ func (r *runner) finish(status journal.RunStatus, runErr *journal.Error, cause e
 	if err != nil {
 		return nil, errors.Join(cause, err)
 	}
-	r.emit(Event{Kind: RunFinished, Run: run.ID, Workflow: r.wf.Name, Status: run.Status, Err: run.Error, Elapsed: r.e.now().Sub(r.start)})
+	r.emit(r.runFinished(run))
 	return run, cause
+}
+
+// runFinished is the event of run's end: its time, work and wall, when
+// someone listens (it reads the run's invocations).
+func (r *runner) runFinished(run *journal.Run) Event {
+	ev := Event{Kind: RunFinished, Run: run.ID, Workflow: r.wf.Name, Status: run.Status, Err: run.Error, Elapsed: r.e.now().Sub(r.start)}
+	if r.e.Events == nil {
+		return ev
+	}
+	if invs, err := r.j.RunInvocations(run.ID); err == nil {
+		t := api.TimingOf(run, invs, r.e.now())
+		ev.Elapsed, ev.Work, ev.Waited = t.Wall, t.Work, t.Waited()
+	}
+	return ev
 }
 
 // stepResult is what one step produced: the value later expressions see as

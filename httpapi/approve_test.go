@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/mcpflow/mcpflow/api"
-	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/httpapi"
+	"github.com/mcpflow/mcpflow/journal"
 )
 
 const twoGates = `name: gates

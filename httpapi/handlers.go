@@ -63,8 +63,12 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	rq := service.RunQuery{Status: q.Get("status"), Workflow: q.Get("workflow"), Cursor: q.Get("cursor"), Limit: limit}
+	rq := service.RunQuery{Status: q.Get("status"), Workflow: q.Get("workflow"), Server: q.Get("server"), Tool: q.Get("tool"), Cursor: q.Get("cursor"), Limit: limit}
 	if rq.Since, err = sinceOf(q.Get("since")); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if rq.Until, err = timeOf("until", q.Get("until")); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -484,6 +488,18 @@ func sinceOf(v string) (time.Time, error) {
 		return time.Now().Add(-d), nil
 	}
 	return time.Time{}, badRequest("since %q: want RFC 3339 or a duration (90m, 24h)", v)
+}
+
+// timeOf reads a time parameter: RFC 3339 ("" is none).
+func timeOf(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, badRequest("%s %q: want RFC 3339", name, v)
+	}
+	return t, nil
 }
 
 // maxBody bounds a request body.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -167,6 +168,42 @@ func TestMetricsNeedTheToken(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != status {
 			t.Errorf("/metrics with Authorization %q: %d, want %d", auth, resp.StatusCode, status)
+		}
+	}
+}
+
+// TestMetricsBucketBounds: /metrics prints each histogram bound as the
+// decimal it stands for: le="0.0003", never le="0.00030000000000000003".
+func TestMetricsBucketBounds(t *testing.T) {
+	r := newRig(t, nil)
+	req, _ := http.NewRequest("GET", "http://mcpflow/metrics", nil)
+	resp, err := r.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for _, want := range []string{
+		`mcpflow_journal_commit_duration_seconds_bucket{le="0.0001"}`,
+		`mcpflow_journal_commit_duration_seconds_bucket{le="0.0003"}`,
+		`mcpflow_journal_commit_duration_seconds_bucket{le="0.0009"}`,
+		`mcpflow_journal_commit_duration_seconds_bucket{le="0.0027"}`,
+		`mcpflow_journal_commit_duration_seconds_bucket{le="0.2187"}`,
+		`mcpflow_journal_commit_duration_seconds_bucket{le="1.9683"}`,
+		`mcpflow_journal_commit_duration_seconds_bucket{le="+Inf"}`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// No bound anywhere carries a float's rounding error.
+	for _, m := range regexp.MustCompile(`le="([^"]+)"`).FindAllStringSubmatch(text, -1) {
+		if digits := strings.TrimLeft(strings.NewReplacer(".", "", "+Inf", "").Replace(m[1]), "0"); len(digits) > 8 {
+			t.Errorf("bound le=%q is not a short decimal", m[1])
 		}
 	}
 }

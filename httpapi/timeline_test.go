@@ -10,9 +10,11 @@ import (
 	"github.com/mcpflow/mcpflow/journal"
 )
 
+// TestTimelineGeometry lays out a run of a second, in tenths: no gap is
+// long enough to be marked, the axis is the run's time.
 func TestTimelineGeometry(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(100*time.Millisecond))) }
 	ptr := func(t time.Time) *time.Time { return &t }
 	end := at(10)
 	run := &journal.Run{Status: journal.RunBlocked, StartedAt: t0, UpdatedAt: end, FinishedAt: &end}
@@ -29,7 +31,7 @@ func TestTimelineGeometry(t *testing.T) {
 			},
 			Decisions: []journal.Decision{{Attempt: 1, At: at(5), Verdict: verdict.Verdict("replay"), Reason: "idempotent", View: verdict.View("declared")}},
 		},
-		{ // an instant at 9s, lost, resolved an hour later
+		{ // an instant at 0.9s, lost, resolved an hour later
 			Step: "charge", Item: -1, Server: "demo", Tool: "ledger_append", State: journal.StateOutcomeUnknown, UpdatedAt: at(9),
 			Attempts:    []journal.Attempt{{N: 1, SentAt: at(9), EndedAt: ptr(at(9)), Failure: "connection_lost"}},
 			Resolutions: []journal.Resolution{{By: "alice", At: at(3600), As: journal.StateCompleted, From: journal.StateOutcomeUnknown, Why: "in the ledger"}},
@@ -37,10 +39,10 @@ func TestTimelineGeometry(t *testing.T) {
 		{Step: "skipped", Item: -1, Server: "demo", Tool: "greet", State: journal.StateSkipped, CreatedAt: at(10)},
 	}
 	tl := timelineOf(run, invs, at(99999))
-	if !tl.Start.Equal(t0) || tl.Span != 10*time.Second {
-		t.Fatalf("axis %v + %v, want %v + 10s", tl.Start, tl.Span, t0)
+	if !tl.Start.Equal(t0) || tl.Wall != time.Second || tl.Work != 500*time.Millisecond || len(tl.Gaps) != 0 {
+		t.Fatalf("axis %v + %v (work %v, gaps %v), want %v + 1s, 500ms, none", tl.Start, tl.Wall, tl.Work, tl.Gaps, t0)
 	}
-	if got := fmt.Sprint(tl.Ticks); got != "[{0 0} {25 +2.5s} {50 +5.0s} {75 +7.5s} {100 +10.0s}]" {
+	if got := fmt.Sprint(tl.Ticks); got != "[{0 0} {25 +250ms} {50 +500ms} {75 +750ms} {100 +1.0s}]" {
 		t.Errorf("ticks %s", got)
 	}
 	if len(tl.Rows) != 4 {
@@ -71,7 +73,7 @@ func TestTimelineGeometry(t *testing.T) {
 	near("attempt 1 width", send.Segments[0].Width, 25)
 	near("attempt 2 left", send.Segments[1].Left, 50)
 	near("attempt 2 width", send.Segments[1].Width, 50)
-	if !send.Segments[0].Failed || send.Segments[1].Failed {
+	if !send.Segments[0].Failed || send.Segments[1].Failed || send.Segments[0].Outcome != "connection_lost" || send.Segments[1].Outcome != "answered" {
 		t.Errorf("failed segments: %+v", send.Segments)
 	}
 	if len(send.Marks) != 2 || send.Marks[0].Kind != "replay" || send.Marks[1].Kind != "decision" {
@@ -98,6 +100,71 @@ func TestTimelineGeometry(t *testing.T) {
 	}
 }
 
+// TestTimelineCompressesGaps: a run killed in a call and resumed 15
+// minutes later is drawn as its work, the wait a band of its own,
+// compressed, marked stopped; the interrupted attempt is an instant with
+// its mark, coloured by how it ended.
+func TestTimelineCompressesGaps(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	ptr := func(t time.Time) *time.Time { return &t }
+	end := at(902)
+	run := &journal.Run{Status: journal.RunSucceeded, StartedAt: t0, UpdatedAt: end, FinishedAt: &end}
+	invs := []journal.Invocation{
+		{Step: "first", Item: -1, Server: "demo", Tool: "greet", State: journal.StateCompleted,
+			Attempts: []journal.Attempt{{N: 1, SentAt: at(0), EndedAt: ptr(at(1))}}},
+		{Step: "charge", Item: -1, Server: "demo", Tool: "upper", State: journal.StateCompleted,
+			Attempts: []journal.Attempt{
+				{N: 1, SentAt: at(1), EndedAt: ptr(at(901)), Failure: "connection_lost", Interrupted: true},
+				{N: 2, SentAt: at(901), EndedAt: ptr(at(902)), Replay: true},
+			}},
+		{Step: "oops", Item: -1, Server: "demo", Tool: "fail", State: journal.StateCompleted, ToolError: true,
+			Attempts: []journal.Attempt{{N: 1, SentAt: at(901.5), EndedAt: ptr(at(902))}}},
+		{Step: "again", Item: -1, Server: "demo", Tool: "flaky", State: journal.StateCompleted, // a tool error an operator had sent again
+			Attempts:    []journal.Attempt{{N: 1, SentAt: at(0.5), EndedAt: ptr(at(0.6))}, {N: 2, SentAt: at(901.6), EndedAt: ptr(at(901.7))}},
+			Resolutions: []journal.Resolution{{At: at(500), From: journal.StateCompleted, As: journal.StateRetryApproved}}},
+	}
+	tl := timelineOf(run, invs, at(99999))
+	if tl.Wall != 902*time.Second || tl.Work != 2*time.Second || len(tl.Gaps) != 1 {
+		t.Fatalf("wall %v, work %v, gaps %+v; want 902s, 2s, one", tl.Wall, tl.Work, tl.Gaps)
+	}
+	near := func(what string, got, want float64) {
+		t.Helper()
+		if d := got - want; d > 0.001 || d < -0.001 {
+			t.Errorf("%s = %.3f, want %.3f", what, got, want)
+		}
+	}
+	g := tl.Gaps[0]
+	if g.Kind != "stopped" || !g.Compressed || g.Label != "15m0s" || !strings.Contains(g.Title, "mcpflow stopped while step charge was in flight") {
+		t.Errorf("gap %+v", g)
+	}
+	// The gap takes gapWidth; the two seconds of work share the rest.
+	near("gap left", g.Left, (100-gapWidth)/2)
+	near("gap width", g.Width, gapWidth)
+	first, charge, oops := tl.Rows[0], tl.Rows[1], tl.Rows[2]
+	near("first width", first.Width, (100-gapWidth)/2)
+	near("charge left", charge.Left, (100-gapWidth)/2)
+	near("charge width", charge.Width, 100-(100-gapWidth)/2)
+	if len(charge.Segments) != 2 || charge.Segments[0].Outcome != "interrupted" || charge.Segments[0].Width != 0 || !charge.Segments[0].Failed {
+		t.Errorf("charge's segments %+v", charge.Segments)
+	}
+	if len(charge.Marks) < 2 || charge.Marks[0].Kind != "interrupted" || charge.Marks[1].Kind != "replay" {
+		t.Errorf("charge's marks %+v", charge.Marks)
+	}
+	if !strings.Contains(charge.Title, "1.0s + 1 interrupted") {
+		t.Errorf("charge's title %q: its time is its replay's, the interrupted attempt apart", charge.Title)
+	}
+	if len(oops.Segments) != 1 || oops.Segments[0].Outcome != "tool_error" || !oops.Segments[0].Failed || oops.State != "tool_error" {
+		t.Errorf("a tool error: %+v", oops)
+	}
+	if again := tl.Rows[3]; again.State != "completed" || len(again.Segments) != 2 || again.Segments[0].Outcome != "tool_error" || again.Segments[1].Outcome != "answered" {
+		t.Errorf("a tool error sent again, then answered: %+v", again.Segments)
+	}
+	if got := fmt.Sprint(tl.Ticks[4]); got != "{100 +15m2s}" {
+		t.Errorf("last tick %s", got)
+	}
+}
+
 func TestTimelineOfARunGoing(t *testing.T) {
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	run := &journal.Run{Status: journal.RunRunning, StartedAt: t0}
@@ -106,16 +173,17 @@ func TestTimelineOfARunGoing(t *testing.T) {
 		Attempts: []journal.Attempt{{N: 1, SentAt: t0.Add(2 * time.Second)}},
 	}}
 	tl := timelineOf(run, invs, t0.Add(4*time.Second))
-	// The call in flight runs to now, which ends the axis.
-	if tl.Span != 4*time.Second || tl.Rows[0].Left != 50 || tl.Rows[0].Width != 50 {
-		t.Errorf("span %v, bar %.2f+%.2f; want 4s, 50+50", tl.Span, tl.Rows[0].Left, tl.Rows[0].Width)
+	// The call in flight runs to now, which ends the axis; the two idle
+	// seconds before it (a server starting) are a gap, compressed.
+	if tl.Wall != 4*time.Second || tl.Rows[0].Left != gapWidth || tl.Rows[0].Width != 100-gapWidth || len(tl.Gaps) != 1 || !tl.Gaps[0].Compressed || tl.Gaps[0].Kind != "idle" {
+		t.Errorf("wall %v, bar %.2f+%.2f, gaps %+v; want 4s, the bar after a compressed idle gap", tl.Wall, tl.Rows[0].Left, tl.Rows[0].Width, tl.Gaps)
 	}
 	if !strings.Contains(tl.Rows[0].Segments[0].Title, "no outcome yet") {
 		t.Errorf("segment title %q", tl.Rows[0].Segments[0].Title)
 	}
 	// Nothing sent: the axis is not empty.
 	tl = timelineOf(&journal.Run{Status: journal.RunBlocked, StartedAt: t0, UpdatedAt: t0}, nil, t0)
-	if tl.Span <= 0 || len(tl.Rows) != 0 {
+	if tl.Wall != 0 || len(tl.Rows) != 0 || len(tl.Ticks) != 5 {
 		t.Errorf("an empty run: %+v", tl)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -143,13 +144,20 @@ func (s *Server) message(w http.ResponseWriter, r *http.Request, status int, msg
 	s.render(w, status, "message", messagePage{page: s.page(w, r, http.StatusText(status)), Status: status, Message: msg})
 }
 
-// runsPage is the list of runs, newest first, filtered by status.
+// runsPage is the list of runs, newest first, filtered by status,
+// workflow, the calls they made (server, tool) and when they started.
 type runsPage struct {
 	page
 	Status  string
 	Filters []filter
-	Runs    []runRow
-	Older   string // the next page's URL
+	// Query is the filters as the form shows them; Filtered: one is set
+	// besides the status; FilterError says what of them was refused.
+	Query       runFilter
+	Filtered    bool
+	FilterError string
+	Statuses    []string
+	Runs        []runRow
+	Older       string // the next page's URL
 	// Shared: the journal is shared by workers, listed in Workers with
 	// the runs each holds; Self is this server's worker id.
 	Shared  bool
@@ -167,10 +175,66 @@ type runRow struct {
 	ID               journal.ID
 	Workflow, Status string
 	Started          time.Time
-	Duration         string
-	Steps, Waiting   int
-	Error            *journal.Error
-	Worker           string // the worker holding the run (a shared journal)
+	// Duration is the run's wall time; Work, when it waited, the time a
+	// call was in flight.
+	Duration, Work string
+	Steps, Waiting int
+	Error          *journal.Error
+	Worker         string // the worker holding the run (a shared journal)
+}
+
+// runFilter is the runs list's filters, as its form sends them: names,
+// and times in UTC as a datetime-local field writes them.
+type runFilter struct {
+	Workflow, Server, Tool string
+	Since, Until           string
+}
+
+// uiTime is how the filter form writes a time: UTC, to the minute.
+const uiTime = "2006-01-02T15:04"
+
+// query reads the filters into q; a time that does not read is an error.
+func (f runFilter) query(q *service.RunQuery) error {
+	q.Workflow, q.Server, q.Tool = f.Workflow, f.Server, f.Tool
+	for _, t := range []struct {
+		name, v string
+		to      *time.Time
+		end     bool
+	}{{"from", f.Since, &q.Since, false}, {"to", f.Until, &q.Until, true}} {
+		if t.v == "" {
+			continue
+		}
+		v, err := time.Parse(uiTime, t.v)
+		if err != nil {
+			if v, err = time.Parse(time.RFC3339, t.v); err != nil {
+				return fmt.Errorf("%s %q: want a date and time (YYYY-MM-DDTHH:MM, UTC)", t.name, t.v)
+			}
+		}
+		if t.end && len(t.v) == len(uiTime) {
+			v = v.Add(time.Minute - time.Nanosecond) // to the end of that minute
+		}
+		*t.to = v.UTC()
+	}
+	return nil
+}
+
+// values is the filters as a URL query, status included when set.
+func (f runFilter) values(status string) url.Values {
+	v := url.Values{}
+	for _, kv := range [][2]string{{"status", status}, {"workflow", f.Workflow}, {"server", f.Server}, {"tool", f.Tool}, {"since", f.Since}, {"until", f.Until}} {
+		if kv[1] != "" {
+			v.Set(kv[0], kv[1])
+		}
+	}
+	return v
+}
+
+// listURL is the runs list with these filters and status.
+func (f runFilter) listURL(status string) string {
+	if v := f.values(status); len(v) > 0 {
+		return "/?" + v.Encode()
+	}
+	return "/"
 }
 
 // runStatuses are the filters of the runs list, in this order.
@@ -180,13 +244,34 @@ const runsPerPage = 50
 
 func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	status := q.Get("status")
-	runs, err := s.svc.Runs(service.RunQuery{Status: status, Cursor: q.Get("cursor"), Limit: runsPerPage})
-	if err != nil {
-		s.uiError(w, r, err)
+	if ref := strings.TrimSpace(q.Get("id")); ref != "" {
+		s.find(w, r, ref)
 		return
 	}
+	status := q.Get("status")
 	p := runsPage{page: s.page(w, r, "Runs"), Status: status}
+	p.Query = runFilter{Workflow: strings.TrimSpace(q.Get("workflow")), Server: strings.TrimSpace(q.Get("server")),
+		Tool: strings.TrimSpace(q.Get("tool")), Since: q.Get("since"), Until: q.Get("until")}
+	p.Filtered = p.Query != runFilter{}
+	for _, st := range runStatuses {
+		p.Statuses = append(p.Statuses, st.String())
+	}
+	base := service.RunQuery{}
+	if err := p.Query.query(&base); err != nil {
+		p.FilterError = err.Error()
+		p.Query.Since, p.Query.Until = "", ""
+		p.Query.query(&base)
+	}
+	rq := base
+	rq.Status, rq.Cursor, rq.Limit = status, q.Get("cursor"), runsPerPage
+	runs, err := s.svc.Runs(rq)
+	if err != nil {
+		if !errors.Is(err, service.ErrInvalid) {
+			s.uiError(w, r, err)
+			return
+		}
+		p.FilterError = err.Error()
+	}
 	holder := map[journal.ID]string{}
 	if pl, ok := s.pool(); ok {
 		p.Shared, p.Self = true, pl.Worker()
@@ -201,29 +286,55 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.Live = "/api/events"
-	p.Filters = append(p.Filters, filter{Label: "all", URL: "/", On: status == ""})
+	p.Filters = append(p.Filters, filter{Label: "all", URL: p.Query.listURL(""), On: status == ""})
 	for _, st := range runStatuses {
-		f := filter{Label: st.String(), URL: "/?status=" + st.String(), On: status == st.String()}
-		if c, err := s.svc.CountRuns(service.RunQuery{Status: st.String()}); err == nil && c.N > 0 {
-			f.Count = countText(c)
+		f := filter{Label: st.String(), URL: p.Query.listURL(st.String()), On: status == st.String()}
+		// Counting runs by call reads them: the chips count only what
+		// the journal indexes.
+		cq := base
+		cq.Status = st.String()
+		if cq.Server == "" && cq.Tool == "" {
+			if c, err := s.svc.CountRuns(cq); err == nil && c.N > 0 {
+				f.Count = countText(c)
+			}
 		}
 		p.Filters = append(p.Filters, f)
 	}
 	for _, rs := range runs {
+		t := api.TimingOf(&rs.Run, rs.Invocations, p.Now)
 		row := runRow{ID: rs.Run.ID, Workflow: rs.Run.Workflow, Status: rs.Run.Status.String(), Started: rs.Run.StartedAt,
-			Duration: shortDuration(runEnd(&rs.Run, p.Now).Sub(rs.Run.StartedAt)), Steps: len(rs.Invocations), Error: rs.Run.Error}
-		row.Waiting = len((&service.Report{Invocations: rs.Invocations}).Waiting())
+			Duration: shortDuration(t.Wall), Steps: len(rs.Invocations), Error: rs.Run.Error}
+		if t.Waited() >= api.MinIdle {
+			row.Work = shortDuration(t.Work)
+		}
+		if rs.Run.Status == journal.RunBlocked {
+			// Only a blocked run waits for an operator: a cancelled
+			// run's aborted call is judged when it is resumed.
+			row.Waiting = len((&service.Report{Invocations: rs.Invocations}).Waiting())
+		}
 		row.Worker = holder[rs.Run.ID]
 		p.Runs = append(p.Runs, row)
 	}
 	if len(runs) == runsPerPage {
-		v := url.Values{"cursor": {runs[len(runs)-1].Run.ID.String()}}
-		if status != "" {
-			v.Set("status", status)
-		}
+		v := p.Query.values(status)
+		v.Set("cursor", runs[len(runs)-1].Run.ID.String())
 		p.Older = "/?" + v.Encode()
 	}
 	s.render(w, http.StatusOK, "runs", p)
+}
+
+// find goes to the run, or the invocation, whose id (or unique prefix) is
+// ref; else back to the list, saying so.
+func (s *Server) find(w http.ResponseWriter, r *http.Request, ref string) {
+	if rep, err := s.svc.RunDetail(ref); err == nil {
+		http.Redirect(w, r, "/runs/"+rep.Run.ID.String(), http.StatusSeeOther)
+		return
+	}
+	if inv, err := s.svc.Invocation(ref); err == nil {
+		http.Redirect(w, r, "/invocations/"+inv.ID.String(), http.StatusSeeOther)
+		return
+	}
+	done(w, r, "/", "error", "No run or invocation has the id "+strconv.Quote(ref)+".")
 }
 
 func countText(c service.Count) string {
@@ -234,36 +345,47 @@ func countText(c service.Count) string {
 	return t
 }
 
-// runEnd is when a run ended: its finish, now while it goes, else its last
-// update.
-func runEnd(run *journal.Run, now time.Time) time.Time {
-	switch {
-	case run.FinishedAt != nil:
-		return *run.FinishedAt
-	case run.Status == journal.RunRunning:
-		return now
-	}
-	return run.UpdatedAt
-}
-
 // runPage is one run: its header, timeline, steps and approvals.
 type runPage struct {
 	page
-	Run         *journal.Run
-	Invocations []journal.Invocation
-	Timeline    timeline
-	Waiting     []journal.Invocation
-	Pending     []journal.Approval
-	Duration    string
+	Run      *journal.Run
+	Steps    []stepRow
+	Timeline timeline
+	// Waiting are the calls a blocked run waits for an operator to
+	// resolve; Aborted the calls a cancelled or failed run aborted or
+	// timed out, which may have run and which a resume judges under the
+	// replay rule; Cancel says who cancelled and why.
+	Waiting, Aborted []journal.Invocation
+	Cancelled        bool
+	Cancel           string
+	Pending          []journal.Approval
+	// Wall is the run's time from start to end, Work the time a call was
+	// in flight, Waited the time it waited (api.Timing).
+	Wall, Work, Waited string
 	// CanResume: the run is not going and did not succeed; CanCancel: it
 	// is going (in this server, the journal's only writer).
 	CanResume, CanCancel bool
 	// Decided: the run is blocked at an approval gate that is decided
 	// now (service.Continues): its error, which says it waits, is shown
 	// as what it was, and the page says a resume takes it on.
-	Decided bool
-	RetryFailed          bool // offer to send failed calls again
-	Inputs, Outputs      string
+	Decided         bool
+	RetryFailed     bool // offer to send failed calls again
+	Inputs, Outputs string
+}
+
+// stepRow is one invocation in the run's steps, with its arguments and
+// result for showing (the service redacted secrets from them).
+type stepRow struct {
+	Inv          journal.Invocation
+	Label, State string
+	Took         string
+	// Sealed: the payloads are encrypted and this server has not the key.
+	Sealed                         bool
+	Arguments, Content, Structured string
+	IsError, HasResult             bool
+	// ToolError is the text of a tool error's result (its state is
+	// completed, and it has no error of its own).
+	ToolError string
 }
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
@@ -273,14 +395,44 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	run := rep.Run
-	p := runPage{page: s.page(w, r, "Run "+run.ID.Short()+" · "+run.Workflow), Run: run, Invocations: rep.Invocations}
+	live := run.Status == journal.RunRunning
+	p := runPage{page: s.page(w, r, "Run "+run.ID.Short()+" · "+run.Workflow), Run: run}
 	p.Live = "/api/runs/" + run.ID.String() + "/events"
 	p.Timeline = timelineOf(run, rep.Invocations, p.Now)
-	p.Waiting = rep.Waiting()
+	for i := range rep.Invocations {
+		inv := &rep.Invocations[i]
+		row := stepRow{Inv: *inv, Label: stepLabel(inv), State: stateName(inv), Took: callTook(inv, live, p.Now), Sealed: inv.Sealed != ""}
+		if !row.Sealed {
+			row.Arguments = prettyJSON(inv.Arguments)
+			if res := inv.Result; res != nil {
+				row.HasResult, row.IsError = true, res.IsError
+				row.Content, row.Structured = prettyJSON(res.Content), prettyJSON(res.StructuredContent)
+				if inv.ToolError {
+					row.ToolError = api.OneLine(api.ContentText(res.Content), 300)
+				}
+			}
+		}
+		p.Steps = append(p.Steps, row)
+	}
+	switch run.Status {
+	case journal.RunBlocked:
+		p.Waiting = rep.Waiting()
+	case journal.RunCancelled:
+		p.Cancelled, p.Aborted = true, rep.Waiting()
+		if run.Error != nil {
+			p.Cancel = cancelReason(run.Error.Message)
+		}
+	case journal.RunFailed:
+		p.Aborted = rep.Waiting()
+	}
 	p.Pending = run.PendingApprovals()
-	p.Duration = shortDuration(runEnd(run, p.Now).Sub(run.StartedAt))
-	p.CanCancel = run.Status == journal.RunRunning
-	p.CanResume = run.Status != journal.RunRunning && run.Status != journal.RunSucceeded
+	t := api.TimingOf(run, rep.Invocations, p.Now)
+	p.Wall, p.Work = shortDuration(t.Wall), shortDuration(t.Work)
+	if d := t.Waited(); d > 0 {
+		p.Waited = shortDuration(d)
+	}
+	p.CanCancel = live
+	p.CanResume = !live && run.Status != journal.RunSucceeded
 	p.RetryFailed = run.Status == journal.RunFailed
 	p.Decided = service.Continues(run)
 	if run.Sealed != "" {
@@ -291,19 +443,37 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, http.StatusOK, "run", p)
 }
 
+// cancelReason is who cancelled a run and why, from its error: what the
+// engine adds to it, "(cancelled: REASON)", or the whole message.
+func cancelReason(msg string) string {
+	const mark = " (cancelled: "
+	if i := strings.LastIndex(msg, mark); i >= 0 && strings.HasSuffix(msg, ")") {
+		return msg[i+len(mark) : len(msg)-1]
+	}
+	return msg
+}
+
 // invocationPage is one invocation in full.
 type invocationPage struct {
 	page
-	Inv *journal.Invocation
-	// Attempts are Inv's, each with its kind (api.AttemptsOf).
-	Attempts                []journal.Attempt
+	Inv                     *journal.Invocation
 	Run                     *journal.Run
 	Label, State            string
 	Arguments, Content      string
 	Structured, Annotations string
+	Attempts                []attemptRow // Inv's, each with its kind (api.AttemptsOf)
+	Took                    string
 	Resolvable              bool
 	Form                    resolveForm
 	FormError               string
+}
+
+// attemptRow is one attempt of an invocation: how it ended
+// (api.AttemptOutcome) and how long it took ("" when not known: an
+// interrupted attempt's end is when a resume found it).
+type attemptRow struct {
+	journal.Attempt
+	Outcome, Took string
 }
 
 // resolveForm is what the resolve form posts.
@@ -326,7 +496,7 @@ func (s *Server) showInvocation(w http.ResponseWriter, r *http.Request, status i
 		s.uiError(w, r, err)
 		return
 	}
-	p := invocationPage{page: s.page(w, r, "Invocation "+inv.ID.Short()+" · "+stepLabel(inv)), Inv: inv, Attempts: api.AttemptsOf(inv), Run: rep.Run, Label: stepLabel(inv), State: stateName(inv), Form: form, FormError: formErr}
+	p := invocationPage{page: s.page(w, r, "Invocation "+inv.ID.Short()+" · "+stepLabel(inv)), Inv: inv, Run: rep.Run, Label: stepLabel(inv), State: stateName(inv), Form: form, FormError: formErr}
 	p.Live = "/api/runs/" + inv.RunID.String() + "/events"
 	switch {
 	case inv.Sealed != "":
@@ -338,6 +508,15 @@ func (s *Server) showInvocation(w http.ResponseWriter, r *http.Request, status i
 		}
 	}
 	p.Annotations = prettyJSON(inv.Annotations)
+	live := rep.Run.Status == journal.RunRunning
+	p.Took = callTook(inv, live, p.Now)
+	for j, a := range api.AttemptsOf(inv) {
+		row := attemptRow{Attempt: a, Outcome: api.AttemptOutcome(inv, j, live)}
+		if end, ok := api.AttemptEnd(inv, j, live, p.Now); ok {
+			row.Took = shortDuration(end.Sub(a.SentAt))
+		}
+		p.Attempts = append(p.Attempts, row)
+	}
 	switch inv.State {
 	case journal.StateOutcomeUnknown, journal.StateAborted, journal.StateTimedOut:
 		p.Resolvable = true
@@ -392,9 +571,10 @@ func (s *Server) uiCancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ref := r.PathValue("id")
-	reason := strings.TrimSpace(r.PostForm.Get("reason"))
-	if reason == "" {
-		reason = "cancelled by " + s.o.By + " in the web UI"
+	// Who cancels goes with why: the run's error says both.
+	reason := "cancelled by " + s.o.By + " in the web UI"
+	if why := strings.TrimSpace(r.PostForm.Get("reason")); why != "" {
+		reason += ": " + why
 	}
 	if err := s.svc.Cancel(ref, reason); err != nil {
 		if errors.Is(err, journal.ErrNotFound) {

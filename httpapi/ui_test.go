@@ -365,4 +365,79 @@ steps:
 	if rep := r.waitStatus(slow, journal.RunCancelled); rep.Invocations[0].State != journal.StateAborted {
 		t.Errorf("the call in flight: %s, want aborted", rep.Invocations[0].State)
 	}
+	// The cancelled run says who cancelled it and why; it does not wait
+	// for an operator, and is not listed as blocked.
+	_, body = get(t, h, "/runs/"+slow)
+	mustContain(t, "the cancelled run", body, `id="cancelled"`, "cancelled by alice in the web UI: wrong day")
+	if strings.Contains(body, "Waiting for an operator") {
+		t.Error("a cancelled run says it waits for an operator")
+	}
+	_, body = get(t, h, "/?status=blocked")
+	if strings.Contains(body, slow) {
+		t.Error("the cancelled run is listed as blocked")
+	}
+	_, body = get(t, h, "/?status=cancelled")
+	mustContain(t, "the cancelled runs", body, `data-run="`+slow+`"`)
+	if strings.Contains(body, "to resolve") {
+		t.Error("the cancelled run is listed with calls to resolve")
+	}
+
+	// The list filters by tool, server, workflow and time; the form keeps
+	// what it was given.
+	for _, tc := range []struct {
+		query     string
+		want, not []string
+	}{
+		{"tool=count_slowly", []string{slow}, []string{run}},
+		{"server=demo&tool=greet", []string{run}, []string{slow}},
+		{"workflow=gate", []string{run}, []string{slow}},
+		{"until=2000-01-01T00:00", nil, []string{run, slow}},
+		{"since=2000-01-01T00:00&status=cancelled", []string{slow}, []string{run}},
+	} {
+		res, body := get(t, h, "/?"+tc.query)
+		if res.StatusCode != http.StatusOK {
+			t.Errorf("%s: %d", tc.query, res.StatusCode)
+		}
+		for _, id := range tc.want {
+			mustContain(t, tc.query, body, `data-run="`+id+`"`)
+		}
+		for _, id := range tc.not {
+			if strings.Contains(body, `data-run="`+id+`"`) {
+				t.Errorf("%s lists run %s", tc.query, id)
+			}
+		}
+	}
+	_, body = get(t, h, "/?tool=greet&since=nonsense")
+	mustContain(t, "a bad time", body, `role="alert"`, `from &#34;nonsense&#34;`, `name="tool" value="greet"`)
+	// An id goes to its run.
+	if res, _ := get(t, h, "/?id="+run[:13]); res.StatusCode != http.StatusSeeOther || res.Header.Get("Location") != "/runs/"+run {
+		t.Errorf("find %s: %d to %q", run[:13], res.StatusCode, res.Header.Get("Location"))
+	}
+}
+
+// TestUIRunPageShowsStepsInline: a run's page has each step's arguments
+// and result inline, secrets redacted, and its work and wall time.
+func TestUIRunPageShowsStepsInline(t *testing.T) {
+	r := newRig(t, nil)
+	h := r.srv.Handler(false)
+	file := r.workflow("secret.yaml", `name: secret
+inputs:
+  token: {type: string, secret: true}
+steps:
+  - {id: greet, server: demo, tool: greet, with: {name: "Ada ${{ inputs.token }}"}}
+`)
+	req := httptest.NewRequest(http.MethodPost, "/api/runs", strings.NewReader(`{"file": "`+file+`", "inputs": {"token": "tok-9f8e7d"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	res, body := do(t, h, req)
+	var started api.Started
+	if res.StatusCode != http.StatusAccepted || json.Unmarshal([]byte(body), &started) != nil {
+		t.Fatalf("submit: %d %s", res.StatusCode, body)
+	}
+	rep := r.waitStatus(started.Run, journal.RunSucceeded)
+	_, body = get(t, h, "/runs/"+started.Run)
+	mustContain(t, "the run page", body, `<details id="io-`+rep.Invocations[0].ID.String()+`"`, `&#34;name&#34;: &#34;Ada [redacted]&#34;`,
+		"Hello, Ada [redacted]!", `id="run-wall"`, `id="run-work"`, `<span class="tool">greet</span>`, `class="tl-seg att-answered"`)
+	if strings.Contains(body, "tok-9f8e7d") {
+		t.Error("the run page shows the secret")
+	}
 }

@@ -61,6 +61,9 @@ func CheckInvocation(inv *Invocation, name string, add func(string, string, ...a
 		if i < len(inv.Attempts)-1 && a.EndedAt == nil {
 			add(name, "attempt %d has no outcome but a later attempt exists", a.N)
 		}
+		if a.Interrupted && a.EndedAt == nil {
+			add(name, "attempt %d is marked interrupted but has no end", a.N)
+		}
 	}
 	if last := inv.LastAttempt(); inv.State != StateIntent && last != nil && last.EndedAt == nil {
 		add(name, "state %s but the last attempt has no outcome", inv.State)

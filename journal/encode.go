@@ -216,6 +216,9 @@ func (e *recordEncoder) attempt(a *Attempt) {
 		e.lit(`,"detail":`)
 		e.str(a.Detail)
 	}
+	if a.Interrupted {
+		e.lit(`,"interrupted":true`)
+	}
 	if a.Trust != nil {
 		e.lit(`,"trust":`)
 		e.trust(a.Trust)

@@ -69,7 +69,7 @@ func randInv(r *rand.Rand) *Invocation {
 	if n := r.IntN(4) - 1; n >= 0 {
 		inv.Attempts = make([]Attempt, n)
 		for i := range inv.Attempts {
-			a := Attempt{N: i + 1, SentAt: tm(), Kind: AttemptKind(str()), Replay: r.IntN(2) == 0, Failure: failure.Class(str()), Detail: str(), Annotations: raw()}
+			a := Attempt{N: i + 1, SentAt: tm(), Kind: AttemptKind(str()), Replay: r.IntN(2) == 0, Failure: failure.Class(str()), Detail: str(), Interrupted: r.IntN(3) == 0, Annotations: raw()}
 			if r.IntN(2) == 0 {
 				end := tm()
 				a.EndedAt = &end

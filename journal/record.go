@@ -167,6 +167,11 @@ type Attempt struct {
 	Failure failure.Class `json:"failure,omitempty"`
 	// Detail is the upstream error text, kept for the operator only.
 	Detail string `json:"detail,omitempty"`
+	// Interrupted: the process that sent the attempt stopped while it was
+	// in flight, and a resume found it open (Writer.Interrupted). EndedAt
+	// is then when the resume found it, not when it ended, which nobody
+	// saw: how long it ran is not known.
+	Interrupted bool `json:"interrupted,omitempty"`
 	// Trust and Annotations are the snapshot this attempt was sent with (the
 	// invocation's own fields hold the newest attempt's).
 	Trust       *Trust          `json:"trust,omitempty"`

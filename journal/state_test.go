@@ -398,3 +398,30 @@ func TestEndRunReturnsTheRunAsCommitted(t *testing.T) {
 		})
 	}
 }
+
+// TestInterruptedMarksTheAttempt: an attempt found open on resume is marked
+// Interrupted (its end is when it was found); one finished is not.
+func TestInterruptedMarksTheAttempt(t *testing.T) {
+	t.Parallel()
+	journaltest.Each(t, nil, func(t *testing.T, j journal.Store) {
+		run := newRun(t, j)
+		in := begin(t, j, run, "srv", "t")
+		if err := j.Interrupted(in.ID, journal.Outcome{State: intent, Failure: "connection_lost"}); err != nil {
+			t.Fatal(err)
+		}
+		again, err := j.Again(in.ID, journal.NextAttempt{Kind: journal.KindReplay})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Finish(again, journal.Outcome{State: done, Result: &journal.Result{}}); err != nil {
+			t.Fatal(err)
+		}
+		inv, err := j.Invocation(in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(inv.Attempts) != 2 || !inv.Attempts[0].Interrupted || inv.Attempts[0].EndedAt == nil || inv.Attempts[1].Interrupted {
+			t.Errorf("attempts %+v: want the first interrupted (with an end), the second not", inv.Attempts)
+		}
+	})
+}

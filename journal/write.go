@@ -403,7 +403,7 @@ func (w *Writer) Finish(in Intent, o Outcome) error {
 	if !in.durable {
 		return fmt.Errorf("finish: intent not issued by the journal: %w", ErrTransition)
 	}
-	return w.write(w.finish(in, o))
+	return w.write(w.finish(in, o, false))
 }
 
 // FinishLater is Finish queued to ride with the next commit (see Pending):
@@ -412,10 +412,12 @@ func (w *Writer) FinishLater(in Intent, o Outcome) (*Pending, error) {
 	if !in.durable {
 		return nil, fmt.Errorf("finish: intent not issued by the journal: %w", ErrTransition)
 	}
-	return w.writeLater(w.finish(in, o))
+	return w.writeLater(w.finish(in, o, false))
 }
 
-func (w *Writer) finish(in Intent, o Outcome) func(Tx) error {
+// finish writes o as the outcome of the attempt in started; interrupted
+// marks it found open on resume (Attempt.Interrupted).
+func (w *Writer) finish(in Intent, o Outcome, interrupted bool) func(Tx) error {
 	now := w.now().UTC()
 	return func(s Tx) error {
 		old, err := s.Invocation(in.ID)
@@ -435,7 +437,7 @@ func (w *Writer) finish(in Intent, o Outcome) func(Tx) error {
 		inv := CloneInvocation(old)
 		a := &inv.Attempts[len(inv.Attempts)-1]
 		a.EndedAt = &now
-		a.Failure, a.Detail = o.Failure, o.Detail
+		a.Failure, a.Detail, a.Interrupted = o.Failure, o.Detail, interrupted
 		inv.State, inv.Result, inv.Error, inv.UpdatedAt = o.State, o.Result, o.Error, now
 		inv.ToolError = o.Result != nil && o.Result.IsError
 		if o.Decision != nil {
@@ -450,7 +452,8 @@ func (w *Writer) finish(in Intent, o Outcome) func(Tx) error {
 // Interrupted records the failure of an attempt whose outcome was never
 // recorded because the process died while it was in flight (a crash is a
 // lost connection). It is Finish for an attempt found open on resume, with
-// the same checks. Durable when it returns nil.
+// the same checks, and marks the attempt Interrupted: its EndedAt is now,
+// when it was found, not when it ended. Durable when it returns nil.
 func (w *Writer) Interrupted(id ID, o Outcome) error {
 	return w.write(func(s Tx) error {
 		inv, err := s.Invocation(id)
@@ -461,7 +464,7 @@ func (w *Writer) Interrupted(id ID, o Outcome) error {
 		if last == nil {
 			return fmt.Errorf("invocation %s has no attempt: %w", id.Short(), ErrTransition)
 		}
-		return w.finish(Intent{ID: id, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: last.N, Kind: last.Kind, durable: true}, o)(s)
+		return w.finish(Intent{ID: id, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: last.N, Kind: last.Kind, durable: true}, o, true)(s)
 	})
 }
 

@@ -38,6 +38,7 @@ func EventOf(ev engine.Event) api.Event {
 	}
 	if ev.Kind == engine.RunFinished {
 		e.Status = ev.Status.String()
+		e.WorkMS, e.WaitedMS = ev.Work.Milliseconds(), ev.Waited.Milliseconds()
 	}
 	return e
 }
@@ -49,6 +50,7 @@ func EngineEvent(e api.Event) (engine.Event, error) {
 		Workflow: e.Workflow, Step: e.Step, Item: -1, Server: e.Server, Tool: e.Tool,
 		Attempt: e.Attempt, Progress: e.Progress, Total: e.Total, Message: e.Message, Text: e.Text,
 		Elapsed: time.Duration(e.ElapsedMS) * time.Millisecond, Err: e.Error,
+		Work: time.Duration(e.WorkMS) * time.Millisecond, Waited: time.Duration(e.WaitedMS) * time.Millisecond,
 	}
 	for k, name := range eventKinds {
 		if name == e.Kind {

@@ -35,11 +35,9 @@ func (s *Service) Follow(ctx context.Context, ref string, events func(engine.Eve
 		seen.Report(rep, events)
 		if run.Status != journal.RunRunning {
 			if seen.started {
-				ev := engine.Event{Kind: engine.RunFinished, Run: id, Workflow: run.Workflow, Status: run.Status, Err: run.Error}
-				if run.FinishedAt != nil {
-					ev.Elapsed = run.FinishedAt.Sub(run.StartedAt)
-				}
-				events(ev)
+				t := api.TimingOf(run, rep.Invocations, time.Now())
+				events(engine.Event{Kind: engine.RunFinished, Run: id, Workflow: run.Workflow, Status: run.Status, Err: run.Error,
+					Elapsed: t.Wall, Work: t.Work, Waited: t.Waited()})
 			}
 			return rep, nil
 		}
@@ -89,8 +87,10 @@ func (s *Seen) Report(rep *Report, events func(engine.Event)) {
 			if inv.State == journal.StateCompleted {
 				ev.Text = contentText(inv.Result)
 			}
-			if n := len(inv.Attempts); n > 0 && inv.Attempts[n-1].EndedAt != nil {
-				ev.Elapsed = inv.Attempts[n-1].EndedAt.Sub(inv.Attempts[n-1].SentAt)
+			if n := len(inv.Attempts); n > 0 {
+				if end, ok := api.AttemptEnd(&inv, n-1, false, time.Time{}); ok {
+					ev.Elapsed = end.Sub(inv.Attempts[n-1].SentAt)
+				}
 			}
 			events(ev)
 		}

@@ -1,6 +1,8 @@
 package service
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"time"
@@ -15,14 +17,35 @@ type RunQuery struct {
 	Status string
 	// Workflow keeps the runs of the workflow of this name.
 	Workflow string
-	// Since keeps the runs started at or after it.
-	Since time.Time
+	// Since keeps the runs started at or after it; Until those started
+	// at or before it.
+	Since, Until time.Time
+	// Server keeps the runs with a call to this server; Tool, with Server
+	// or alone, those with a call of this tool. Neither is indexed: the
+	// runs are read until Limit of them match.
+	Server, Tool string
 	// Cursor is the id of the last run of the previous page: only older
 	// runs are listed.
 	Cursor string
 	// Limit caps the runs returned (0: all).
 	Limit int
 }
+
+// byCall reports whether q keeps runs by the calls they made.
+func (q RunQuery) byCall() bool { return q.Server != "" || q.Tool != "" }
+
+// calls reports whether invs hold a call q keeps.
+func (q RunQuery) calls(invs []journal.Invocation) bool {
+	for _, inv := range invs {
+		if (q.Server == "" || inv.Server == q.Server) && (q.Tool == "" || inv.Tool == q.Tool) {
+			return true
+		}
+	}
+	return false
+}
+
+// scanPage is how many runs a query by call reads at a time.
+const scanPage = 200
 
 // RunSummary is a run with its invocations.
 type RunSummary struct {
@@ -36,20 +59,47 @@ func (s *Service) Runs(q RunQuery) ([]RunSummary, error) {
 	if err != nil {
 		return nil, err
 	}
-	runs, err := s.j.Runs(f)
-	if err != nil {
-		return nil, err
+	out := []RunSummary{}
+	err = s.eachRun(q, f, func(run *journal.Run, invs []journal.Invocation) bool {
+		rep := (&Report{Run: run, Invocations: invs}).shown()
+		out = append(out, RunSummary{Run: *rep.Run, Invocations: rep.Invocations})
+		return q.Limit == 0 || len(out) < q.Limit
+	})
+	return out, err
+}
+
+// eachRun hands fn the runs f selects that q keeps, newest first, with
+// their invocations, until fn returns false. A query by call reads the
+// runs a page at a time, keeping those with a matching call.
+func (s *Service) eachRun(q RunQuery, f journal.RunFilter, fn func(*journal.Run, []journal.Invocation) bool) error {
+	if q.byCall() && f.Limit > 0 {
+		f.Limit = max(f.Limit, scanPage)
 	}
-	out := make([]RunSummary, len(runs))
-	for i := range runs {
-		invs, err := s.j.RunInvocations(runs[i].ID)
+	for {
+		runs, err := s.j.Runs(f)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		rep := (&Report{Run: &runs[i], Invocations: invs}).shown()
-		out[i] = RunSummary{Run: *rep.Run, Invocations: rep.Invocations}
+		for i := range runs {
+			if !q.Until.IsZero() && runs[i].StartedAt.After(q.Until) {
+				continue
+			}
+			invs, err := s.j.RunInvocations(runs[i].ID)
+			if err != nil {
+				return err
+			}
+			if q.byCall() && !q.calls(invs) {
+				continue
+			}
+			if !fn(&runs[i], invs) {
+				return nil
+			}
+		}
+		if !q.byCall() || f.Limit == 0 || len(runs) < f.Limit {
+			return nil
+		}
+		f.Before = runs[len(runs)-1].ID
 	}
-	return out, nil
 }
 
 // Count is how many items a query matches: N, or at least N when More.
@@ -62,18 +112,34 @@ type Count struct {
 // costs more than reading this many index entries.
 const countMost = 10_000
 
-// CountRuns counts the runs q matches (its Limit ignored).
+// CountRuns counts the runs q matches (its Limit ignored). A query by call
+// reads the runs: it stops at countMost of them.
 func (s *Service) CountRuns(q RunQuery) (Count, error) {
 	f, err := s.runFilter(q)
 	if err != nil {
 		return Count{}, err
 	}
-	n, more, err := s.j.CountRuns(f, countMost)
-	return Count{n, more}, err
+	if !q.byCall() {
+		n, more, err := s.j.CountRuns(f, countMost)
+		return Count{n, more}, err
+	}
+	var c Count
+	f.Limit = scanPage
+	err = s.eachRun(q, f, func(*journal.Run, []journal.Invocation) bool {
+		c.N++
+		c.More = c.N >= countMost
+		return !c.More
+	})
+	return c, err
 }
 
 func (s *Service) runFilter(q RunQuery) (journal.RunFilter, error) {
 	f := journal.RunFilter{Workflow: q.Workflow, Since: q.Since, Limit: q.Limit}
+	if !q.Until.IsZero() {
+		// Ids are made in time order: the walk starts after Until's
+		// millisecond (each run's start is checked too).
+		f.Before = idAfter(q.Until)
+	}
 	if q.Status != "" {
 		st, err := ParseRunStatus(q.Status)
 		if err != nil {
@@ -89,9 +155,19 @@ func (s *Service) runFilter(q RunQuery) (journal.RunFilter, error) {
 		if err != nil {
 			return f, invalid("--cursor: %v", err)
 		}
-		f.Before = id
+		if f.Before.IsZero() || bytes.Compare(id.Bytes(), f.Before.Bytes()) < 0 {
+			f.Before = id
+		}
 	}
 	return f, nil
+}
+
+// idAfter is the smallest id of the millisecond after t: ids before it
+// were made at or before t (ids are UUIDv7s, time-ordered).
+func idAfter(t time.Time) journal.ID {
+	var id journal.ID
+	binary.BigEndian.PutUint64(id[:8], uint64(max(t.UnixMilli()+1, 0))<<16|0x7000)
+	return id
 }
 
 // ParseRunStatus reads a run status name; a bad one is an invalid request.

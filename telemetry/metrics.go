@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,7 +23,7 @@ var (
 	callLatency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "mcpflow_tool_call_duration_seconds",
 		Help:    "Latency of tools/call attempts sent by this process, by server and tool.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		Buckets: decimalBuckets(0.001, 4, 10),
 	}, []string{"server", "tool"})
 	replays = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcpflow_replay_decisions_total",
@@ -31,13 +32,30 @@ var (
 	commitLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "mcpflow_journal_commit_duration_seconds",
 		Help:    "Latency of journal group commits made by this process (a log append and an fdatasync on the bbolt file; a transaction on PostgreSQL).",
-		Buckets: prometheus.ExponentialBuckets(0.0001, 3, 10),
+		Buckets: decimalBuckets(0.0001, 3, 10),
 	})
 	commitErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "mcpflow_journal_commit_errors_total",
 		Help: "Journal commits that failed in this process.",
 	})
 )
+
+// decimalBuckets is prometheus.ExponentialBuckets(start, factor, n) with
+// each bound made the double nearest to its decimal value: start×factor^i
+// computed in floating point carries the error of each product (0.0001×3
+// is 0.00030000000000000003), which /metrics prints as it is, in the le
+// label that queries and dashboards match. Rounded to 10 significant
+// digits, then read back, a bound prints as its decimal (0.0003).
+func decimalBuckets(start, factor float64, n int) []float64 {
+	b := prometheus.ExponentialBuckets(start, factor, n)
+	for i, v := range b {
+		exact, err := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 10, 64), 64)
+		if err == nil {
+			b[i] = exact
+		}
+	}
+	return b
+}
 
 // ObserveCall records the latency of one tools/call attempt.
 func ObserveCall(server, tool string, d time.Duration) {

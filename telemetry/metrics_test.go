@@ -3,6 +3,8 @@ package telemetry
 import (
 	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,5 +63,26 @@ func TestMetricsOfTheLog(t *testing.T) {
 	}
 	if v, ok := second["mcpflow_journal_log_apply_failing"]; !ok || v != 0 {
 		t.Errorf("apply failing: %v (reported %v), want 0", v, ok)
+	}
+}
+
+// TestBucketsAreDecimals: every histogram bound prints as the decimal it
+// stands for, the way /metrics prints it (strconv 'g', -1): 0.0003, not
+// 0.00030000000000000003.
+func TestBucketsAreDecimals(t *testing.T) {
+	for _, tc := range []struct {
+		start, factor float64
+		want          string
+	}{
+		{0.0001, 3, "[0.0001 0.0003 0.0009 0.0027 0.0081 0.0243 0.0729 0.2187 0.6561 1.9683]"},
+		{0.001, 4, "[0.001 0.004 0.016 0.064 0.256 1.024 4.096 16.384 65.536 262.144]"},
+	} {
+		var got []string
+		for _, b := range decimalBuckets(tc.start, tc.factor, 10) {
+			got = append(got, strconv.FormatFloat(b, 'g', -1, 64))
+		}
+		if s := "[" + strings.Join(got, " ") + "]"; s != tc.want {
+			t.Errorf("decimalBuckets(%v, %v, 10) = %s, want %s", tc.start, tc.factor, s, tc.want)
+		}
 	}
 }

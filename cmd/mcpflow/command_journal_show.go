@@ -76,9 +76,13 @@ func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload
 		if k := inv.Sent(i); k != journal.KindFirst {
 			line += "  (" + api.KindText(k) + ")"
 		}
-		if a.EndedAt != nil {
+		switch {
+		case a.Interrupted:
+			// Its end is when a resume found it, not when it ended.
+			line += "  interrupted: mcpflow stopped while it was in flight (found by a resume at " + tf.at(*a.EndedAt) + ")"
+		case a.EndedAt != nil:
 			line += "  ended after " + round(a.EndedAt.Sub(a.SentAt)).String()
-		} else {
+		default:
 			line += "  no outcome recorded"
 		}
 		if a.Failure != "" {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,22 +26,33 @@ func newRunsCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-func duration(r journal.Run) string {
+// duration is a run's DURATION in lists: its wall time, with its work
+// time when it waited (for an approval, an operator, a resume); "-" while
+// it goes.
+func duration(r *journal.Run, invs []journal.Invocation) string {
 	if r.FinishedAt == nil {
 		return "-"
 	}
-	return round(r.FinishedAt.Sub(r.StartedAt)).String()
+	t := api.TimingOf(r, invs, time.Now())
+	d := round(t.Wall).String()
+	if t.Waited() >= api.MinIdle {
+		d += " (work " + round(t.Work).String() + ")"
+	}
+	return d
 }
 
 func showRun(w io.Writer, tf timeFormat, run *journal.Run, invs []journal.Invocation) error {
+	now := time.Now()
+	timing := api.TimingOf(run, invs, now)
 	f := fields{w: w, width: len("Workspace:")}
 	f.add("Run", run.ID.String())
 	f.add("Workflow", fmt.Sprintf("%s (%s)", run.Workflow, run.Source))
 	f.add("Status", run.Status.String())
 	f.add("Started", tf.at(run.StartedAt))
 	if run.FinishedAt != nil {
-		f.add("Finished", fmt.Sprintf("%s (%s)", tf.at(*run.FinishedAt), duration(*run)))
+		f.add("Finished", fmt.Sprintf("%s (%s)", tf.at(*run.FinishedAt), round(timing.Wall)))
 	}
+	printTiming(w, run, timing)
 	f.add("Workspace", run.Workspace)
 	f.add("Digest", run.Digest)
 	if run.Error != nil {
@@ -54,7 +66,7 @@ func showRun(w io.Writer, tf timeFormat, run *journal.Run, invs []journal.Invoca
 	} else {
 		t := newTable(w, "STEP", "INVOCATION", "TOOL", "STATE", "ATTEMPTS", "DURATION", "ERROR")
 		for _, inv := range invs {
-			t.row(stepName(&inv), inv.ID.Short(), inv.Server+"/"+inv.Tool, stateText(&inv), attemptsText(&inv), invDuration(&inv), errorText(&inv))
+			t.row(stepName(&inv), inv.ID.Short(), inv.Server+"/"+inv.Tool, stateText(&inv), attemptsText(&inv), callTime(&inv, run.Status == journal.RunRunning, now), errorText(&inv))
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -125,10 +137,65 @@ func waitingFor(run *journal.Run, invs []journal.Invocation) string {
 // first were sent ("3 (1 retry, 1 operator retry)").
 func attemptsText(inv *journal.Invocation) string { return api.AttemptsText(inv) }
 
-func invDuration(inv *journal.Invocation) string {
-	last := inv.LastAttempt()
-	if last == nil || last.EndedAt == nil {
-		return "-"
+// callTime is the DURATION of a call: the time of its attempts, each sent
+// to ended (not the time between them); an attempt mcpflow stopped during
+// is said interrupted, its time unknown, never counted up to the resume
+// that found it.
+func callTime(inv *journal.Invocation, live bool, now time.Time) string {
+	c := api.CallTimingOf(inv, live, now)
+	interrupted := ""
+	if c.Interrupted > 0 {
+		interrupted = fmt.Sprintf("%d interrupted", c.Interrupted)
 	}
-	return round(last.EndedAt.Sub(inv.Attempts[0].SentAt)).String()
+	switch {
+	case c.Unknown && interrupted != "":
+		return "interrupted"
+	case c.Unknown:
+		return "-"
+	case c.InFlight:
+		return round(c.Work).String() + " so far"
+	case interrupted != "":
+		return round(c.Work).String() + " + " + interrupted
+	}
+	return round(c.Work).String()
+}
+
+// printTiming prints a run's time: its work (a call in flight) and wall
+// time, and the gaps in which it waited, each with what for (idle gaps,
+// the engine's own time and servers starting, are in neither figure).
+func printTiming(w io.Writer, run *journal.Run, t api.Timing) {
+	sofar := ""
+	if run.Status == journal.RunRunning {
+		sofar = " so far"
+	}
+	line := fmt.Sprintf("Time:      work %s%s, wall %s%s", round(t.Work), sofar, round(t.Wall), sofar)
+	waited := t.Waited()
+	if waited > 0 {
+		line += fmt.Sprintf(", waited %s", round(waited))
+	}
+	fmt.Fprintln(w, line)
+	if waited == 0 {
+		return
+	}
+	fmt.Fprintln(w, "Waited:")
+	for _, g := range t.Gaps {
+		if g.Kind != api.GapIdle {
+			fmt.Fprintf(w, "  +%-9s %-9s %s: %s\n", round(g.From.Sub(t.Start)), round(g.Duration()), g.Kind, gapText(g))
+		}
+	}
+}
+
+// gapText says what a run waited for in a gap.
+func gapText(g api.Gap) string {
+	switch g.Kind {
+	case api.GapApproval:
+		return "step " + g.Step + " waited for approval, then for a resume"
+	case api.GapBlocked:
+		return "the outcome of step " + g.Step + " was unknown: it waited for an operator to resolve it, then for a resume"
+	case api.GapStopped:
+		return "mcpflow stopped while step " + g.Step + " was in flight; nothing ran until a resume found it"
+	case api.GapCancelled:
+		return "the run was cancelled at step " + g.Step + "; nothing ran until a resume"
+	}
+	return "nothing in flight"
 }

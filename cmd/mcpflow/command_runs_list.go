@@ -75,7 +75,7 @@ func runRunsList(o *runsListOptions) error {
 		t := newTable(w, "ID", "WORKFLOW", "STATUS", "STEPS", "STARTED", "DURATION", "WAITING FOR")
 		now := time.Now()
 		for i, r := range runs {
-			t.row(r.Run.ID.Short(), r.Run.Workflow, r.Run.Status.String(), fmt.Sprint(len(views[i].Steps)), o.g.times.ago(now, r.Run.StartedAt), duration(r.Run), waitingFor(&r.Run, r.Invocations))
+			t.row(r.Run.ID.Short(), r.Run.Workflow, r.Run.Status.String(), fmt.Sprint(len(views[i].Steps)), o.g.times.ago(now, r.Run.StartedAt), duration(&r.Run, r.Invocations), waitingFor(&r.Run, r.Invocations))
 		}
 		if err := t.flush(); err != nil {
 			return err

@@ -223,6 +223,18 @@ func finishedLine(ev engine.Event, cols columns, state func(string) string, scre
 	return head + state(st) + tail
 }
 
+// runLine is the line that ends a run: its status (styled by status), its
+// wall time from start to end, resumes and all, and, when it waited a
+// second or more (for an approval, an operator, a resume), the time a call
+// was in flight and the wait.
+func runLine(ev engine.Event, status func(string) string) string {
+	line := fmt.Sprintf("run %s %s in %s", ev.Run, status(ev.Status.String()), round(ev.Elapsed))
+	if ev.Waited >= api.MinIdle {
+		line += fmt.Sprintf(" (work %s, waited %s)", round(ev.Work), round(ev.Waited))
+	}
+	return line
+}
+
 // isNote reports whether a StepProgress event is the engine's own message
 // (a retry announcement) rather than a notifications/progress.
 func isNote(ev engine.Event) bool {
@@ -294,7 +306,7 @@ func (p *plainPrinter) event(ev engine.Event) {
 		}
 		b.WriteString("\n")
 	case engine.RunFinished:
-		fmt.Fprintf(&b, "run %s %s in %s\n", ev.Run, ev.Status, round(ev.Elapsed))
+		b.WriteString(runLine(ev, plain) + "\n")
 		if ev.Err != nil && ev.Status != journal.RunBlocked {
 			fmt.Fprintf(&b, "    %s\n", ev.Err.Error())
 		}
@@ -523,7 +535,7 @@ func (d *liveDisplay) event(ev engine.Event) {
 		if d.opts.rowsOnly {
 			return
 		}
-		fmt.Fprintf(d.w, "run %s %s in %s\n", ev.Run, d.pal.status(ev.Status)(ev.Status.String()), round(ev.Elapsed))
+		fmt.Fprintln(d.w, runLine(ev, d.pal.status(ev.Status)))
 		if ev.Err != nil && ev.Status != journal.RunBlocked {
 			fmt.Fprintf(d.w, "    %s\n", ev.Err.Error())
 		}

@@ -292,6 +292,12 @@ func TestBrowserResolveAndResume(t *testing.T) {
 	live("resume", chromedp.Click(chromedp.CSS(`#resume`)))
 	do("resumed", chromedp.WaitVisible(chromedp.CSS(`#run-status.run-succeeded`)))
 	do("the timeline of the run", chromedp.WaitVisible(chromedp.CSS(`.timeline .tl-mark.mark-resolution`)))
+	// The seconds the run waited for an operator are a gap of the
+	// timeline, marked blocked, not the charge's time.
+	do("the timeline marks the wait", chromedp.WaitVisible(chromedp.CSS(`.timeline .tl-gap.gap-blocked`)))
+	if took := text(`tr.step-row td.took`); !strings.HasSuffix(took, "ms") {
+		t.Errorf("the charge took %q: want its attempt's milliseconds, not the wait", took)
+	}
 	shot("ui-run.png")
 
 	// The same page on a phone.
@@ -421,4 +427,313 @@ func TestBrowserApproveGoesOn(t *testing.T) {
 	res.Body.Close()
 	b.until("announce's gate, after the resume", pending("announce"))
 	t.Logf("screenshots in %s", out)
+}
+
+// submitFile starts the workflow file of the workspace through the API,
+// with inputs, and returns the run's id.
+func submitFile(t *testing.T, base, file string, inputs map[string]any) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"file": file, "inputs": inputs})
+	res, err := http.Post(base+"/api/runs", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var started struct{ Run string }
+	if err := json.NewDecoder(res.Body).Decode(&started); err != nil || res.StatusCode != http.StatusAccepted {
+		t.Fatalf("submit %s: %d, %v", file, res.StatusCode, err)
+	}
+	return started.Run
+}
+
+// waitStatus waits for run to be status.
+func waitStatus(t *testing.T, base, run, status string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, _ := apiRun(t, base, run)
+		if got == status {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s is %s, want %s", run, got, status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The workflows of TestBrowserRunPages.
+const (
+	// browserIO greets with a secret, and outputs a long string with no
+	// space to break it at.
+	browserIO = `name: io
+inputs:
+  token: {type: string, secret: true}
+  blob: {type: string, default: "%s"}
+servers:
+  payments-ledger-service: {builtin: demo}
+steps:
+  - {id: greet, server: payments-ledger-service, tool: greet, with: {name: "Ada ${{ inputs.token }}"}}
+  - {id: record, server: payments-ledger-service, tool: ledger_append, with: {entry: "${{ steps.greet.text }}"}}
+outputs:
+  blob: ${{ inputs.blob }}
+`
+	// browserOops retries a tool that answers with an error, with a long
+	// message.
+	browserOops = `name: oops
+servers:
+  payments-ledger-service: {builtin: demo}
+steps:
+  - id: charge
+    server: payments-ledger-service
+    tool: fail
+    retry: {attempts: 2, backoff: 50ms}
+    with: {message: "%s"}
+`
+	browserSlow = `name: slow
+servers:
+  demo: {builtin: demo}
+steps:
+  - {id: count, server: demo, tool: count_slowly, with: {n: 1000, delay_ms: 100}}
+`
+)
+
+// TestBrowserRunPages goes through the run pages and the runs list in a
+// browser: a step's arguments and result open inline (its secret input
+// redacted), long JSON stays on the page, server/tool names are not
+// broken mid-word, a tool error's attempts are coloured as errors, the
+// list filters by workflow, status, server, tool and time, and a run
+// cancelled from the UI says who cancelled it and why, is listed as
+// cancelled (not blocked) and does not say it waits for an operator.
+func TestBrowserRunPages(t *testing.T) {
+	chromium := chromiumPath(t)
+	out := testOutput(t)
+	c := newCLI(t)
+	const secret = "s3cr3t-t0ken-5f1e"
+	blob := strings.Repeat("0123456789abcdef", 40)
+	c.workflow("io.yaml", fmt.Sprintf(browserIO, blob))
+	c.workflow("oops.yaml", fmt.Sprintf(browserOops, strings.Repeat("the ledger refused the charge because ", 8)))
+	c.workflow("slow.yaml", browserSlow)
+	base := startServer(t, c)
+
+	io := submitFile(t, base, "io.yaml", map[string]any{"token": secret})
+	waitStatus(t, base, io, "succeeded")
+	oops := submitFile(t, base, "oops.yaml", nil)
+	waitStatus(t, base, oops, "failed")
+	slow := submitFile(t, base, "slow.yaml", nil)
+	waitStatus(t, base, slow, "running")
+
+	alloc, cancel := chromedp.NewExecAllocator(t.Context(),
+		chromedp.ExecPath(chromium), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 1000),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-extensions", true), chromedp.Flag("force-color-profile", "srgb"),
+	)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(alloc)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 120*time.Second)
+	defer cancel()
+	// The browser starts with its first action, and lives as long as
+	// that action's context: this one, not a step's shorter one.
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start the browser: %v", err)
+	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(out, name), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// listed is the ids of the runs the list shows, in order.
+	listed := func() string {
+		t.Helper()
+		ids := evalJS[[]string](t, ctx, "the listed runs", `Array.from(document.querySelectorAll("tr.run-row")).map(r => r.dataset.run)`)
+		return strings.Join(ids, " ")
+	}
+	// noMidWordBreak reports the names in the steps' Call column that
+	// wrap within themselves: each name's text must sit on one line.
+	const noMidWordBreak = `(() => {
+		const broken = [];
+		for (const code of document.querySelectorAll("table.steps td[data-label=Call] code")) {
+			const text = code.textContent, slash = text.indexOf("/");
+			const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+			const nodes = [];
+			for (let n = walker.nextNode(); n; n = walker.nextNode()) nodes.push(n);
+			// One range per name: server before the slash, tool after.
+			for (const [from, to] of [[0, slash], [slash + 1, text.length]]) {
+				const r = document.createRange();
+				let pos = 0, set = 0;
+				for (const n of nodes) {
+					const end = pos + n.length;
+					if (!(set & 1) && from < end) { r.setStart(n, from - pos); set |= 1; }
+					if (!(set & 2) && to <= end) { r.setEnd(n, to - pos); set |= 2; }
+					pos = end;
+				}
+				const tops = new Set(Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => Math.round(x.top)));
+				if (tops.size > 1) broken.push(text.slice(from, to));
+			}
+		}
+		return broken;
+	})()`
+
+	// A step's arguments and result, inline: closed, then opened; the
+	// secret input redacted; the long output wraps on the page.
+	do("the io run", chromedp.EmulateViewport(1280, 1000), chromedp.Navigate(base+"/runs/"+io),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status.run-succeeded`)))
+	var html string
+	html = evalJS[string](t, ctx, "the page", `document.documentElement.outerHTML`)
+	if strings.Contains(html, secret) {
+		t.Errorf("the run page shows the secret input")
+	}
+	do("open the first step's arguments and result", chromedp.Click(chromedp.CSS(`tr.step-io details summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr.step-io details[open] .io-result pre`)))
+	var args, result string
+	args = evalJS[string](t, ctx, "the arguments", `document.querySelector("tr.step-io details[open] .io-args pre").textContent`)
+	result = evalJS[string](t, ctx, "the result", `document.querySelector("tr.step-io details[open] .io-result").textContent`)
+	if !strings.Contains(args, `"name": "Ada [redacted]"`) || !strings.Contains(result, "Hello, Ada [redacted]!") {
+		t.Errorf("inline arguments %q, result %q; want the greeting with the secret redacted", args, result)
+	}
+	var fits bool
+	fits = evalJS[bool](t, ctx, "the page's width", `document.documentElement.scrollWidth <= window.innerWidth && Array.from(document.querySelectorAll("pre.json")).every(p => p.scrollWidth <= p.clientWidth + 1)`)
+	if !fits {
+		t.Error("JSON runs off the page (or its box) on a 1280px screen")
+	}
+	var broken []string
+	broken = evalJS[[]string](t, ctx, "the call column", noMidWordBreak)
+	if len(broken) > 0 {
+		t.Errorf("names broken mid-word in the Call column: %q", broken)
+	}
+	var work string
+	work = evalJS[string](t, ctx, "the work time", `document.querySelector("#run-work").textContent`)
+	if !strings.Contains(work, "a call in flight") {
+		t.Errorf("work time %q", work)
+	}
+	shot("ui-run-io.png")
+
+	// On a phone the same: nothing wider than the screen, no name broken.
+	do("a phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status.run-succeeded`)),
+		chromedp.Click(chromedp.CSS(`tr.step-io details summary`)), chromedp.WaitVisible(chromedp.CSS(`tr.step-io details[open] pre`)))
+	fits = evalJS[bool](t, ctx, "the page's width on a phone", `document.documentElement.scrollWidth <= window.innerWidth`)
+	if !fits {
+		t.Error("the run page is wider than a phone's screen")
+	}
+	broken = evalJS[[]string](t, ctx, "the call column on a phone", noMidWordBreak)
+	if len(broken) > 0 {
+		t.Errorf("names broken mid-word in the Call column on a phone: %q", broken)
+	}
+	shot("ui-run-io-phone.png")
+
+	// A tool error's attempts are coloured as errors, not as the green of
+	// an answer.
+	do("the oops run", chromedp.EmulateViewport(1280, 1000), chromedp.Navigate(base+"/runs/"+oops),
+		chromedp.WaitVisible(chromedp.CSS(`#run-status.run-failed`)))
+	var colours []string
+	colours = evalJS[[]string](t, ctx, "the attempts' colours", `Array.from(document.querySelectorAll(".timeline .tl-bar .tl-seg")).map(s => s.className + " " + getComputedStyle(s).backgroundColor)`)
+	if len(colours) != 2 {
+		t.Fatalf("attempts %q, want 2", colours)
+	}
+	for _, c := range colours {
+		if !strings.Contains(c, "att-tool_error") || !strings.HasSuffix(c, "rgb(239, 108, 0)") {
+			t.Errorf("attempt %q: want att-tool_error in the tool error colour, rgb(239, 108, 0)", c)
+		}
+	}
+	broken = evalJS[[]string](t, ctx, "the call column beside a long error", noMidWordBreak)
+	if len(broken) > 0 {
+		t.Errorf("names broken mid-word in the Call column: %q", broken)
+	}
+	shot("ui-run-tool-error.png")
+
+	// Cancel the slow run from its page, with a reason: the page says who
+	// and why, and does not say it waits for an operator.
+	do("the slow run", chromedp.Navigate(base+"/runs/"+slow), chromedp.WaitVisible(chromedp.CSS(`#cancel`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=reason]`), "wrong day"), chromedp.Click(chromedp.CSS(`#cancel`)))
+	waitStatus(t, base, slow, "cancelled")
+	do("the cancelled run", chromedp.Navigate(base+"/runs/"+slow), chromedp.WaitVisible(chromedp.CSS(`#cancelled`)))
+	var callout, page string
+	callout = evalJS[string](t, ctx, "the callout", `document.querySelector("#cancelled").textContent`)
+	page = evalJS[string](t, ctx, "the page", `document.querySelector("main").textContent`)
+	if !strings.Contains(callout, "cancelled by "+osUser()+" in the web UI: wrong day") {
+		t.Errorf("the cancelled run's callout %q: want who cancelled it and why", callout)
+	}
+	if strings.Contains(page, "Waiting for an operator") {
+		t.Error("a cancelled run says it waits for an operator")
+	}
+	shot("ui-run-cancelled.png")
+
+	// The list: a cancelled run is listed as cancelled, not as blocked,
+	// and does not count calls to resolve.
+	do("the cancelled runs", chromedp.Navigate(base+"/?status=cancelled"), chromedp.WaitVisible(chromedp.CSS(`#run-filter`)))
+	if got := listed(); got != slow {
+		t.Errorf("cancelled runs: %q, want %s", got, slow)
+	}
+	page = evalJS[string](t, ctx, "the page", `document.querySelector("main").textContent`)
+	if strings.Contains(page, "to resolve") {
+		t.Error("the cancelled run is listed with calls to resolve")
+	}
+	do("the blocked runs", chromedp.Navigate(base+"/?status=blocked"), chromedp.WaitVisible(chromedp.CSS(`#run-filter`)))
+	if got := listed(); got != "" {
+		t.Errorf("blocked runs: %q, want none", got)
+	}
+
+	// Filters, from the form: tool, then server and status, then
+	// workflow, then a time range that ends before the runs.
+	filter := func(what string, fields map[string]string) string {
+		t.Helper()
+		// Once the list is live, and has read itself again (ui.js does
+		// when its stream opens), the form is filled in: a field changed
+		// keeps the list from being swapped under it.
+		do(what+": the list", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS(`#live-state.on`)))
+		time.Sleep(500 * time.Millisecond)
+		var steps []chromedp.Action[chromedp.Void]
+		for name, v := range fields {
+			steps = append(steps, chromedp.SetValue(chromedp.CSS(`#run-filter [name=`+name+`]`), v))
+		}
+		// The filtered page offers to clear the filters.
+		steps = append(steps, chromedp.Click(chromedp.CSS(`#filter`)), chromedp.WaitVisible(chromedp.CSS(`#run-filter a.clear`)))
+		do(what, steps...)
+		return listed()
+	}
+	if got := filter("by tool", map[string]string{"tool": "fail"}); got != oops {
+		t.Errorf("tool fail: %q, want %s", got, oops)
+	}
+	shot("ui-runs-filtered.png")
+	if got := filter("by server and status", map[string]string{"server": "payments-ledger-service", "status": "succeeded"}); got != io {
+		t.Errorf("server payments-ledger-service, succeeded: %q, want %s", got, io)
+	}
+	if got := filter("by workflow", map[string]string{"workflow": "slow"}); got != slow {
+		t.Errorf("workflow slow: %q, want %s", got, slow)
+	}
+	if got := filter("by time", map[string]string{"until": time.Now().UTC().Add(-time.Hour).Format("2006-01-02T15:04")}); got != "" {
+		t.Errorf("runs started an hour ago or before: %q, want none", got)
+	}
+	if got := filter("by time", map[string]string{"since": time.Now().UTC().Add(-time.Hour).Format("2006-01-02T15:04"), "workflow": "io"}); got != io {
+		t.Errorf("io runs of the last hour: %q, want %s", got, io)
+	}
+	t.Logf("screenshots in %s", out)
+}
+
+// evalJS evaluates js in the browser's page and returns its value; what
+// names it in the error.
+func evalJS[T any](t *testing.T, ctx context.Context, what, js string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return v
 }

@@ -14,11 +14,58 @@
   var busy = false;
   var again = false;
 
-  // typing reports whether the user is filling in a form of the region:
-  // its content is then left alone until they are done.
+  // typing reports whether the user is filling in a form of the region —
+  // a field has the focus, or holds what they changed (a filter typed,
+  // not yet sent): its content is then left alone until they are done.
   function typing() {
     var a = document.activeElement;
-    return a && region.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName) && a.type !== "submit";
+    if (a && region.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName) && a.type !== "submit") {
+      return true;
+    }
+    var fields = region.querySelectorAll("input, textarea, select");
+    for (var i = 0; i < fields.length; i++) {
+      if (changed(fields[i])) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  function changed(f) {
+    if (f.tagName === "SELECT") {
+      // Without a selected attribute, the first option is the default.
+      var def = 0;
+      for (var i = 0; i < f.options.length; i++) {
+        if (f.options[i].defaultSelected) {
+          def = i;
+          break;
+        }
+      }
+      return f.selectedIndex !== def;
+    }
+    if (f.type === "checkbox" || f.type === "radio") {
+      return f.checked !== f.defaultChecked;
+    }
+    return f.type !== "hidden" && f.value !== f.defaultValue;
+  }
+
+  // opened lists the ids of the region's open <details> (a step's
+  // arguments and result), which a refresh opens again.
+  function opened() {
+    var ids = [];
+    region.querySelectorAll("details[open][id]").forEach(function (d) {
+      ids.push(d.id);
+    });
+    return ids;
+  }
+
+  function reopen(ids) {
+    ids.forEach(function (id) {
+      var d = document.getElementById(id);
+      if (d && d.tagName === "DETAILS") {
+        d.open = true;
+      }
+    });
   }
 
   function refresh() {
@@ -42,7 +89,9 @@
       .then(function (html) {
         var fresh = new DOMParser().parseFromString(html, "text/html").getElementById("live");
         if (fresh && !typing()) {
+          var open = opened();
           region.innerHTML = fresh.innerHTML;
+          reopen(open);
         }
       })
       .catch(function () {})
