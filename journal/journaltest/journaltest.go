@@ -5,6 +5,7 @@ package journaltest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -191,4 +192,65 @@ func WithSearchPath(base, schema string) string {
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// NewRun creates a run for a test and returns its id.
+func NewRun(t testing.TB, j journal.Store) journal.ID {
+	t.Helper()
+	r := &journal.Run{Workflow: "wf", Definition: []byte("name: wf\n"), Inputs: map[string]any{"n": 1.0}, Workspace: "/ws"}
+	if err := j.CreateRun(r); err != nil {
+		t.Fatalf("create run: %v", err)
+	}
+	return r.ID
+}
+
+// Begin journals the intent of a read-only call of tool on server in
+// run, trusted.
+func Begin(t testing.TB, j journal.Store, run journal.ID, server, tool string) journal.Intent {
+	t.Helper()
+	in, err := j.Begin(&journal.Invocation{RunID: run, Step: "s", Item: -1, Server: server, Tool: tool,
+		Arguments: json.RawMessage(`{"a":1}`), Annotations: json.RawMessage(`{"readOnlyHint":true}`),
+		Trust: journal.Trust{Server: true}})
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	return in
+}
+
+// Finish ends the attempt of in as s: completed with an empty result, or
+// failed as a lost connection.
+func Finish(t testing.TB, j journal.Store, in journal.Intent, s journal.State) {
+	t.Helper()
+	o := journal.Outcome{State: s}
+	if s == journal.StateCompleted {
+		o.Result = &journal.Result{Content: json.RawMessage(`[]`)}
+	} else {
+		o.Failure, o.Error = "connection_lost", &journal.Error{Code: "X", Message: "lost"}
+	}
+	if err := j.Finish(in, o); err != nil {
+		t.Fatalf("finish %s: %v", s, err)
+	}
+}
+
+// StateOf is the state of invocation id.
+func StateOf(t testing.TB, j journal.Store, id journal.ID) journal.State {
+	t.Helper()
+	inv, err := j.Invocation(id)
+	if err != nil {
+		t.Fatalf("invocation %s: %v", id, err)
+	}
+	return inv.State
+}
+
+// Raw is a record as the journal returns it (get is j.Run or
+// j.Invocation), as JSON: what a refused write must leave unchanged, on
+// every backend.
+func Raw[T any](t testing.TB, get func(journal.ID) (T, error), id journal.ID) []byte {
+	t.Helper()
+	rec, err := get(id)
+	if err != nil {
+		t.Fatalf("record %s: %v", id, err)
+	}
+	b, _ := json.Marshal(rec)
+	return b
 }
