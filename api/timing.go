@@ -317,6 +317,28 @@ type CallTiming struct {
 	Unknown bool
 }
 
+// Text is the call's time as a front end shows it, each duration written
+// by dur: "1.2s", "1.2s so far" while it goes, "1.2s + 1 interrupted",
+// "interrupted" when no attempt has a known end but some were
+// interrupted, and none when nothing is known.
+func (c CallTiming) Text(dur func(time.Duration) string, none string) string {
+	interrupted := ""
+	if c.Interrupted > 0 {
+		interrupted = fmt.Sprintf("%d interrupted", c.Interrupted)
+	}
+	switch {
+	case c.Unknown && interrupted != "":
+		return "interrupted"
+	case c.Unknown:
+		return none
+	case c.InFlight:
+		return dur(c.Work) + " so far"
+	case interrupted != "":
+		return dur(c.Work) + " + " + interrupted
+	}
+	return dur(c.Work)
+}
+
 // CallTimingOf is how long inv's attempts took; live says its run goes
 // (now ends the attempt in flight).
 func CallTimingOf(inv *journal.Invocation, live bool, now time.Time) CallTiming {

@@ -329,22 +329,7 @@ func rowOf(inv *journal.Invocation, live bool, now time.Time, pos func(time.Time
 // callTook is how long a call took, as the web UI says it: the time of its
 // attempts (api.CallTimingOf), its interrupted attempts apart.
 func callTook(inv *journal.Invocation, live bool, now time.Time) string {
-	c := api.CallTimingOf(inv, live, now)
-	interrupted := ""
-	if c.Interrupted > 0 {
-		interrupted = fmt.Sprintf("%d interrupted", c.Interrupted)
-	}
-	switch {
-	case c.Unknown && interrupted != "":
-		return "interrupted"
-	case c.Unknown:
-		return "—"
-	case c.InFlight:
-		return shortDuration(c.Work) + " so far"
-	case interrupted != "":
-		return shortDuration(c.Work) + " + " + interrupted
-	}
-	return shortDuration(c.Work)
+	return api.CallTimingOf(inv, live, now).Text(shortDuration, "—")
 }
 
 // style places an element: left and width in percent.

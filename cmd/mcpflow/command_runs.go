@@ -142,22 +142,7 @@ func attemptsText(inv *journal.Invocation) string { return api.AttemptsText(inv)
 // is said interrupted, its time unknown, never counted up to the resume
 // that found it.
 func callTime(inv *journal.Invocation, live bool, now time.Time) string {
-	c := api.CallTimingOf(inv, live, now)
-	interrupted := ""
-	if c.Interrupted > 0 {
-		interrupted = fmt.Sprintf("%d interrupted", c.Interrupted)
-	}
-	switch {
-	case c.Unknown && interrupted != "":
-		return "interrupted"
-	case c.Unknown:
-		return "-"
-	case c.InFlight:
-		return round(c.Work).String() + " so far"
-	case interrupted != "":
-		return round(c.Work).String() + " + " + interrupted
-	}
-	return round(c.Work).String()
+	return api.CallTimingOf(inv, live, now).Text(func(d time.Duration) string { return round(d).String() }, "-")
 }
 
 // printTiming prints a run's time: its work (a call in flight) and wall
