@@ -298,7 +298,7 @@ steps:
 		t.Error("the run page calls a send a replay")
 	}
 	_, body = get(t, h, "/invocations/"+inv)
-	mustContain(t, "the invocation page", body, `<span class="tag kind-retry"`, `<span class="tag kind-operator_retry"`, ">operator retry</span>", "<code>tool_error</code>")
+	mustContain(t, "the invocation page", body, `<span class="tag kind-retry"`, `<span class="tag kind-operator_retry"`, ">operator retry</span>", `class="attempt att-tool_error"`)
 	if strings.Contains(body, "kind-replay") {
 		t.Error("the invocation page shows a replay")
 	}
