@@ -64,6 +64,22 @@ type Gap struct {
 // Duration is To - From.
 func (g Gap) Duration() time.Duration { return g.To.Sub(g.From) }
 
+// Text says what the run waited for in the gap, as the CLI and the web UI
+// say it.
+func (g Gap) Text() string {
+	switch g.Kind {
+	case GapApproval:
+		return "step " + g.Step + " waited for approval, then for a resume"
+	case GapBlocked:
+		return "the outcome of step " + g.Step + " was unknown: it waited for an operator to resolve it, then for a resume"
+	case GapStopped:
+		return "mcpflow stopped while step " + g.Step + " was in flight; nothing ran until a resume found it"
+	case GapCancelled:
+		return "the run was cancelled at step " + g.Step + "; nothing ran until a resume"
+	}
+	return "nothing in flight"
+}
+
 // GapKind is why nothing was in flight.
 type GapKind uint8
 

@@ -109,28 +109,13 @@ func timelineOf(run *journal.Run, invs []journal.Invocation, now time.Time) time
 	for i, g := range t.Gaps {
 		left, right := ax.pos(g.From), ax.pos(g.To)
 		tl.Gaps = append(tl.Gaps, gapBand{Left: left, Width: right - left, Kind: g.Kind.String(), Label: shortDuration(g.Duration()),
-			Title:      fmt.Sprintf("+%s: %s, %s", shortDuration(g.From.Sub(t.Start)), gapWords(g), shortDuration(g.Duration())),
+			Title:      fmt.Sprintf("+%s: %s, %s", shortDuration(g.From.Sub(t.Start)), g.Text(), shortDuration(g.Duration())),
 			Compressed: ax.squeezed[i]})
 	}
 	for i := range invs {
 		tl.Rows = append(tl.Rows, rowOf(&invs[i], live, now, ax.pos))
 	}
 	return tl
-}
-
-// gapWords says what a run waited for in a gap, as the web UI says it.
-func gapWords(g api.Gap) string {
-	switch g.Kind {
-	case api.GapApproval:
-		return "step " + g.Step + " waited for approval, then for a resume"
-	case api.GapBlocked:
-		return "the outcome of step " + g.Step + " was unknown: the run waited for an operator to resolve it, then for a resume"
-	case api.GapStopped:
-		return "mcpflow stopped while step " + g.Step + " was in flight: nothing ran until a resume found it"
-	case api.GapCancelled:
-		return "the run was cancelled at step " + g.Step + ": nothing ran until a resume"
-	}
-	return "no call in flight"
 }
 
 // axis maps times to positions: pieces of time, each drawn from left to

@@ -165,22 +165,7 @@ func printTiming(w io.Writer, run *journal.Run, t api.Timing) {
 	fmt.Fprintln(w, "Waited:")
 	for _, g := range t.Gaps {
 		if g.Kind != api.GapIdle {
-			fmt.Fprintf(w, "  +%-9s %-9s %s: %s\n", round(g.From.Sub(t.Start)), round(g.Duration()), g.Kind, gapText(g))
+			fmt.Fprintf(w, "  +%-9s %-9s %s: %s\n", round(g.From.Sub(t.Start)), round(g.Duration()), g.Kind, g.Text())
 		}
 	}
-}
-
-// gapText says what a run waited for in a gap.
-func gapText(g api.Gap) string {
-	switch g.Kind {
-	case api.GapApproval:
-		return "step " + g.Step + " waited for approval, then for a resume"
-	case api.GapBlocked:
-		return "the outcome of step " + g.Step + " was unknown: it waited for an operator to resolve it, then for a resume"
-	case api.GapStopped:
-		return "mcpflow stopped while step " + g.Step + " was in flight; nothing ran until a resume found it"
-	case api.GapCancelled:
-		return "the run was cancelled at step " + g.Step + "; nothing ran until a resume"
-	}
-	return "nothing in flight"
 }
