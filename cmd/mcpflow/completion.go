@@ -16,24 +16,7 @@ import (
 // offers run ids, invocation ids, server names and state names.
 
 func completeRunIDs(g *globals) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		if len(args) > 0 || g.resolve(cmd) != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		svc, done, err := g.backend(readJournal)
-		if err != nil {
-			return nil, cobra.ShellCompDirectiveNoFileComp
-		}
-		defer done()
-		runs, _ := svc.Runs(service.RunQuery{Limit: 100})
-		var out []cobra.Completion
-		for _, r := range runs {
-			if id := r.Run.ID.String(); strings.HasPrefix(id, toComplete) {
-				out = append(out, cobra.CompletionWithDesc(id, r.Run.Workflow+" "+r.Run.Status.String()))
-			}
-		}
-		return out, cobra.ShellCompDirectiveNoFileComp
-	}
+	return completeRuns(g, service.RunQuery{Limit: 100}, nil)
 }
 
 // completeCancellable offers the runs runs cancel can stop: running, and
@@ -41,6 +24,15 @@ func completeRunIDs(g *globals) cobra.CompletionFunc {
 // journal, or in a live worker) — not finished runs, nor running ones that
 // nothing runs any more (resume continues those).
 func completeCancellable(g *globals) cobra.CompletionFunc {
+	return completeRuns(g, service.RunQuery{Status: journal.RunRunning.String(), Limit: 100}, func(svc service.API) func(journal.ID) bool {
+		stopped, _ := svc.Resumable()
+		return func(id journal.ID) bool { return !slices.Contains(stopped, id) }
+	})
+}
+
+// completeRuns offers the ids of the runs q lists, each with its workflow
+// and status; keep, when set, is asked once for the test a run must pass.
+func completeRuns(g *globals, q service.RunQuery, keep func(service.API) func(journal.ID) bool) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if len(args) > 0 || g.resolve(cmd) != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
@@ -50,11 +42,14 @@ func completeCancellable(g *globals) cobra.CompletionFunc {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
 		defer done()
-		runs, _ := svc.Runs(service.RunQuery{Status: journal.RunRunning.String(), Limit: 100})
-		stopped, _ := svc.Resumable()
+		runs, _ := svc.Runs(q)
+		ok := func(journal.ID) bool { return true }
+		if keep != nil {
+			ok = keep(svc)
+		}
 		var out []cobra.Completion
 		for _, r := range runs {
-			if id := r.Run.ID.String(); strings.HasPrefix(id, toComplete) && !slices.Contains(stopped, r.Run.ID) {
+			if id := r.Run.ID.String(); strings.HasPrefix(id, toComplete) && ok(r.Run.ID) {
 				out = append(out, cobra.CompletionWithDesc(id, r.Run.Workflow+" "+r.Run.Status.String()))
 			}
 		}
