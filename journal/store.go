@@ -67,6 +67,7 @@ type Store interface {
 	Interrupted(ID, Outcome) error
 	Decide(ID, Decision, State, *Error) error
 	Resolve(ID, Resolution, *Result) error
+	Answer(id ID, attempt int, answers []Answer) (*Input, error)
 
 	Run(ID) (*Run, error)
 	Invocation(ID) (*Invocation, error)
