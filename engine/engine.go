@@ -89,6 +89,11 @@ func (m mcpSession) Call(ctx context.Context, in journal.Intent, tool string, ar
 	}
 	meta := map[string]any{MetaIdempotencyKey: in.IdempotencyKey}
 	injectMeta(ctx, meta) // traceparent, tracestate, baggage: unprefixed (SEP-414)
+	if c := in.Continuation; c != nil {
+		// The answers to what the previous attempt's result asked for,
+		// as journaled, with the server's state.
+		return m.s.Continue(ctx, tool, args, meta, upstream.Continued{Responses: c.Responses, State: c.State}, progress)
+	}
 	return m.s.Call(ctx, tool, args, meta, progress)
 }
 

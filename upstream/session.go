@@ -460,13 +460,37 @@ func (s *Session) Tool(ctx context.Context, name string) (Tool, error) {
 // CallTimeout, if set, bounds the call: it then fails with
 // context.DeadlineExceeded, and the tool may have run.
 func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage, meta map[string]any, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
+	return s.call(ctx, &mcp.CallToolParams{Name: tool, Arguments: args, Meta: meta}, progress)
+}
+
+// Continued is what a continued call carries besides its arguments (MCP
+// multi-round-trip requests, protocol 2026-07-28): the answers to the
+// server's input requests (an inputResponses object) and the requestState
+// it asked to have echoed.
+type Continued struct {
+	Responses json.RawMessage
+	State     string
+}
+
+// Continue sends tools/call again with the answers to the input a result
+// asked for (see [mcp.CallToolResult.NeedsInput]), under the same _meta:
+// one tools/call on the wire, like Call.
+func (s *Session) Continue(ctx context.Context, tool string, args json.RawMessage, meta map[string]any, c Continued, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
+	var responses mcp.InputResponseMap
+	if err := json.Unmarshal(c.Responses, &responses); err != nil {
+		return nil, fmt.Errorf("continue tools/call %s: the journaled answers are not input responses: %w", tool, err)
+	}
+	return s.call(ctx, &mcp.CallToolParams{Name: tool, Arguments: args, Meta: meta, InputResponses: responses, RequestState: c.State}, progress)
+}
+
+func (s *Session) call(ctx context.Context, params *mcp.CallToolParams, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
+	tool, meta := params.Name, params.Meta
 	if s.logInMeta {
 		m := make(map[string]any, len(meta)+1)
 		maps.Copy(m, meta)
 		m[mcpmeta.LogLevel] = LogLevel
-		meta = m
+		params.Meta = m
 	}
-	params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: meta}
 	if progress != nil {
 		token := fmt.Sprintf("%v", meta[mcpmeta.IdempotencyKey])
 		if token == "<nil>" {

@@ -180,7 +180,7 @@ func (l *loader) boolean(n *yaml.Node, what string) (bool, bool) {
 var (
 	workflowKeys = []string{"name", "description", "inputs", "env", "servers", "steps", "outputs"}
 	inputKeys    = []string{"type", "description", "required", "default", "secret"}
-	stepKeys     = []string{"id", "name", "server", "tool", "with", "if", "for_each", "concurrency", "timeout", "retry", "continue_on_error", "approve"}
+	stepKeys     = []string{"id", "name", "server", "tool", "with", "if", "for_each", "concurrency", "timeout", "retry", "continue_on_error", "approve", "elicit"}
 	retryKeys    = []string{"attempts", "backoff"}
 )
 
@@ -621,6 +621,17 @@ func (l *loader) step(sn *yaml.Node, i int, sc scope) *Step {
 	}
 	if v, ok := f["approve"]; ok {
 		st.Approve, st.ApproveMessage = l.approve(v, what+".approve")
+	}
+	if v, ok := f["elicit"]; ok {
+		switch {
+		case v.Kind == yaml.ScalarNode && (v.Value == "decline" || v.Value == "cancel"):
+			st.ElicitAction = v.Value
+		case v.Kind == yaml.MappingNode:
+			st.ElicitAction = "accept"
+			st.Elicit = l.value(v, what+".elicit", scope{wf: wf, earlier: sc.earlier, later: sc.later, loop: loop})
+		default:
+			l.fail(v, "%s.elicit: expected a mapping of the answer's fields (the server's question is answered with them), decline or cancel, found %s", what, yamlpos.KindName(v))
+		}
 	}
 	if w, ok := f["with"]; ok {
 		if w.Kind != yaml.MappingNode {

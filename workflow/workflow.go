@@ -84,6 +84,12 @@ type Step struct {
 	// ApproveMessage is shown to the approver ("" for approve: true).
 	Approve        bool
 	ApproveMessage string
+	// Elicit answers the server's questions during the step's call
+	// (elicitation): ElicitAction is "accept" with the fields Elicit
+	// evaluates to, "decline" or "cancel"; "" when the step declares no
+	// answer, and the run then waits for an operator's (mcpflow answer).
+	Elicit       *Value
+	ElicitAction string
 	// at is where the step's server: and tool: are written (zero for a
 	// step built in Go): an error found after Load points there.
 	at struct{ server, tool position }

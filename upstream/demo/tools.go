@@ -42,6 +42,7 @@ var declared = map[string]*hints{
 	"fail":               {ReadOnly: new(true)},
 	"media":              {ReadOnly: new(true)},
 	"log":                {ReadOnly: new(true)},
+	"transfer":           {Destructive: new(true), Idempotent: new(false)},
 }
 
 // sdk converts the declaration to the SDK's type, which cannot express an
@@ -283,6 +284,8 @@ func (d *demo) newServer(drop dropFunc) *mcp.Server {
 			}
 			return textResult("logged at " + string(level)), nil, nil
 		})
+	s.AddTool(&mcp.Tool{Name: "transfer", Description: "Transfer an amount to someone, once confirmed: asks for a confirmation (elicitation) before appending its row to the ledger.",
+		InputSchema: transferSchema, Annotations: declared["transfer"].sdk()}, d.transfer(drop))
 	return s
 }
 

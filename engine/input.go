@@ -1,0 +1,128 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpflow/mcpflow/elicit"
+	"github.com/mcpflow/mcpflow/internal/verdict"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/replay"
+)
+
+// CodeInputRequired blocks a run whose call asked for input nobody has
+// given yet (an elicitation the step's elicit: does not answer): an
+// operator answers it (mcpflow answer), and the call is continued.
+const CodeInputRequired = "MCPFLOW_INPUT_REQUIRED"
+
+// ByWorkflow is who answered an input request from the step's elicit:.
+const ByWorkflow = "workflow"
+
+// inputRequired journals a result that asked for input (MCP
+// multi-round-trip requests, input_required) as the attempt's outcome:
+// the call stays in flight, decided to continue once every request is
+// answered, with the answers the step gives itself (elicit:). When they
+// cover every request the call is continued at once — another attempt,
+// a continuation, not a replay: the tool has not run; otherwise the run
+// waits for an operator's answers, and resume continues it.
+func (r *runner) inputRequired(ctx context.Context, u unit, intent journal.Intent, res *mcp.CallToolResult) (turn, error) {
+	requests, err := json.Marshal(res.InputRequests)
+	if err != nil {
+		out := failed(CodeServerError, "step %s: the server asked for input this mcpflow cannot read: %v", u.name(), err)
+		return r.inputFailed(intent, out, err)
+	}
+	in := &journal.Input{Requests: requests, State: res.RequestState}
+	reqs, err := in.Parsed()
+	if err != nil {
+		out := failed(CodeServerError, "step %s: the server asked for input this mcpflow cannot read: %v", u.name(), err)
+		return r.inputFailed(intent, out, err)
+	}
+	var why string // why the step's own answer was not given
+	for _, q := range reqs {
+		resp, reason := r.answerItself(ctx, u, q)
+		if resp == nil {
+			if why == "" {
+				why = reason
+			}
+			continue
+		}
+		in.Answers = append(in.Answers, journal.Answer{Key: q.Key, Response: resp, By: ByWorkflow})
+	}
+	d := &journal.Decision{Verdict: verdict.Continue, Reason: "input_required", View: verdict.Current}
+	if err := r.j.Finish(intent, journal.Outcome{State: journal.StateIntent, Decision: d, Input: in}); err != nil {
+		return turn{}, err
+	}
+	r.decided(ctx, d)
+	if len(in.Answers) == len(reqs) {
+		return another(&cause{kind: causeContinue}), nil
+	}
+	return ending(*waitsForInput(u, intent.ID, why)), nil
+}
+
+// inputFailed ends the step when the input asked for cannot be read: the
+// server has not run the tool, so the invocation fails, and a resume may
+// send it again.
+func (r *runner) inputFailed(intent journal.Intent, out stepResult, cause error) (turn, error) {
+	o := journal.Outcome{State: journal.StateFailed, Error: out.err, Failure: replay.ClassRejected, Detail: cause.Error()}
+	if err := r.j.Finish(intent, o); err != nil {
+		return turn{}, err
+	}
+	out.invocation, out.state = intent.ID, journal.StateFailed
+	return ending(out), nil
+}
+
+// waitsForInput is the end of a step whose call waits for an operator's
+// answers. The message names no server text: a question may quote the
+// call's arguments, which the journal seals; runs show reads it.
+func waitsForInput(u unit, id journal.ID, why string) *stepResult {
+	msg := fmt.Sprintf("step %s waits for input the server asked for: answer it with mcpflow answer", u.name())
+	if why != "" {
+		msg += " (" + why + ")"
+	}
+	return &stepResult{status: journal.RunBlocked, err: &journal.Error{Code: CodeInputRequired, Message: msg}, invocation: id, state: journal.StateIntent}
+}
+
+// answerItself is the step's own answer to one input request, or nil and
+// why there is none: an elicitation is answered by the step's elicit:,
+// checked against the schema the server asked with.
+func (r *runner) answerItself(ctx context.Context, u unit, q journal.InputRequest) (json.RawMessage, string) {
+	if q.Method != elicit.Method {
+		return nil, fmt.Sprintf("mcpflow does not answer %s for a step", q.Method)
+	}
+	if u.ElicitAction == "" {
+		return nil, ""
+	}
+	question, err := elicit.Parse(q.Params)
+	if err != nil {
+		return nil, err.Error()
+	}
+	var content map[string]any
+	if u.ElicitAction == elicit.Accept {
+		v, err := u.Elicit.Eval(ctx, r.vars(u))
+		if err != nil {
+			return nil, fmt.Sprintf("elicit: %v", err)
+		}
+		content, _ = v.(map[string]any)
+		if err := question.Check(content); err != nil {
+			return nil, fmt.Sprintf("elicit: %v", err)
+		}
+	}
+	resp, err := elicit.Response(u.ElicitAction, content)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return resp, ""
+}
+
+// inputWaits reports whether inv waits for answers nobody has given.
+func inputWaits(inv *journal.Invocation) bool {
+	w := inv.WaitingInput()
+	if w == nil {
+		return false
+	}
+	open, err := w.Unanswered()
+	return err != nil || len(open) > 0
+}
