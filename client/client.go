@@ -878,7 +878,7 @@ func invocationOf(d api.InvocationDetail) (*journal.Invocation, error) {
 		Arguments: d.Arguments, ArgumentsDigest: d.ArgumentsDigest, Trust: d.Trust,
 		IdempotencyKey: d.IdempotencyKey, State: st, Attempts: d.Attempts, Result: d.Result,
 		ToolError: d.ToolError, Error: d.Error, Decisions: d.Decisions, Resolutions: d.Resolutions,
-		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+		Inputs: d.Inputs, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 	}
 	if d.Item != nil {
 		inv.Item = *d.Item

@@ -465,7 +465,7 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 	class := replay.ClassNotDelivered // interrupted before the call left
 	if ctx.Err() == nil {
 		sent := r.e.now()
-		res, callErr = sess.Call(callCtx, intent, u.Tool, args, progress)
+		res, callErr = sess.Call(upstream.WithAsker(callCtx, r.asker(callCtx, u, intent)), intent, u.Tool, args, progress)
 		r.called(u.Server, u.Tool, r.e.now().Sub(sent))
 		class = upstream.Classify(callErr)
 	} else {

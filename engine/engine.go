@@ -38,6 +38,8 @@ type Journal interface {
 	Skip(*journal.Invocation) error
 	RequestApproval(run journal.ID, step, message string) (*journal.Approval, error)
 	Interrupted(journal.ID, journal.Outcome) error
+	// Ask journals what a server asks during a call.
+	Ask(id journal.ID, attempt int, in journal.Input) error
 	Run(journal.ID) (*journal.Run, error)
 	Invocation(journal.ID) (*journal.Invocation, error)
 	RunInvocations(journal.ID) ([]journal.Invocation, error)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/mcpflow/mcpflow/internal/verdict"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // CodeInputRequired blocks a run whose call asked for input nobody has
@@ -125,4 +128,76 @@ func inputWaits(inv *journal.Invocation) bool {
 	}
 	open, err := w.Unanswered()
 	return err != nil || len(open) > 0
+}
+
+// asker answers the elicitations a server sends during an attempt's call
+// (protocols without multi-round-trip requests): each question is
+// journaled with the attempt, answered by the step's elicit: at once, or
+// else by an operator (mcpflow answer), waited for with the call open and
+// bounded by callCtx (the step's timeout, a cancel). A crash meanwhile is
+// a lost connection like any other, under the replay rule.
+func (r *runner) asker(callCtx context.Context, u unit, intent journal.Intent) upstream.Asker {
+	var n atomic.Int64
+	return func(_ context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+		params, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		key := fmt.Sprintf("elicitation-%d", n.Add(1))
+		q := journal.InputRequest{Key: key, Method: elicit.Method, Params: params}
+		requests, err := json.Marshal(map[string]journal.InputRequest{key: q})
+		if err != nil {
+			return nil, err
+		}
+		in := journal.Input{Requests: requests}
+		resp, why := r.answerItself(callCtx, u, q)
+		if resp != nil {
+			in.Answers = []journal.Answer{{Key: key, Response: resp, By: ByWorkflow}}
+		}
+		if err := r.j.Ask(intent.ID, intent.Attempt, in); err != nil {
+			return nil, err
+		}
+		if resp == nil {
+			msg := fmt.Sprintf("waits for an answer: mcpflow answer %s %s", r.run.ID.Short(), u.ID)
+			if why != "" {
+				msg += " (" + why + ")"
+			}
+			r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: u.ID, Item: u.item, Invocation: intent.ID, Attempt: intent.Attempt, Message: msg})
+			if resp, err = r.awaitAnswer(callCtx, intent, key); err != nil {
+				return nil, err
+			}
+		}
+		var res mcp.ElicitResult
+		if err := json.Unmarshal(resp, &res); err != nil {
+			return nil, err
+		}
+		return &res, nil
+	}
+}
+
+// answerPoll is how often a call waiting for an operator's answer reads
+// the journal for it.
+const answerPoll = 100 * time.Millisecond
+
+// awaitAnswer waits until the answer to request key of intent's attempt
+// is journaled, or ctx ends.
+func (r *runner) awaitAnswer(ctx context.Context, intent journal.Intent, key string) (json.RawMessage, error) {
+	t := time.NewTicker(answerPoll)
+	defer t.Stop()
+	for {
+		inv, err := r.j.Invocation(intent.ID)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range inv.Inputs {
+			if a := in.Answer(key); in.Attempt == intent.Attempt && a != nil {
+				return a.Response, nil
+			}
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 }

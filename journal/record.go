@@ -243,6 +243,25 @@ func (inv *Invocation) WaitingInput() *Input {
 	return in
 }
 
+// AskedInCall returns the input the open attempt of inv asked for during
+// the call (a server's elicitation/create over a protocol without
+// multi-round-trip requests: the call waits open for the answer), when
+// one of its requests is unanswered; nil otherwise.
+func (inv *Invocation) AskedInCall() *Input {
+	last := inv.LastAttempt()
+	if inv.State != StateIntent || last == nil || last.EndedAt != nil || len(inv.Inputs) == 0 {
+		return nil
+	}
+	in := &inv.Inputs[len(inv.Inputs)-1]
+	if in.Attempt != last.N {
+		return nil
+	}
+	if open, err := in.Unanswered(); err != nil || len(open) == 0 {
+		return nil
+	}
+	return in
+}
+
 // Trust is the trust snapshot taken when an attempt was sent.
 type Trust struct {
 	Server    bool `json:"server"`

@@ -68,6 +68,7 @@ type Store interface {
 	Decide(ID, Decision, State, *Error) error
 	Resolve(ID, Resolution, *Result) error
 	Answer(id ID, attempt int, answers []Answer) (*Input, error)
+	Ask(id ID, attempt int, in Input) error
 
 	Run(ID) (*Run, error)
 	Invocation(ID) (*Invocation, error)

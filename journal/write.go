@@ -606,6 +606,9 @@ func (w *Writer) Answer(id ID, attempt int, answers []Answer) (*Input, error) {
 			return err
 		}
 		waiting := old.WaitingInput()
+		if waiting == nil {
+			waiting = old.AskedInCall()
+		}
 		if waiting == nil || waiting.Attempt != attempt {
 			return fmt.Errorf("invocation %s waits for no input of attempt %d: %w", id.Short(), attempt, ErrTransition)
 		}
@@ -638,6 +641,36 @@ func (w *Writer) Answer(id ID, attempt int, answers []Answer) (*Input, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// Ask journals a request a server made during the open attempt of an
+// invocation (an elicitation over a protocol without multi-round-trip
+// requests: the call stays open while it waits), with the answers given
+// at once (a step's elicit:). Durable when it returns nil.
+func (w *Writer) Ask(id ID, attempt int, in Input) error {
+	now := w.now().UTC()
+	return w.write(func(s Tx) error {
+		old, err := s.Invocation(id)
+		if err != nil {
+			return err
+		}
+		last := old.LastAttempt()
+		if old.State != StateIntent || last == nil || last.N != attempt || last.EndedAt != nil {
+			return fmt.Errorf("invocation %s: attempt %d is not in flight: %w", id.Short(), attempt, ErrTransition)
+		}
+		if _, err := in.Parsed(); err != nil {
+			return fmt.Errorf("invocation %s: %w", id.Short(), err)
+		}
+		inv := CloneInvocation(old)
+		in.Attempt = attempt
+		in.Answers = slices.Clone(in.Answers)
+		for i := range in.Answers {
+			in.Answers[i].At = now
+		}
+		inv.Inputs = append(inv.Inputs, in)
+		inv.UpdatedAt = now
+		return s.PutInvocation(old, inv)
+	})
 }
 
 func CloneInvocation(inv *Invocation) *Invocation {

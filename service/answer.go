@@ -79,17 +79,27 @@ func (r *Report) InputAnswered() bool {
 	return answered
 }
 
-// WaitingInput lists the invocations of the run that wait for answers.
+// WaitingInput lists the invocations of the run that wait for answers:
+// a result asked for them, or the server asks during the call.
 func (r *Report) WaitingInput() []journal.Invocation {
 	var out []journal.Invocation
 	for _, inv := range r.Invocations {
-		if w := inv.WaitingInput(); w != nil {
+		if w := openInput(&inv); w != nil {
 			if open, err := w.Unanswered(); err != nil || len(open) > 0 {
 				out = append(out, inv)
 			}
 		}
 	}
 	return out
+}
+
+// openInput is the input inv waits for: asked by its result, or during its
+// call; nil when none.
+func openInput(inv *journal.Invocation) *journal.Input {
+	if w := inv.WaitingInput(); w != nil {
+		return w
+	}
+	return inv.AskedInCall()
 }
 
 // Answer journals an answer to a question the run waits for, checked
@@ -112,7 +122,7 @@ func (s *Service) Answer(req AnswerRequest) (*AnswerReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := inv.WaitingInput()
+	in := openInput(inv)
 	reqs, err := in.Parsed()
 	if err != nil {
 		return nil, err

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpflow/mcpflow/internal/didyoumean"
 	mcpmeta "github.com/mcpflow/mcpflow/internal/meta"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -97,6 +98,10 @@ type Session struct {
 
 	mu       sync.Mutex
 	progress map[any]func(progress, total float64, message string)
+	// askers answer the server's requests during a call (WithAsker), by
+	// call; a request goes to the one call in flight that has one.
+	askers map[uint64]Asker
+	asks   uint64
 
 	toolsMu    sync.Mutex
 	tools      map[string]Tool
@@ -165,6 +170,10 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			s.logMessage(req.Params)
 		},
+		// Declared: a call's elicitation is answered by its step or an
+		// operator (multi-round-trip requests carry it in the result;
+		// older protocols ask during the call).
+		ElicitationHandler: s.elicit,
 	})
 	transport := &wireTransport{inner: inner, tap: s.tap}
 	timeout := srv.ConnectTimeout
@@ -485,6 +494,21 @@ func (s *Session) Continue(ctx context.Context, tool string, args json.RawMessag
 
 func (s *Session) call(ctx context.Context, params *mcp.CallToolParams, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
 	tool, meta := params.Name, params.Meta
+	if a, ok := ctx.Value(askerKey{}).(Asker); ok {
+		s.mu.Lock()
+		if s.askers == nil {
+			s.askers = map[uint64]Asker{}
+		}
+		s.asks++
+		n := s.asks
+		s.askers[n] = a
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.askers, n)
+			s.mu.Unlock()
+		}()
+	}
 	if s.logInMeta {
 		m := make(map[string]any, len(meta)+1)
 		maps.Copy(m, meta)
@@ -554,4 +578,37 @@ func (s *Session) Close() error {
 		s.release()
 	})
 	return s.closeErr
+}
+
+// Asker answers an elicitation a server sends during a call (protocols
+// without multi-round-trip requests): from the step, or by waiting for an
+// operator, bounded by the call's own context.
+type Asker func(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error)
+
+type askerKey struct{}
+
+// WithAsker returns ctx carrying a: a call made with it has its server's
+// elicitation/create requests answered by a.
+func WithAsker(ctx context.Context, a Asker) context.Context {
+	return context.WithValue(ctx, askerKey{}, a)
+}
+
+// elicit hands a server's elicitation/create to the asker of the one call
+// in flight on the session. The protocol does not say which call a request
+// belongs to; with several in flight it is refused, not guessed.
+func (s *Session) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	s.mu.Lock()
+	var a Asker
+	n := len(s.askers)
+	for _, f := range s.askers {
+		a = f
+	}
+	s.mu.Unlock()
+	switch {
+	case n == 0:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcpflow answers elicitation only during a tools/call of a workflow step"}
+	case n > 1:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("mcpflow has %d calls in flight on this session and cannot tell which one asks; a server that asks during a call should use multi-round-trip requests (protocol 2026-07-28)", n)}
+	}
+	return a(ctx, req.Params)
 }

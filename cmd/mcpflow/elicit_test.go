@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
 )
@@ -202,4 +203,69 @@ func drivePay(t *testing.T, c *cli) (journal.RunStatus, bool) {
 	}
 	t.Fatalf("run %s did not end", id)
 	return 0, false
+}
+
+// TestElicitationDuringTheCall: the reference server-everything (npm; the
+// TypeScript SDK, protocol 2025-11-25) asks during the call. It lists its
+// elicitation tool only to a client that declares elicitation; one step
+// answers it with elicit:, the other waits with its call open until an
+// operator's mcpflow answer, from another terminal, reaches the process
+// that runs it.
+func TestElicitationDuringTheCall(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	usePinnedNpmServers(t, c)
+	wf := c.workflow("ask.yaml", `name: ask
+servers:
+  everything: {command: npx, args: ["@modelcontextprotocol/server-everything", stdio]}
+steps:
+  - id: own
+    server: everything
+    tool: trigger-elicitation-request
+    elicit: {name: Ada, check: true, integer: 7}
+  - id: operator
+    server: everything
+    tool: trigger-elicitation-request
+    timeout: 60s
+`)
+	_, wait := c.background("run", wf)
+	var id string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("the run never waited for an answer:\n%s", wait().stderr)
+		}
+		time.Sleep(200 * time.Millisecond)
+		r := c.run("runs", "list", "-o", "json")
+		var runs []struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal([]byte(r.stdout), &runs) != nil || len(runs) == 0 {
+			continue
+		}
+		id = runs[0].ID
+		if show := c.run("runs", "show", id); strings.Contains(show.stdout, "waits for input") {
+			if !strings.Contains(show.stdout, "name           string, required") {
+				t.Errorf("runs show lacks the question's fields:\n%s", show.stdout)
+			}
+			break
+		}
+	}
+	if a := c.run("answer", id, "operator", "--field", "name=Grace", "--field", "integer=8"); a.code != 0 || !strings.Contains(a.stdout, "the run still waits") && !strings.Contains(a.stdout, "answered") {
+		t.Fatalf("answer: exit %d\n%s%s", a.code, a.stdout, a.stderr)
+	}
+	r := wait()
+	if r.code != 0 || strings.Count(r.stdout, "User provided the requested information") != 2 {
+		t.Fatalf("run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	j := c.openJournal()
+	_, invs := c.onlyRun(j)
+	for i, by := range []string{"workflow", osUser()} {
+		if in := invs[i].Inputs; len(in) != 1 || len(in[0].Answers) != 1 || in[0].Answers[0].By != by || in[0].Attempt != 1 {
+			t.Errorf("step %s: inputs %+v, want one answered by %s", invs[i].Step, in, by)
+		}
+		if len(invs[i].Attempts) != 1 {
+			t.Errorf("step %s: %d attempts, want one: the call waited open", invs[i].Step, len(invs[i].Attempts))
+		}
+	}
 }
