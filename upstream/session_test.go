@@ -38,6 +38,7 @@ var declaredAnnotations = map[string]string{
 	"fail":               `{"readOnlyHint":true}`,
 	"media":              `{"readOnlyHint":true}`,
 	"log":                `{"readOnlyHint":true}`,
+	"transfer":           `{"destructiveHint":true,"idempotentHint":false}`,
 }
 
 // serveDemoHTTP runs the demo server in-process for cfg (HTTPAddr or
