@@ -198,7 +198,11 @@ func reportBlocked(w io.Writer, rep *service.Report) {
 	for _, inv := range asking {
 		fmt.Fprintf(w, "  waiting for your answer: step %s asks %s (the tool has not run)\n", stepName(&inv), questionText(&inv))
 	}
-	fmt.Fprintf(w, "  inspect:  mcpflow runs show %s (the question and its fields)\n", run.ID.Short())
+	if len(asking) > 0 {
+		fmt.Fprintf(w, "  inspect:  mcpflow runs show %s (the question and its fields)\n", run.ID.Short())
+	} else {
+		fmt.Fprintf(w, "  inspect:  mcpflow runs show %s\n", run.ID.Short())
+	}
 	if len(asking) > 0 {
 		for _, inv := range asking {
 			fmt.Fprintf(w, "  answer:   mcpflow answer %s %s --field NAME=VALUE... | --decline | --cancel\n", run.ID.Short(), inv.Step)

@@ -52,7 +52,7 @@ func TestElicitationAnsweredByOperatorAndWorkflow(t *testing.T) {
 	}
 	id := runID(t, r.stdout)
 	show := c.run("runs", "show", id)
-	for _, want := range []string{"waits for input", `elicitation/create "Transfer 25 to acme?"`, "confirm        boolean, required  make the transfer", "answer: mcpflow answer "} {
+	for _, want := range []string{"awaiting_input", `elicitation/create "Transfer 25 to acme?"`, "confirm        boolean, required  make the transfer", "answer: mcpflow answer "} {
 		if !strings.Contains(show.stdout, want) {
 			t.Errorf("runs show lacks %q:\n%s", want, show.stdout)
 		}
@@ -244,7 +244,7 @@ steps:
 			continue
 		}
 		id = runs[0].ID
-		if show := c.run("runs", "show", id); strings.Contains(show.stdout, "waits for input") {
+		if show := c.run("runs", "show", id); strings.Contains(show.stdout, "awaiting_input") {
 			if !strings.Contains(show.stdout, "name           string, required") {
 				t.Errorf("runs show lacks the question's fields:\n%s", show.stdout)
 			}

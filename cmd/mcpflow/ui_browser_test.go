@@ -737,3 +737,42 @@ func evalJS[T any](t *testing.T, ctx context.Context, what, js string) T {
 	}
 	return v
 }
+
+// TestBrowserAnswerGoesOn: a run whose server asked a question shows a
+// form generated from the question's schema; answering it there journals
+// the answer (who: the server's operator) and continues the run, which
+// the page follows to its end; each transfer ran once.
+func TestBrowserAnswerGoesOn(t *testing.T) {
+	chromium := chromiumPath(t)
+	out := testOutput(t)
+	c := newCLI(t)
+	c.workflow("pay.yaml", payWorkflow)
+	base := startServer(t, c)
+	run := submitFile(t, base, "pay.yaml", nil)
+	waitBlocked(t, base, run)
+	b := newBrowser(t, chromium)
+	shot := b.shot(out)
+	b.do("the blocked run", chromedp.EmulateViewport(1280, 1000), chromedp.Navigate(base+"/runs/"+run),
+		chromedp.WaitVisible(chromedp.CSS(`#live-state.on`)))
+	b.until("the question's form", `(() => { const f = document.querySelector(".questions-pending form.answer"); `+
+		`return f !== null && f.querySelector("q.question").textContent === "Transfer 25 to acme?" && `+
+		`f.querySelector("select[name='f.confirm']") !== null && f.querySelector("input[name='f.reference']") !== null })()`)
+	shot("ui-answer-pending.png")
+	b.live("confirm", chromedp.SetValue(chromedp.CSS(`.questions-pending select[name='f.confirm']`), "true"))
+	b.live("type the reference", chromedp.SendKeys(chromedp.CSS(`.questions-pending input[name='f.reference']`), "INV-42"))
+	b.live("answer", chromedp.Click(chromedp.CSS(`.questions-pending button[value=accept]`)))
+	b.do("answered", chromedp.WaitVisible(chromedp.CSS(`.flash-ok`)))
+	if got := b.text(".flash-ok"); !strings.Contains(got, "Step pay answered (accept) by") || !strings.Contains(got, "The run goes on.") {
+		t.Errorf("flash %q", got)
+	}
+	b.until("the run succeeded, nothing asks", `document.querySelector("#run-status.run-succeeded") !== null && `+
+		`document.querySelector(".questions-pending") === null`)
+	shot("ui-answer-done.png")
+	if status, steps := apiRun(t, base, run); status != "succeeded" || len(steps) != 2 {
+		t.Fatalf("run %s: %s with %d steps", run, status, len(steps))
+	}
+	rows := c.ledger()
+	if len(rows) != 2 || rows[0]["tool"] != "transfer" {
+		t.Fatalf("ledger: %v", rows)
+	}
+}
