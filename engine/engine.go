@@ -38,8 +38,10 @@ type Journal interface {
 	Skip(*journal.Invocation) error
 	RequestApproval(run journal.ID, step, message string) (*journal.Approval, error)
 	Interrupted(journal.ID, journal.Outcome) error
-	// Ask journals what a server asks during a call.
+	// Ask journals what a server asks during a call; Answer, an answer
+	// to it that the server gave itself (a URL elicitation completed).
 	Ask(id journal.ID, attempt int, in journal.Input) error
+	Answer(id journal.ID, attempt int, answers []journal.Answer) (*journal.Input, error)
 	Run(journal.ID) (*journal.Run, error)
 	Invocation(journal.ID) (*journal.Invocation, error)
 	RunInvocations(journal.ID) ([]journal.Invocation, error)

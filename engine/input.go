@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -102,6 +103,9 @@ func (r *runner) answerItself(ctx context.Context, u unit, q journal.InputReques
 	if err != nil {
 		return nil, err.Error()
 	}
+	if question.Mode == "url" && u.ElicitAction == elicit.Accept {
+		return nil, "a URL is for a person to open"
+	}
 	var content map[string]any
 	if u.ElicitAction == elicit.Accept {
 		v, err := u.Elicit.Eval(ctx, r.vars(u))
@@ -138,7 +142,7 @@ func inputWaits(inv *journal.Invocation) bool {
 // a lost connection like any other, under the replay rule.
 func (r *runner) asker(callCtx context.Context, u unit, intent journal.Intent) upstream.Asker {
 	var n atomic.Int64
-	return func(_ context.Context, p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return func(_ context.Context, p *mcp.ElicitParams, completed <-chan struct{}) (*mcp.ElicitResult, error) {
 		params, err := json.Marshal(p)
 		if err != nil {
 			return nil, err
@@ -159,11 +163,14 @@ func (r *runner) asker(callCtx context.Context, u unit, intent journal.Intent) u
 		}
 		if resp == nil {
 			msg := fmt.Sprintf("waits for an answer: mcpflow answer %s %s", r.run.ID.Short(), u.ID)
+			if p.URL != "" {
+				msg = fmt.Sprintf("waits for a person to open %s: mcpflow answer %s %s --done once finished", p.URL, r.run.ID.Short(), u.ID)
+			}
 			if why != "" {
 				msg += " (" + why + ")"
 			}
 			r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: u.ID, Item: u.item, Invocation: intent.ID, Attempt: intent.Attempt, Message: msg})
-			if resp, err = r.awaitAnswer(callCtx, intent, key); err != nil {
+			if resp, err = r.awaitAnswer(callCtx, intent, key, completed); err != nil {
 				return nil, err
 			}
 		}
@@ -179,9 +186,14 @@ func (r *runner) asker(callCtx context.Context, u unit, intent journal.Intent) u
 // the journal for it.
 const answerPoll = 100 * time.Millisecond
 
+// ByServer is who answered a URL elicitation that its server said is
+// complete (notifications/elicitation/complete).
+const ByServer = "server"
+
 // awaitAnswer waits until the answer to request key of intent's attempt
-// is journaled, or ctx ends.
-func (r *runner) awaitAnswer(ctx context.Context, intent journal.Intent, key string) (json.RawMessage, error) {
+// is journaled, or, for a URL elicitation, completed is closed (the
+// answer is then journaled as accepted, by the server), or ctx ends.
+func (r *runner) awaitAnswer(ctx context.Context, intent journal.Intent, key string, completed <-chan struct{}) (json.RawMessage, error) {
 	t := time.NewTicker(answerPoll)
 	defer t.Stop()
 	for {
@@ -196,6 +208,16 @@ func (r *runner) awaitAnswer(ctx context.Context, intent journal.Intent, key str
 		}
 		select {
 		case <-t.C:
+		case <-completed:
+			resp, err := elicit.Response(elicit.Accept, nil)
+			if err != nil {
+				return nil, err
+			}
+			_, err = r.j.Answer(intent.ID, intent.Attempt, []journal.Answer{{Key: key, Response: resp, By: ByServer}})
+			if err != nil && !errors.Is(err, journal.ErrTransition) { // an operator's came first
+				return nil, err
+			}
+			completed = nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}

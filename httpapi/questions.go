@@ -20,7 +20,10 @@ type questionForm struct {
 	Item    int // -1 for a plain step
 	Key     string
 	Message string
-	Fields  []elicit.Field
+	// URL is where a person goes (a URL elicitation): the form then
+	// offers Done instead of fields.
+	URL    string
+	Fields []elicit.Field
 	// Open: the call waits with its connection open (the server asked
 	// during the call), rather than stopped with the question journaled.
 	Open bool
@@ -50,7 +53,11 @@ func questionsOf(rep *service.Report) []questionForm {
 				continue
 			}
 			fields, _ := q.Fields()
-			out = append(out, questionForm{Step: inv.Step, Item: inv.Item, Key: r.Key, Message: q.Message, Fields: fields, Open: open})
+			f := questionForm{Step: inv.Step, Item: inv.Item, Key: r.Key, Message: q.Message, Fields: fields, Open: open}
+			if q.Mode == "url" {
+				f.URL = q.URL
+			}
+			out = append(out, f)
 		}
 	}
 	return out

@@ -153,6 +153,9 @@ func (s *Service) Answer(req AnswerRequest) (*AnswerReport, error) {
 	if req.Action == "" {
 		req.Action = elicit.Accept
 	}
+	if req.Action == elicit.Accept && q.Mode == "url" && (len(req.Fields) > 0 || len(content) > 0) {
+		return nil, invalid("step %s asks a person to open %s: its answer takes no fields (done, decline or cancel)", req.Step, q.URL)
+	}
 	if req.Action == elicit.Accept {
 		if content == nil {
 			if content, err = q.FromFields(req.Fields); err != nil {

@@ -102,6 +102,9 @@ type Session struct {
 	// call; a request goes to the one call in flight that has one.
 	askers map[uint64]Asker
 	asks   uint64
+	// completed has a channel per URL elicitation in flight, closed when
+	// the server notifies its completion.
+	completed map[string]chan struct{}
 
 	toolsMu    sync.Mutex
 	tools      map[string]Tool
@@ -172,8 +175,15 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		},
 		// Declared: a call's elicitation is answered by its step or an
 		// operator (multi-round-trip requests carry it in the result;
-		// older protocols ask during the call).
-		ElicitationHandler: s.elicit,
+		// older protocols ask during the call), in form mode and in URL
+		// mode (the operator is shown the URL; the server's completion
+		// notification, or the operator, says it is done).
+		ElicitationHandler:         s.elicit,
+		ElicitationCompleteHandler: s.elicitationComplete,
+		Capabilities: &mcp.ClientCapabilities{
+			RootsV2:     &mcp.RootCapabilities{ListChanged: true}, // go-sdk's default
+			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
+		},
 	})
 	transport := &wireTransport{inner: inner, tap: s.tap}
 	timeout := srv.ConnectTimeout
@@ -582,8 +592,10 @@ func (s *Session) Close() error {
 
 // Asker answers an elicitation a server sends during a call (protocols
 // without multi-round-trip requests): from the step, or by waiting for an
-// operator, bounded by the call's own context.
-type Asker func(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error)
+// operator, bounded by the call's own context. For a URL elicitation,
+// completed is closed when the server notifies that the interaction at
+// the URL is complete (nil in form mode).
+type Asker func(ctx context.Context, params *mcp.ElicitParams, completed <-chan struct{}) (*mcp.ElicitResult, error)
 
 type askerKey struct{}
 
@@ -610,5 +622,31 @@ func (s *Session) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elic
 	case n > 1:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("mcpflow has %d calls in flight on this session and cannot tell which one asks; a server that asks during a call should use multi-round-trip requests (protocol 2026-07-28)", n)}
 	}
-	return a(ctx, req.Params)
+	var completed chan struct{}
+	if id := req.Params.ElicitationID; id != "" && req.Params.Mode == "url" {
+		completed = make(chan struct{})
+		s.mu.Lock()
+		if s.completed == nil {
+			s.completed = map[string]chan struct{}{}
+		}
+		s.completed[id] = completed
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.completed, id)
+			s.mu.Unlock()
+		}()
+	}
+	return a(ctx, req.Params, completed)
+}
+
+// elicitationComplete hands the server's notice that a URL elicitation is
+// complete to the call that waits for it.
+func (s *Session) elicitationComplete(_ context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch, ok := s.completed[req.Params.ElicitationID]; ok {
+		close(ch)
+		delete(s.completed, req.Params.ElicitationID)
+	}
 }

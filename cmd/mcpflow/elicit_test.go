@@ -227,6 +227,11 @@ steps:
     server: everything
     tool: trigger-elicitation-request
     timeout: 60s
+  - id: login
+    server: everything
+    tool: trigger-url-elicitation
+    timeout: 60s
+    with: {url: "https://example.com/authorize", message: "Log in to the example"}
 `)
 	_, wait := c.background("run", wf)
 	var id string
@@ -251,11 +256,31 @@ steps:
 			break
 		}
 	}
-	if a := c.run("answer", id, "operator", "--field", "name=Grace", "--field", "integer=8"); a.code != 0 || !strings.Contains(a.stdout, "the run still waits") && !strings.Contains(a.stdout, "answered") {
+	if a := c.run("answer", id, "operator", "--field", "name=Grace", "--field", "integer=8"); a.code != 0 || !strings.Contains(a.stdout, "the call goes on with the answer") {
 		t.Fatalf("answer: exit %d\n%s%s", a.code, a.stdout, a.stderr)
 	}
+	// A URL question: the person is shown where to go, and says when done.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the URL question never showed:\n%s", wait().stderr)
+		}
+		show := c.run("runs", "show", id)
+		if strings.Contains(show.stdout, "open: https://example.com/authorize") {
+			if !strings.Contains(show.stdout, "login --done") {
+				t.Errorf("runs show does not say how to answer a URL question:\n%s", show.stdout)
+			}
+			break
+		}
+	}
+	if a := c.run("answer", id, "login", "--field", "x=1"); a.code != 2 {
+		t.Errorf("fields for a URL question: exit %d, want 2\n%s", a.code, a.stderr)
+	}
+	if a := c.run("answer", id, "login", "--done"); a.code != 0 {
+		t.Fatalf("answer --done: exit %d\n%s%s", a.code, a.stdout, a.stderr)
+	}
 	r := wait()
-	if r.code != 0 || strings.Count(r.stdout, "User provided the requested information") != 2 {
+	if r.code != 0 || strings.Count(r.stdout, "User provided the requested information") != 2 ||
+		!strings.Contains(r.stdout, "User completed the URL elicitation flow") || !strings.Contains(r.stdout, "waits for a person to open https://example.com/authorize") {
 		t.Fatalf("run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	j := c.openJournal()

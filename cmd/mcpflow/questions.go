@@ -51,8 +51,14 @@ func questionLines(tf timeFormat, run *journal.Run, inv *journal.Invocation, in 
 		return []string{fmt.Sprintf("%s: %v", head, err)}
 	}
 	out := []string{fmt.Sprintf("%s %q", head, q.Message)}
+	if q.Mode == "url" {
+		out = append(out, "    open: "+q.URL)
+	}
 	if a := in.Answer(r.Key); a != nil {
 		return append(out, fmt.Sprintf("    %s  %s answered: %s", tf.at(a.At), a.By, q.Redact(a.Response)))
+	}
+	if q.Mode == "url" {
+		return append(out, fmt.Sprintf("    answer: mcpflow answer %s %s --done (once finished there; the server may say so itself) | --decline | --cancel", run.ID.Short(), inv.Step))
 	}
 	fields, _ := q.Fields()
 	var example []string
@@ -98,6 +104,9 @@ func questionText(inv *journal.Invocation) string {
 			continue
 		}
 		if q, err := elicit.Parse(r.Params); err == nil && r.Method == elicit.Method {
+			if q.Mode == "url" {
+				return fmt.Sprintf("%q, at %s", q.Message, q.URL)
+			}
 			return fmt.Sprintf("%q", q.Message)
 		}
 		return "for " + r.Method
