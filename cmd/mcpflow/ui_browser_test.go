@@ -776,3 +776,53 @@ func TestBrowserAnswerGoesOn(t *testing.T) {
 		t.Fatalf("ledger: %v", rows)
 	}
 }
+
+// TestBrowserAnswerDuringTheCall: server-everything (npm) asks during the
+// call; the run page of the server that runs it shows the question's form
+// while the call waits open, and the answer given there reaches the call.
+func TestBrowserAnswerDuringTheCall(t *testing.T) {
+	chromium := chromiumPath(t)
+	out := testOutput(t)
+	c := newCLI(t)
+	usePinnedNpmServers(t, c)
+	c.workflow("ask.yaml", `name: ask
+servers:
+  everything: {command: npx, args: ["@modelcontextprotocol/server-everything", stdio]}
+steps:
+  - {id: ask, server: everything, tool: trigger-elicitation-request, timeout: 60s}
+`)
+	base := startServer(t, c)
+	run := submitFile(t, base, "ask.yaml", nil)
+	b := newBrowser(t, chromium)
+	shot := b.shot(out)
+	b.do("the running run", chromedp.EmulateViewport(1280, 1000), chromedp.Navigate(base+"/runs/"+run),
+		chromedp.WaitVisible(chromedp.CSS(`#live-state.on`)))
+	b.until("the question's form", `(() => { const f = document.querySelector(".questions-pending form.answer"); `+
+		`return f !== null && f.querySelector("input[name='f.name']") !== null && f.querySelector("select[name='f.check']") !== null })()`)
+	shot("ui-answer-in-call.png")
+	b.live("type the name", chromedp.SendKeys(chromedp.CSS(`.questions-pending input[name='f.name']`), "Ada"))
+	b.live("answer", chromedp.Click(chromedp.CSS(`.questions-pending button[value=accept]`)))
+	b.do("answered", chromedp.WaitVisible(chromedp.CSS(`.flash-ok`)))
+	waitStatus(t, base, run, "succeeded")
+	_, steps := apiRun(t, base, run)
+	if len(steps) != 1 {
+		t.Fatalf("%d steps", len(steps))
+	}
+	res, err := http.Get(base + "/api/invocations/" + fmt.Sprint(steps[0]["id"]) + "?payload=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var inv struct {
+		Result struct{ Content json.RawMessage } `json:"result"`
+		Inputs []struct {
+			Answers []struct{ By string } `json:"answers"`
+		} `json:"inputs"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&inv); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(inv.Result.Content), "User provided the requested information") || len(inv.Inputs) != 1 || len(inv.Inputs[0].Answers) != 1 || inv.Inputs[0].Answers[0].By == "" {
+		t.Errorf("invocation: result %s, inputs %+v", inv.Result.Content, inv.Inputs)
+	}
+}
