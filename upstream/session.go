@@ -137,6 +137,10 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		o.LookupEnv = os.LookupEnv
 	}
 	o.LookupEnv = srv.lookup(o.LookupEnv)
+	roots, err := srv.roots(o.Workspace)
+	if err != nil {
+		return nil, err
+	}
 	s := &Session{server: srv, tap: newWireTap(), progress: map[any]func(float64, float64, string){},
 		workspace: o.Workspace, logPath: filepath.Join(logDir(o.Workspace), logName(srv.Name))}
 	s.tap.secrets = &s.secrets
@@ -146,6 +150,11 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		return nil, err
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpflow", Version: Version}, &mcp.ClientOptions{
+		// Roots are declared even when there are none (roots: []): a
+		// server that confines itself to its roots then refuses every
+		// path instead of falling back to its own. They are fixed for the
+		// session: no list_changed.
+		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}},
 		// Every journaled attempt must put exactly one tools/call on the wire.
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -166,6 +175,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 			s.logMessage(req.Params)
 		},
 	})
+	client.AddRoots(roots...) // before Connect: no session to notify
 	transport := &wireTransport{inner: inner, tap: s.tap}
 	timeout := srv.ConnectTimeout
 	if timeout == 0 {
