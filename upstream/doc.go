@@ -16,7 +16,10 @@
 // stdio subprocess), command (a stdio server) or url (streamable HTTP, or
 // the older SSE transport with type: sse). args, env and cwd belong to
 // stdio servers, headers to url servers; trust, connect_timeout,
-// call_timeout and reconnect_timeout ("30s") to any. ${VAR} and
+// call_timeout, reconnect_timeout ("30s") and roots to any. Every session
+// declares the roots capability and tells the server its roots: the
+// workspace unless the entry's roots (or a workflow's, [Server.InheritRoots])
+// say otherwise; roots: [] declares none. ${VAR} and
 // ${VAR:-default} in command, args, cwd, url, env and headers are expanded
 // from the environment when the
 // session connects (never when read, so parsed configuration holds no
