@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -498,6 +499,11 @@ func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage, m
 		defer cancel()
 	}
 	res, err := s.cs.CallTool(ctx, params)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// go-sdk tells the server (notifications/cancelled) from a
+		// goroutine, after returning: Close waits for it.
+		s.tap.owe()
+	}
 	if err != nil && s.tap.tooLarge.Load() {
 		return nil, fmt.Errorf("%w: server %q answered with a message larger than %s (raise max_message_size on the server): %v", ErrResultTooLarge, s.server.Name, sizeText(s.server.maxMessageSize()), err)
 	}
@@ -529,13 +535,23 @@ func (s *Session) ProtocolVersion() string {
 // Transport is the session's transport: stdio, http or sse.
 func (s *Session) Transport() string { return s.server.Transport() }
 
-// Close ends the session. A stdio server has its stdin closed, gets half
-// a second to exit, then SIGTERM and two seconds, then SIGKILL; it has been
-// reaped when Close returns. An http session ends with a DELETE of its session, an sse
-// session by closing its stream. Close is idempotent.
+// cancelGrace bounds how long Close waits for the notifications/cancelled
+// of calls that were cancelled just before it (go-sdk writes them from a
+// goroutine, after the call returned).
+const cancelGrace = time.Second
+
+// Close ends the session. The server is first told of every call that was
+// cancelled (notifications/cancelled, within cancelGrace): a session closed
+// the moment a cancelled call returns (Ctrl-C, runs cancel) does not leave
+// the server to find out only from the end of its input. Then a stdio
+// server has its stdin closed, gets half a second to exit, then SIGTERM and
+// two seconds, then SIGKILL; it has been reaped when Close returns. An http
+// session ends with a DELETE of its session, an sse session by closing its
+// stream. Close is idempotent.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		activeSessions.Add(-1)
+		s.tap.awaitCancels(cancelGrace)
 		s.closeErr = s.cs.Close()
 		s.release()
 	})
