@@ -82,7 +82,9 @@ func TestCloseAfterCancelTellsTheServer(t *testing.T) {
 // TestWireTapOwesCancels: what the tap counts as owed and paid.
 func TestWireTapOwesCancels(t *testing.T) {
 	const short = 20 * time.Millisecond
-	cancelOf := func(id int64) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"requestId":%d,"reason":"context canceled"}`, id)) }
+	cancelOf := func(id int64) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"requestId":%d,"reason":"context canceled"}`, id))
+	}
 	pend := func(tap *wireTap, id int64, method string) {
 		tap.mu.Lock()
 		tap.pending[id] = method

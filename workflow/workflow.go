@@ -28,7 +28,7 @@ type Workflow struct {
 	// Roots, when not nil, are the workflow's roots: given to every server
 	// of Servers whose entry declares none (see upstream.Server.Roots);
 	// nil leaves those servers the workspace.
-	Roots []string
+	Roots   []string
 	Steps   []*Step
 	Outputs []*Output
 	// Path is where the definition was read from; Source its exact bytes
