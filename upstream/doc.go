@@ -97,6 +97,9 @@
 //     Connect. Sessions made here detach it, so a connect_timeout or a
 //     cancelled step does not break the session later.
 //   - A call that times out (call_timeout) or is cancelled may have run.
+//     go-sdk tells the server (notifications/cancelled) from a goroutine
+//     after Call returned; [Session.Close] waits for those notifications,
+//     at most a second, before it closes the connection.
 //   - headers are sent only to the url's host: not after a redirect to
 //     another host, nor to an SSE message endpoint elsewhere. They never
 //     replace the headers of the MCP transport itself.
