@@ -158,21 +158,25 @@ func (c *wireConn) Close() error {
 func (c *wireConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	req, _ := msg.(*jsonrpc.Request)
 	if req != nil && req.ID.IsValid() {
-		switch req.Method {
-		case "tools/call":
+		if req.Method == "tools/call" {
 			c.tap.calls.Add(1)
-		case "tools/list":
-			c.tap.mu.Lock()
-			c.tap.listIDs[req.ID.Raw()] = true
-			c.tap.mu.Unlock()
 		}
 		c.tap.mu.Lock()
+		if req.Method == "tools/list" {
+			c.tap.listIDs[req.ID.Raw()] = true
+		}
 		c.tap.pending[req.ID.Raw()] = req.Method
 		c.tap.mu.Unlock()
 	}
 	err := c.Connection.Write(ctx, msg)
-	if req != nil && req.Method == "notifications/cancelled" {
+	switch {
+	case req == nil:
+	case req.Method == "notifications/cancelled":
 		c.tap.cancelWritten(req.Params)
+	case err != nil && req.ID.IsValid():
+		c.tap.mu.Lock()
+		delete(c.tap.pending, req.ID.Raw()) // not sent: no answer will come
+		c.tap.mu.Unlock()
 	}
 	return err
 }
