@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -145,6 +146,10 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		o.LookupEnv = os.LookupEnv
 	}
 	o.LookupEnv = srv.lookup(o.LookupEnv)
+	roots, err := srv.roots(o.Workspace)
+	if err != nil {
+		return nil, err
+	}
 	s := &Session{server: srv, tap: newWireTap(), progress: map[any]func(float64, float64, string){},
 		workspace: o.Workspace, logPath: filepath.Join(logDir(o.Workspace), logName(srv.Name))}
 	s.tap.secrets = &s.secrets
@@ -154,6 +159,11 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		return nil, err
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpflow", Version: Version}, &mcp.ClientOptions{
+		// Roots are declared even when there are none (roots: []): a
+		// server that confines itself to its roots then refuses every
+		// path instead of falling back to its own. They are fixed for the
+		// session: no list_changed.
+		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}},
 		// Every journaled attempt must put exactly one tools/call on the wire.
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -185,6 +195,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
 		},
 	})
+	client.AddRoots(roots...) // before Connect: no session to notify
 	transport := &wireTransport{inner: inner, tap: s.tap}
 	timeout := srv.ConnectTimeout
 	if timeout == 0 {
@@ -546,6 +557,11 @@ func (s *Session) call(ctx context.Context, params *mcp.CallToolParams, progress
 		defer cancel()
 	}
 	res, err := s.cs.CallTool(ctx, params)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// go-sdk tells the server (notifications/cancelled) from a
+		// goroutine, after returning: Close waits for it.
+		s.tap.owe()
+	}
 	if err != nil && s.tap.tooLarge.Load() {
 		return nil, fmt.Errorf("%w: server %q answered with a message larger than %s (raise max_message_size on the server): %v", ErrResultTooLarge, s.server.Name, sizeText(s.server.maxMessageSize()), err)
 	}
@@ -577,13 +593,23 @@ func (s *Session) ProtocolVersion() string {
 // Transport is the session's transport: stdio, http or sse.
 func (s *Session) Transport() string { return s.server.Transport() }
 
-// Close ends the session. A stdio server has its stdin closed, gets half
-// a second to exit, then SIGTERM and two seconds, then SIGKILL; it has been
-// reaped when Close returns. An http session ends with a DELETE of its session, an sse
-// session by closing its stream. Close is idempotent.
+// cancelGrace bounds how long Close waits for the notifications/cancelled
+// of calls that were cancelled just before it (go-sdk writes them from a
+// goroutine, after the call returned).
+const cancelGrace = time.Second
+
+// Close ends the session. The server is first told of every call that was
+// cancelled (notifications/cancelled, within cancelGrace): a session closed
+// the moment a cancelled call returns (Ctrl-C, runs cancel) does not leave
+// the server to find out only from the end of its input. Then a stdio
+// server has its stdin closed, gets half a second to exit, then SIGTERM and
+// two seconds, then SIGKILL; it has been reaped when Close returns. An http
+// session ends with a DELETE of its session, an sse session by closing its
+// stream. Close is idempotent.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		activeSessions.Add(-1)
+		s.tap.awaitCancels(cancelGrace)
 		s.closeErr = s.cs.Close()
 		s.release()
 	})

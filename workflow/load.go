@@ -178,7 +178,7 @@ func (l *loader) boolean(n *yaml.Node, what string) (bool, bool) {
 // The keys each level of a workflow file accepts (also in
 // schema/workflow.schema.json; a test keeps the two in step).
 var (
-	workflowKeys = []string{"name", "description", "inputs", "env", "servers", "steps", "outputs"}
+	workflowKeys = []string{"name", "description", "inputs", "env", "servers", "roots", "steps", "outputs"}
 	inputKeys    = []string{"type", "description", "required", "default", "secret"}
 	stepKeys     = []string{"id", "name", "server", "tool", "with", "if", "for_each", "concurrency", "timeout", "retry", "continue_on_error", "approve", "elicit"}
 	retryKeys    = []string{"attempts", "backoff"}
@@ -207,6 +207,9 @@ func (l *loader) workflow(n *yaml.Node, wf *Workflow) {
 	}
 	if v, ok := f["servers"]; ok {
 		l.servers(v, wf)
+	}
+	if v, ok := f["roots"]; ok {
+		l.roots(v, wf)
 	}
 	var ids []string
 	if v, ok := f["steps"]; ok {
@@ -499,6 +502,33 @@ func (l *loader) servers(n *yaml.Node, wf *Workflow) {
 		}
 		srv.EnvAllowed = append([]string{}, wf.Env...)
 		wf.Servers[k.Value], wf.Own[k.Value] = srv, srv
+	}
+}
+
+// roots reads the workflow's roots: into wf.Roots and gives them to every
+// server the workflow can use whose entry declares no roots of its own
+// (upstream.Server.InheritRoots): the entry's own roots: win, the
+// workflow's come next, the workspace is the default.
+func (l *loader) roots(n *yaml.Node, wf *Workflow) {
+	if n.Kind != yaml.SequenceNode {
+		l.fail(n, "roots: expected a list of directories (relative to the workspace) or file:// URIs, found %s", yamlpos.KindName(n))
+		return
+	}
+	rl, err := upstream.ParseRoots(l.file, n)
+	if err != nil {
+		if ce := (*upstream.ConfigError)(nil); errors.As(err, &ce) {
+			l.errs = append(l.errs, &PosError{File: ce.File, Line: ce.Line, Column: ce.Column, Msg: ce.Message()})
+		} else {
+			l.fail(n, "roots: %v", err)
+		}
+		return
+	}
+	wf.Roots = rl.Roots
+	for name, srv := range wf.Servers {
+		wf.Servers[name] = srv.InheritRoots(rl)
+		if _, own := wf.Own[name]; own {
+			wf.Own[name] = wf.Servers[name]
+		}
 	}
 }
 

@@ -201,11 +201,13 @@ type handler[In, Out any] func(ctx context.Context, req *mcp.CallToolRequest, in
 // addTool registers a tool whose calls first go through [demo.execute].
 func addTool[In, Out any](d *demo, s *mcp.Server, drop dropFunc, name, desc string, schema any, h handler[In, Out]) {
 	t := &mcp.Tool{Name: name, Description: desc, InputSchema: schema, Annotations: declared[name].sdk()}
-	mcp.AddTool(s, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+	mcp.AddTool(s, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (res *mcp.CallToolResult, out Out, err error) {
 		seq, err := d.execute(ctx, req, drop)
+		if seq > 0 && d.cfg.LedgerEnds {
+			defer func() { d.recordEnd(ctx, req, seq) }()
+		}
 		if err != nil {
-			var zero Out
-			return nil, zero, err
+			return nil, out, err
 		}
 		return h(ctx, req, in, seq)
 	})
