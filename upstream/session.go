@@ -162,8 +162,12 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		// Roots are declared even when there are none (roots: []): a
 		// server that confines itself to its roots then refuses every
 		// path instead of falling back to its own. They are fixed for the
-		// session: no list_changed.
-		Capabilities: &mcp.ClientCapabilities{RootsV2: &mcp.RootCapabilities{}},
+		// session: no list_changed. Elicitation is declared in form and
+		// URL mode (see ElicitationHandler).
+		Capabilities: &mcp.ClientCapabilities{
+			RootsV2:     &mcp.RootCapabilities{},
+			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
+		},
 		// Every journaled attempt must put exactly one tools/call on the wire.
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -190,10 +194,6 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		// notification, or the operator, says it is done).
 		ElicitationHandler:         s.elicit,
 		ElicitationCompleteHandler: s.elicitationComplete,
-		Capabilities: &mcp.ClientCapabilities{
-			RootsV2:     &mcp.RootCapabilities{ListChanged: true}, // go-sdk's default
-			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
-		},
 	})
 	client.AddRoots(roots...) // before Connect: no session to notify
 	transport := &wireTransport{inner: inner, tap: s.tap}
