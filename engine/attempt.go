@@ -474,7 +474,7 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 	cancel()
 	if callErr == nil && res.NeedsInput() {
 		if len(res.InputRequests) > 0 {
-			return r.inputRequired(ctx, u, intent, res)
+			return r.inputRequired(ctx, u, sess, intent, res)
 		}
 		// input_required asking nothing: the server shed load before
 		// running the tool.

@@ -22,8 +22,16 @@ import (
 // operator answers it (mcpflow answer), and the call is continued.
 const CodeInputRequired = "MCPFLOW_INPUT_REQUIRED"
 
-// ByWorkflow is who answered an input request from the step's elicit:.
-const ByWorkflow = "workflow"
+// ByWorkflow is who answered an input request from the step's elicit:;
+// ByMcpflow, one mcpflow answers from what it knows (roots/list: the
+// session's roots).
+const (
+	ByWorkflow = "workflow"
+	ByMcpflow  = "mcpflow"
+)
+
+// methodListRoots is the MCP method of a request for the client's roots.
+const methodListRoots = "roots/list"
 
 // inputRequired journals a result that asked for input (MCP
 // multi-round-trip requests, input_required) as the attempt's outcome:
@@ -32,7 +40,7 @@ const ByWorkflow = "workflow"
 // cover every request the call is continued at once — another attempt,
 // a continuation, not a replay: the tool has not run; otherwise the run
 // waits for an operator's answers, and resume continues it.
-func (r *runner) inputRequired(ctx context.Context, u unit, intent journal.Intent, res *mcp.CallToolResult) (turn, error) {
+func (r *runner) inputRequired(ctx context.Context, u unit, sess Session, intent journal.Intent, res *mcp.CallToolResult) (turn, error) {
 	requests, err := json.Marshal(res.InputRequests)
 	if err != nil {
 		out := failed(CodeServerError, "step %s: the server asked for input this mcpflow cannot read: %v", u.name(), err)
@@ -46,6 +54,17 @@ func (r *runner) inputRequired(ctx context.Context, u unit, intent journal.Inten
 	}
 	var why string // why the step's own answer was not given
 	for _, q := range reqs {
+		if q.Method == methodListRoots {
+			// The session's own roots: what it declares to the server.
+			if s := SessionOf(sess); s != nil {
+				b, err := json.Marshal(s.Roots())
+				if err != nil {
+					return turn{}, err
+				}
+				in.Answers = append(in.Answers, journal.Answer{Key: q.Key, Response: b, By: ByMcpflow})
+				continue
+			}
+		}
 		resp, reason := r.answerItself(ctx, u, q)
 		if resp == nil {
 			if why == "" {

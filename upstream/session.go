@@ -106,6 +106,8 @@ type Session struct {
 	// completed has a channel per URL elicitation in flight, closed when
 	// the server notifies its completion.
 	completed map[string]chan struct{}
+	// roots are the roots the session declares (fixed for the session).
+	roots []*mcp.Root
 
 	toolsMu    sync.Mutex
 	tools      map[string]Tool
@@ -196,6 +198,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		ElicitationCompleteHandler: s.elicitationComplete,
 	})
 	client.AddRoots(roots...) // before Connect: no session to notify
+	s.roots = roots
 	transport := &wireTransport{inner: inner, tap: s.tap}
 	timeout := srv.ConnectTimeout
 	if timeout == 0 {
@@ -675,4 +678,9 @@ func (s *Session) elicitationComplete(_ context.Context, req *mcp.ElicitationCom
 		close(ch)
 		delete(s.completed, req.Params.ElicitationID)
 	}
+}
+
+// Roots is the roots/list answer of the session: the roots it declares.
+func (s *Session) Roots() *mcp.ListRootsResult {
+	return &mcp.ListRootsResult{Roots: append([]*mcp.Root{}, s.roots...)}
 }

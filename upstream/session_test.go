@@ -39,6 +39,7 @@ var declaredAnnotations = map[string]string{
 	"media":              `{"readOnlyHint":true}`,
 	"log":                `{"readOnlyHint":true}`,
 	"transfer":           `{"destructiveHint":true,"idempotentHint":false}`,
+	"roots":              `{"readOnlyHint":true}`,
 }
 
 // serveDemoHTTP runs the demo server in-process for cfg (HTTPAddr or

@@ -294,3 +294,30 @@ steps:
 		}
 	}
 }
+
+// TestRootsAskedThroughInputRequests: under protocol 2026-07-28 the demo
+// asks for the client's roots in its result (an input request roots/list);
+// mcpflow answers with the roots the session declares — the workspace, or
+// the workflow's roots: — and continues the call.
+func TestRootsAskedThroughInputRequests(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ roots, want string }{
+		{"", "1 roots: file://"},
+		{"roots: []\n", "0 roots"},
+	} {
+		c := newCLI(t)
+		wf := c.workflow("roots.yaml", "name: roots\n"+tc.roots+"servers: {demo: {builtin: demo}}\nsteps:\n  - {id: roots, server: demo, tool: roots}\n")
+		r := c.run("run", wf)
+		if r.code != 0 || !strings.Contains(r.stdout, tc.want) {
+			t.Fatalf("%q: exit %d\n%s%s", tc.roots, r.code, r.stdout, r.stderr)
+		}
+		j := c.openJournal()
+		_, invs := c.onlyRun(j)
+		if res := invs[0].Result; tc.roots == "" && (res == nil || !strings.Contains(string(res.StructuredContent), "file://"+c.workspace)) {
+			t.Errorf("the roots do not name the workspace %s: %+v", c.workspace, res)
+		}
+		if in := invs[0].Inputs; len(in) != 1 || len(in[0].Answers) != 1 || in[0].Answers[0].By != "mcpflow" || invs[0].Attempts[1].Kind != journal.KindContinuation {
+			t.Errorf("%q: inputs %+v, attempts %+v", tc.roots, in, invs[0].Attempts)
+		}
+	}
+}

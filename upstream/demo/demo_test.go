@@ -407,6 +407,7 @@ var wantAnnotations = map[string]string{
 	"media":              `{"readOnlyHint":true}`,
 	"log":                `{"readOnlyHint":true}`,
 	"transfer":           `{"destructiveHint":true,"idempotentHint":false}`,
+	"roots":              `{"readOnlyHint":true}`,
 }
 
 // checkSparseAnnotations asserts that the raw tools/list results captured by

@@ -43,6 +43,7 @@ var declared = map[string]*hints{
 	"media":              {ReadOnly: new(true)},
 	"log":                {ReadOnly: new(true)},
 	"transfer":           {Destructive: new(true), Idempotent: new(false)},
+	"roots":              {ReadOnly: new(true)},
 }
 
 // sdk converts the declaration to the SDK's type, which cannot express an
@@ -288,6 +289,8 @@ func (d *demo) newServer(drop dropFunc) *mcp.Server {
 		})
 	s.AddTool(&mcp.Tool{Name: "transfer", Description: "Transfer an amount to someone, once confirmed: asks for a confirmation (elicitation) before appending its row to the ledger.",
 		InputSchema: transferSchema, Annotations: declared["transfer"].sdk()}, d.transfer(drop))
+	s.AddTool(&mcp.Tool{Name: "roots", Description: "List the client's roots (asked for with the call's input requests, or during the call).",
+		InputSchema: json.RawMessage(`{"type":"object","additionalProperties":false}`), Annotations: declared["roots"].sdk()}, d.roots)
 	return s
 }
 

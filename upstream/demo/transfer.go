@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -83,4 +84,22 @@ func (d *demo) transfer(drop dropFunc) mcp.ToolHandler {
 		res.StructuredContent = map[string]any{"row": seq, "reference": ref}
 		return res, nil
 	}
+}
+
+// roots answers with the client's roots, asked for through MCP's
+// multi-round-trip requests under protocol 2026-07-28 (an input request
+// roots/list, answered with the call sent again), or by roots/list during
+// the call with an older client (go-sdk's server middleware).
+func (d *demo) roots(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	got, ok := req.Params.InputResponses["roots"].(*mcp.ListRootsResult)
+	if !ok {
+		return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{"roots": &mcp.ListRootsParams{}}}, nil
+	}
+	var uris []string
+	for _, r := range got.Roots {
+		uris = append(uris, r.URI)
+	}
+	res := textResult(fmt.Sprintf("%d roots: %s", len(uris), strings.Join(uris, " ")))
+	res.StructuredContent = map[string]any{"roots": uris}
+	return res, nil
 }
