@@ -93,6 +93,9 @@ func (c *mcpjsonChoices) leaves(srv *Server) *Disabled {
 type reading struct {
 	sets    []Set
 	choices []*mcpjsonChoices
+	// sampling is the file's sampling: section, if it has one (only
+	// mcpflow.yaml's is kept: see importFile).
+	sampling *Sampling
 }
 
 func (r *reading) add(o *reading) {

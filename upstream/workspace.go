@@ -45,6 +45,10 @@ func (s *Source) Files(dir string) []string {
 //	  - {path: ~/.cursor/mcp.json, optional: true}
 //	servers:                     # optional: entries as in a workflow
 //	  demo: {builtin: demo}
+//	sampling:                    # optional: see Sampling (LoadConfig reads it)
+//	  provider: openai-compatible
+//	  base_url: http://localhost:11434/v1
+//	  model: llama3.2
 //
 // Imports are read in order, a later file overriding an earlier one's
 // entry of the same name, and the file's own servers override them all.
@@ -120,6 +124,9 @@ type Config struct {
 	// settings (Claude Code's disabledMcpjsonServers and
 	// enabledMcpjsonServers), by name.
 	Disabled map[string]*Disabled
+	// Sampling is mcpflow.yaml's sampling: section; nil when it has none
+	// (then mcpflow declares no sampling capability).
+	Sampling *Sampling
 }
 
 // LoadConfig reads the servers configured outside workflows: the
@@ -148,7 +155,7 @@ func LoadConfig(workspace, serversFile string) (*Config, error) {
 		read = append(append(read, serversFile), nested...)
 	}
 	set, disabled := r.merge()
-	return &Config{Servers: set, Files: files, Read: read, Disabled: disabled}, nil
+	return &Config{Servers: set, Files: files, Read: read, Disabled: disabled, Sampling: r.sampling}, nil
 }
 
 // LoadExternal is LoadConfig's servers and files: it also returns every
@@ -175,6 +182,9 @@ func importFile(path string, allowImport bool, project string) (*reading, []stri
 		r, src, err := loadYAML(path, src, filepath.Dir(path), allowImport)
 		if err != nil {
 			return nil, nil, err
+		}
+		if r.sampling != nil {
+			return nil, nil, r.sampling.notHere(path)
 		}
 		return r, src.Imports, nil
 	}
@@ -207,9 +217,14 @@ func loadYAML(file string, src []byte, base string, allowImport bool) (r *readin
 		return r, source, nil // empty file
 	}
 	p := &yamlParser{file: file}
-	fields, _, err := p.fields(root, []string{"import", "servers"})
+	fields, _, err := p.fields(root, []string{"import", "servers", "sampling"})
 	if err != nil {
 		return nil, nil, err
+	}
+	if n, ok := fields["sampling"]; ok {
+		if r.sampling, err = p.parseSampling(n); err != nil {
+			return nil, nil, err
+		}
 	}
 	if n, ok := fields["import"]; ok {
 		if !allowImport {
