@@ -2,6 +2,7 @@ package demo
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -506,8 +507,10 @@ func TestPagination(t *testing.T) {
 			break
 		}
 	}
-	if want := (len(declared) + 1) / 2; pages != want {
-		t.Errorf("got %d pages, want %d for %d tools", pages, want, len(declared))
+	// The sample tool, left out of its page for this client (which
+	// declares no sampling), still counts in the paging.
+	if want := (len(declared) + 1 + 1) / 2; pages != want {
+		t.Errorf("got %d pages, want %d for %d tools and the sample tool", pages, want, len(declared))
 	}
 	slices.Sort(names)
 	want := slices.Sorted(func(yield func(string) bool) {
@@ -746,4 +749,84 @@ func TestLog(t *testing.T) {
 	if want := []string{"warning demo disk at 91%"}; !slices.Equal(got, want) {
 		t.Errorf("log messages %q, want %q", got, want)
 	}
+}
+
+// TestSample: the sample tool asks the client's model, on the protocol
+// of 2026-07-28 (an input request, then the call again with the answer)
+// and on older ones (a request of the server's during the call), and is
+// listed only to clients that declare sampling.
+func TestSample(t *testing.T) {
+	for _, protocol := range []string{"", "2025-11-25"} {
+		t.Run("protocol "+cmp.Or(protocol, "newest"), func(t *testing.T) {
+			ledger := testLedger(t)
+			var asked []*mcp.CreateMessageParams
+			var mu sync.Mutex
+			cs, _ := connect(t, Config{Ledger: ledger, Protocol: protocol}, &mcp.ClientOptions{
+				CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+					mu.Lock()
+					asked = append(asked, req.Params)
+					mu.Unlock()
+					return &mcp.CreateMessageResult{Role: "assistant", Model: "stub-1", StopReason: "endTurn", Content: &mcp.TextContent{Text: "Because."}}, nil
+				},
+			})
+			if want := cmp.Or(protocol, "2026-07-28"); cs.InitializeResult().ProtocolVersion != want {
+				t.Errorf("protocol %s, want %s", cs.InitializeResult().ProtocolVersion, want)
+			}
+			if !listsTool(t, cs, sampleTool) {
+				t.Errorf("%s not listed to a client that declares sampling", sampleTool)
+			}
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: sampleTool, Arguments: map[string]any{"prompt": "Why is the sky blue?"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.IsError || len(res.Content) != 1 || res.Content[0].(*mcp.TextContent).Text != "Because." {
+				t.Fatalf("result %+v", res)
+			}
+			if b, _ := json.Marshal(res.StructuredContent); string(b) != `{"model":"stub-1","stopReason":"endTurn","text":"Because."}` {
+				t.Errorf("structured content %s", b)
+			}
+			if len(asked) != 1 {
+				t.Fatalf("asked %d times", len(asked))
+			}
+			p := asked[0]
+			if p.SystemPrompt != sampleSystemPrompt || p.MaxTokens != 100 || len(p.Messages) != 1 || p.Messages[0].Role != "user" ||
+				p.Messages[0].Content.(*mcp.TextContent).Text != "Why is the sky blue?" {
+				b, _ := json.Marshal(p)
+				t.Errorf("asked %s", b)
+			}
+			if e := readLedger(t, ledger); len(e) != 1 || e[0].Tool != sampleTool {
+				t.Errorf("ledger %+v, want one line for the call", e)
+			}
+		})
+		t.Run("protocol "+cmp.Or(protocol, "newest")+" without sampling", func(t *testing.T) {
+			ledger := testLedger(t)
+			cs, _ := connect(t, Config{Ledger: ledger, Protocol: protocol}, nil)
+			if listsTool(t, cs, sampleTool) {
+				t.Errorf("%s listed to a client without sampling", sampleTool)
+			}
+			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: sampleTool, Arguments: map[string]any{"prompt": "hi"}})
+			if err == nil && !res.IsError {
+				t.Fatalf("the call succeeded: %+v", res)
+			}
+			if e := readLedger(t, ledger); len(e) != 0 {
+				t.Errorf("ledger %+v, want none: the tool never got its answer", e)
+			}
+		})
+	}
+	if _, err := newDemo(Config{Protocol: "2019-01-01"}); err == nil || !strings.Contains(err.Error(), "unknown protocol version") {
+		t.Errorf("bad protocol: %v", err)
+	}
+}
+
+func listsTool(t *testing.T, cs *mcp.ClientSession, name string) bool {
+	t.Helper()
+	for tool, err := range cs.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tool.Name == name {
+			return true
+		}
+	}
+	return false
 }

@@ -86,6 +86,7 @@ type demo struct {
 	stderr      io.Writer       // the log tool's stderr lines; io.Discard unless Serve says
 	conns       connRegistry
 	cancels     cancelWatch // the calls clients cancelled (Config.LedgerEnds)
+	versions    []string    // the protocol versions served (Config.Protocol); nil = go-sdk's
 }
 
 func newDemo(cfg Config) (*demo, error) {
@@ -97,6 +98,10 @@ func newDemo(cfg Config) (*demo, error) {
 	}
 	if cfg.PageSize < 0 {
 		return nil, fmt.Errorf("demo: page size %d is negative", cfg.PageSize)
+	}
+	versions, err := protocolVersions(cfg.Protocol)
+	if err != nil {
+		return nil, err
 	}
 	f, err := parseFault(cfg.Fault)
 	if err != nil {
@@ -124,6 +129,7 @@ func newDemo(cfg Config) (*demo, error) {
 		annotations: overrides,
 		stderr:      io.Discard,
 		cancels:     cancelWatch{calls: map[any]string{}, cancelled: map[string]bool{}},
+		versions:    versions,
 	}
 	switch cfg.AfterFault {
 	case "":

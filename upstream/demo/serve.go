@@ -38,6 +38,11 @@ type Config struct {
 	// when the client cancelled it (notifications/cancelled), "abandoned"
 	// when its connection ended first. See the package documentation.
 	LedgerEnds bool
+	// Protocol is the newest MCP protocol version the server speaks
+	// (--protocol, env MCPFLOW_DEMO_PROTOCOL); "" = go-sdk's newest. With
+	// "2025-11-25" or older, clients initialize, and the sample tool asks
+	// for sampling with a request of its own during the call.
+	Protocol string
 	// Annotations replace what tools declare on the wire, exactly: TOOL=JSON
 	// (--annotations, repeatable; env MCPFLOW_DEMO_ANNOTATIONS, one a line).
 	// The JSON may be anything, a malformed annotations object included.
@@ -83,6 +88,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 		ann = strings.Split(strings.TrimSpace(v), "\n")
 	}
 	fs.StringArrayVar(&c.Annotations, "annotations", ann, "send `TOOL=JSON` as the tool's annotations, exactly (repeatable; env MCPFLOW_DEMO_ANNOTATIONS, one a line)")
+	fs.StringVar(&c.Protocol, "protocol", os.Getenv("MCPFLOW_DEMO_PROTOCOL"), "speak MCP protocol `version`s up to this one, such as 2025-11-25 (default go-sdk's newest; env MCPFLOW_DEMO_PROTOCOL)")
 	fs.BoolVar(&c.SDKHints, "sdk-hints", false, "send go-sdk's always-present readOnlyHint/idempotentHint instead of the declared sparse annotations")
 	fs.BoolVar(&c.LedgerEnds, "ledger-ends", os.Getenv("MCPFLOW_DEMO_LEDGER_ENDS") == "1", "also write a ledger line for each call that ends unanswered: cancelled by the client, or abandoned with its connection (env MCPFLOW_DEMO_LEDGER_ENDS=1)")
 

@@ -219,10 +219,12 @@ func addTool[In, Out any](d *demo, s *mcp.Server, drop dropFunc, name, desc stri
 // drop (stdio, in-memory), and drop faults exit instead.
 func (d *demo) newServer(drop dropFunc) *mcp.Server {
 	s := mcp.NewServer(&mcp.Implementation{Name: "mcpflow-demo", Version: "1.0.0"},
-		&mcp.ServerOptions{PageSize: d.cfg.PageSize})
+		&mcp.ServerOptions{PageSize: d.cfg.PageSize, SupportedProtocolVersions: d.versions})
 	if !d.cfg.SDKHints {
 		s.AddReceivingMiddleware(d.declaredAnnotations)
 	}
+	s.AddReceivingMiddleware(listSampleToSamplers)
+	addSample(d, s, drop)
 
 	addTool(d, s, drop, "greet", "Greet someone by name.", nil,
 		func(_ context.Context, _ *mcp.CallToolRequest, in greetIn, _ int) (*mcp.CallToolResult, greetOut, error) {
