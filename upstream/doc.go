@@ -36,6 +36,16 @@
 // [Redacted] in both: log messages are scrubbed as they are read, stderr a
 // line at a time on its way to the file.
 //
+// # Sampling
+//
+// The workspace's mcpflow.yaml may name a language model that answers the
+// servers' sampling/createMessage requests ([Sampling], read by
+// [LoadConfig]). A session declares the sampling capability only when
+// [Options].CreateMessage is set, and passes each request to it; without
+// it, a server that asks anyway gets [SamplingRefusal], which says what to
+// configure. This package does not talk to the model: package sampling
+// does, and the caller decides what goes between them.
+//
 // [ParseEntry] is the one strict parser of mcpflow's own YAML entries,
 // used for a workflow's servers: and for mcpflow.yaml. Its errors, like
 // those of every file this package reads, are *[ConfigError] values

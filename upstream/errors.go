@@ -21,6 +21,9 @@ var (
 	ErrResultTooLarge = errors.New("result too large")
 	// ErrInvalidArgs: tool arguments do not match the tool's input schema.
 	ErrInvalidArgs = errors.New("invalid tool arguments")
+	// ErrNoSampling: a server asked for sampling and mcpflow has no
+	// sampling provider configured (see SamplingRefusal).
+	ErrNoSampling = errors.New("mcpflow has no sampling provider configured")
 )
 
 // ConfigError is an error in server configuration at a position in a file.

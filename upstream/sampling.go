@@ -1,11 +1,14 @@
 package upstream
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/mcpflow/mcpflow/internal/yamlpos"
@@ -205,4 +208,55 @@ func checkSamplingURL(raw string) string {
 func (s *Sampling) notHere(file string) *ConfigError {
 	return &ConfigError{File: file, Line: s.line, Column: s.column,
 		Msg: "sampling: only the workspace's " + WorkspaceFile + " configures sampling (expected servers: only in this file)"}
+}
+
+// methodCreateMessage is the method of a server's sampling request.
+const methodCreateMessage = "sampling/createMessage"
+
+// createMessageHandler is go-sdk's handler for Options.CreateMessage; nil
+// (no sampling capability) when there is none.
+func createMessageHandler(server string, hook func(context.Context, string, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)) func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+	if hook == nil {
+		return nil
+	}
+	return func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+		return hook(ctx, server, req.Params)
+	}
+}
+
+// CodeSamplingRefused is the JSON-RPC error code of SamplingRefusal: the
+// one the MCP specification gives a client that declines a sampling
+// request ("User rejected sampling request"). Not -32601 "method not
+// found": go-sdk replaces the message of such an error with its own, on
+// both ends, and the reason would be lost.
+const CodeSamplingRefused = -1
+
+// SamplingRefusal is what a session without a sampling provider answers
+// a server that asks for sampling anyway: a JSON-RPC error
+// (CodeSamplingRefused) whose message says what to configure.
+// errors.Is(err, ErrNoSampling) holds.
+func SamplingRefusal() error {
+	return &samplingRefusal{&jsonrpc.Error{
+		Code:    CodeSamplingRefused,
+		Message: ErrNoSampling.Error() + " (expected a sampling: section in the workspace's " + WorkspaceFile + ", such as sampling: {provider: openai-compatible, base_url: http://localhost:11434/v1, model: llama3.2})",
+	}}
+}
+
+// samplingRefusal is the refusal's *jsonrpc.Error (go-sdk sends its code
+// and this message), and ErrNoSampling for errors.Is.
+type samplingRefusal struct{ rpc *jsonrpc.Error }
+
+func (r *samplingRefusal) Error() string   { return r.rpc.Message }
+func (r *samplingRefusal) Unwrap() []error { return []error{r.rpc, ErrNoSampling} }
+
+// refuseSampling is receiving middleware that answers sampling/createMessage
+// with SamplingRefusal instead of go-sdk's "client does not support
+// CreateMessage" (code -31001).
+func refuseSampling(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method == methodCreateMessage {
+			return nil, SamplingRefusal()
+		}
+		return next(ctx, method, req)
+	}
 }

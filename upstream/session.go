@@ -58,6 +58,13 @@ type Options struct {
 	// LookupEnv resolves ${VAR} references in the entry. Default
 	// os.LookupEnv.
 	LookupEnv func(name string) (string, bool)
+	// CreateMessage answers the server's sampling/createMessage requests;
+	// server is the entry's name. When it is set the session declares the
+	// sampling capability (without tools); when it is nil it declares none
+	// and refuses a server that asks anyway (ErrNoSampling). Its error goes
+	// back to the server as the JSON-RPC error's message: it must hold no
+	// secret.
+	CreateMessage func(ctx context.Context, server string, req *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
 }
 
 // DefaultConnectTimeout bounds starting and initializing a session whose
@@ -196,7 +203,13 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		// notification, or the operator, says it is done).
 		ElicitationHandler:         s.elicit,
 		ElicitationCompleteHandler: s.elicitationComplete,
+		// Declared only with a provider (Options.CreateMessage), which
+		// go-sdk adds to Capabilities; without one, refuseSampling answers.
+		CreateMessageHandler: createMessageHandler(srv.Name, o.CreateMessage),
 	})
+	if o.CreateMessage == nil {
+		client.AddReceivingMiddleware(refuseSampling)
+	}
 	client.AddRoots(roots...) // before Connect: no session to notify
 	s.roots = roots
 	transport := &wireTransport{inner: inner, tap: s.tap}
