@@ -38,15 +38,15 @@
 //	                    max_tokens (100)           (sampling/createMessage), then its text, that declare sampling
 //	                                               {"text", "model", "stopReason"}
 //
-// sample is written for the multi round-trip protocol of 2026-07-28: its
+// On the protocol of 2026-07-28 sample is a multi round-trip tool: its
 // first round answers with an input request, and the call that brings the
-// answer runs (its ledger line, its faults). go-sdk turns this into a
-// request of the server's own during the call for a client of an older
-// protocol. Config.Protocol (--protocol VERSION, env
-// MCPFLOW_DEMO_PROTOCOL) caps the versions the server speaks: with
-// 2025-11-25, clients initialize as before 2026-07-28. A client that
-// refuses the request fails the call with its refusal, and no ledger line
-// is written.
+// answer runs. On older protocols it sends sampling/createMessage itself
+// during the call. Either way it runs (its ledger line, its faults) only
+// once the model answered: a client that refuses, or whose model fails,
+// gets a tool error (isError) that quotes the client's error.
+// Config.Protocol (--protocol VERSION, env MCPFLOW_DEMO_PROTOCOL) caps the
+// versions the server speaks: with 2025-11-25, clients initialize as before
+// 2026-07-28.
 //
 // go-sdk servers always send readOnlyHint and idempotentHint, false or not.
 // The demo server instead rewrites its tools/list results to the declared

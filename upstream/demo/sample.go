@@ -41,36 +41,49 @@ var sampleSchema = json.RawMessage(`{
 	"additionalProperties": false
 }`)
 
-// addSample registers the sample tool. It is written for the multi
-// round-trip protocol of 2026-07-28: its first round answers with an input
-// request (sampling/createMessage), and the round that brings the answer
-// runs the tool (a ledger line, faults) and returns the model's text.
-// go-sdk turns that into a request of the server's own during the call for
-// clients of older protocols. A client that refuses the request fails the
-// call with its error.
+// addSample registers the sample tool. On the protocol of 2026-07-28 it
+// is a multi round-trip tool: its first round answers with an input request
+// (sampling/createMessage), and the round that brings the answer runs. On
+// older protocols it sends the request itself during the call, as servers
+// written for them do. Either way the tool runs (a ledger line, faults)
+// only once the model answered; a client that refuses, or whose model
+// fails, makes the call a tool error (isError) that says why.
 func addSample(d *demo, s *mcp.Server, drop dropFunc) {
 	t := &mcp.Tool{Name: sampleTool, Description: "Ask the client's language model (sampling/createMessage) and return its answer.", InputSchema: sampleSchema}
 	mcp.AddTool(s, t, func(ctx context.Context, req *mcp.CallToolRequest, in sampleIn) (*mcp.CallToolResult, any, error) {
-		answer, ok := req.Params.InputResponses[sampleTool].(*mcp.CreateMessageWithToolsResult)
+		ask := &mcp.CreateMessageParams{
+			Messages:     []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Prompt}}},
+			SystemPrompt: sampleSystemPrompt,
+			MaxTokens:    in.MaxTokens,
+		}
+		var answer *mcp.CreateMessageResult
+		if p := req.Session.InitializeParams(); p != nil && p.ProtocolVersion < "2026-07-28" {
+			var err error
+			if answer, err = req.Session.CreateMessage(ctx, ask); err != nil {
+				res := textResult("the client did not answer the sampling request: " + err.Error())
+				res.IsError = true
+				return res, nil, nil
+			}
+		} else {
+			got, ok := req.Params.InputResponses[sampleTool].(*mcp.CreateMessageWithToolsResult)
+			if !ok {
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{sampleTool: ask}}, nil, nil
+			}
+			answer = &mcp.CreateMessageResult{Model: got.Model, StopReason: got.StopReason, Role: got.Role}
+			if len(got.Content) == 1 {
+				answer.Content = got.Content[0]
+			}
+		}
+		tc, ok := answer.Content.(*mcp.TextContent)
 		if !ok {
-			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{sampleTool: &mcp.CreateMessageParams{
-				Messages:     []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: in.Prompt}}},
-				SystemPrompt: sampleSystemPrompt,
-				MaxTokens:    in.MaxTokens,
-			}}}, nil, nil
+			res := textResult(fmt.Sprintf("the client's model answered with %T content, not text", answer.Content))
+			res.IsError = true
+			return res, nil, nil
 		}
 		if _, err := d.execute(ctx, req, drop); err != nil {
 			return nil, nil, err
 		}
-		var text string
-		for _, c := range answer.Content {
-			tc, ok := c.(*mcp.TextContent)
-			if !ok {
-				return nil, nil, fmt.Errorf("the client's model answered with %T content, not text", c)
-			}
-			text += tc.Text
-		}
-		return textResult(text), sampleOut{Text: text, Model: answer.Model, StopReason: answer.StopReason}, nil
+		return textResult(tc.Text), sampleOut{Text: tc.Text, Model: answer.Model, StopReason: answer.StopReason}, nil
 	})
 }
 
