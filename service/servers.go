@@ -118,7 +118,7 @@ func (s *Service) Servers(ctx context.Context, workflowFile string, connect, tru
 	if err != nil {
 		return nil, err
 	}
-	pool := upstream.NewPool(set, &upstream.Options{Workspace: s.o.Workspace, Self: s.o.Self})
+	pool := upstream.NewPool(set, s.lookOptions())
 	defer pool.Close()
 	if len(names) == 0 {
 		names = set.Names()
@@ -213,7 +213,7 @@ func (s *Service) Tools(ctx context.Context, req ToolsRequest) (*ToolsReport, er
 	if err := s.mayStart(srv, req.TrustWorkspace); err != nil {
 		return nil, &invalidError{msg: err.Error(), cause: err}
 	}
-	sess, err := upstream.Connect(ctx, srv, &upstream.Options{Workspace: s.o.Workspace, Self: s.o.Self})
+	sess, err := upstream.Connect(ctx, srv, s.lookOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +280,7 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*workflow.
 		return nil, err
 	}
 	problems = slices.Clone(problems)
-	pool := upstream.NewPool(wf.Servers, &upstream.Options{Workspace: s.o.Workspace, Self: s.o.Self})
+	pool := upstream.NewPool(wf.Servers, s.lookOptions())
 	defer pool.Close()
 	for _, st := range wf.Steps {
 		if err := s.mayStart(wf.Servers[st.Server], req.TrustWorkspace); err != nil {

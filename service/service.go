@@ -222,7 +222,7 @@ func (x *execution) close() { x.pool.Close() }
 // definition fixes (a workflow's own servers:).
 func (s *Service) prepare(set, own upstream.Set, workspace string, trustWorkspace bool) *execution {
 	return &execution{
-		pool: upstream.NewPool(set, &upstream.Options{Workspace: workspace, Self: s.o.Self}),
+		pool: upstream.NewPool(set, s.runOptions(workspace, newSampler(s.samplingConfig(workspace)))),
 		trust: trust.NewResolver(&trust.Options{
 			Workspace: workspace,
 			Flag:      trustWorkspace,
