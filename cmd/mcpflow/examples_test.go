@@ -33,6 +33,12 @@ func TestExamples(t *testing.T) {
 			if npm {
 				usePinnedNpmServers(t, c)
 			}
+			var stub *chatStub
+			if name == "sampling" {
+				// The provider its header asks for: a chat-completions stub.
+				stub = newChatStub(t, "Saturn.")
+				c.useSampling(stub, "")
+			}
 			r := c.run("run", abs(t, f))
 			if r.code != 0 {
 				t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -56,6 +62,16 @@ func TestExamples(t *testing.T) {
 				}
 				if !strings.Contains(fallback, "primary said: primary backend is over quota") || !strings.Contains(r.stdout, "step happy        skipped") {
 					t.Errorf("fallback's result %s\nstdout:\n%s", fallback, r.stdout)
+				}
+			case "sampling":
+				var entry any
+				for _, row := range c.ledger() {
+					if row["tool"] == "ledger_append" {
+						entry = row["args"].(map[string]any)["entry"]
+					}
+				}
+				if entry != "stub-llm-1 said: Saturn." || len(stub.requests()) != 1 {
+					t.Errorf("recorded %q after %d requests to the provider", entry, len(stub.requests()))
 				}
 			case "filesystem":
 				b, err := os.ReadFile(filepath.Join(c.workspace, "data", "note.txt"))
