@@ -229,3 +229,48 @@ func TestSamplingCapabilityDeclared(t *testing.T) {
 		t.Errorf("bad provider: exit %d\n%s\nwant %s", r.code, r.stderr, want)
 	}
 }
+
+// TestSamplingServerEverything: against the reference server of the MCP
+// project (pinned in examples/npm): its trigger-sampling-request tool is
+// listed once mcpflow declares sampling, and calling it reaches the
+// provider, whose answer comes back in the tool's result.
+func TestSamplingServerEverything(t *testing.T) {
+	t.Parallel()
+	everything := abs(t, repoFile("examples", "npm", "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js"))
+	if _, err := os.Stat(everything); err != nil {
+		pinned, _ := os.ReadFile(repoFile("examples", "npm", "package.json"))
+		if os.Getenv("CI") != "" && strings.Contains(string(pinned), "server-everything") {
+			t.Fatalf("%v: .ci/run installs examples/npm with npm ci", err)
+		}
+		t.Skip("server-everything is not installed in examples/npm/node_modules")
+	}
+	c := newCLI(t)
+	servers := "servers:\n  everything:\n    command: node\n    args: [" + everything + ", stdio]\n"
+	c.writeFile(filepath.Join(c.workspace, "mcpflow.yaml"), servers)
+	if r := c.run("servers", "tools", "everything", "--trust-workspace"); r.code != 0 || strings.Contains(r.stdout, "trigger-sampling-request") {
+		t.Fatalf("without sampling: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	stub := newChatStub(t, "Saturn.")
+	c.useSampling(stub, "")
+	c.writeFile(filepath.Join(c.workspace, "mcpflow.yaml"), servers+readAll(t, filepath.Join(c.workspace, "mcpflow.yaml")))
+	if r := c.run("servers", "tools", "everything", "--trust-workspace"); r.code != 0 || !strings.Contains(r.stdout, "trigger-sampling-request") {
+		t.Fatalf("with sampling: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := c.run("call", "everything", "trigger-sampling-request", "--arg", "prompt=Name a planet with rings", "--arg", "maxTokens=30", "--trust-workspace")
+	if r.code != 0 || !strings.Contains(r.stdout, `"text": "Saturn."`) || !strings.Contains(r.stdout, `"model": "stub-llm-1"`) {
+		t.Fatalf("call: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	got := stub.requests()
+	if len(got) != 1 {
+		t.Fatalf("the provider got %d requests", len(got))
+	}
+	b, _ := json.Marshal(got[0].body)
+	if got[0].auth != "Bearer "+sampleKey || got[0].body["max_tokens"] != 30.0 || got[0].body["temperature"] != 0.7 ||
+		!strings.Contains(string(b), `{"content":"You are a helpful test server.","role":"system"}`) ||
+		!strings.Contains(string(b), "Name a planet with rings") {
+		t.Errorf("the provider got %s (Authorization %q)", b, got[0].auth)
+	}
+	if strings.Contains(r.stdout+r.stderr+readAll(t, c.journalPath()), sampleKey) {
+		t.Error("the key shows")
+	}
+}
