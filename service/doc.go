@@ -15,6 +15,13 @@
 //   - The service builds, per run, the server pool and the trust resolver
 //     (package trust) the engine uses; server and workspace trust are read
 //     from the files as they are at each decision.
+//   - A run's sessions answer their servers' sampling requests with the
+//     provider the workspace's mcpflow.yaml names (package sampling),
+//     every request through one function (sampler.createMessage, where the
+//     exchange is to be journaled and approved); sessions made only to look
+//     declare the capability and refuse every request. The requests and
+//     answers are not journaled yet, and a request under approve: true is
+//     refused.
 //   - Cancel reaches only runs going in this process.
 //   - Errors a user can fix by changing the request wrap [ErrInvalid].
 package service
