@@ -287,12 +287,17 @@ func FuzzLoadYAML(f *testing.F) {
 		"servers:\n  r: {url: 'https://h/mcp', headers: {A: b}, call_timeout: 1s}\n",
 		"servers: &a\n  d: *a\n", "import: [x]\n", "servers:\n  d:\n    <<: {builtin: demo}\n",
 		"- [", "servers: {d: {args: [!!binary aGk=]}}",
+		"sampling: {provider: openai-compatible, base_url: 'http://h/v1', model: m, api_key: '${K}', approve: true, timeout: 1m}\n",
+		"sampling: &s {provider: openai-compatible, base_url: '${U}', model: *s}\n",
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, src []byte) {
 		r, _, err := loadYAML("f.yaml", src, t.TempDir(), false)
 		if err == nil {
+			if sm := r.sampling; sm != nil && (sm.Provider != SamplingOpenAICompatible || sm.Model == "" || sm.BaseURL == "" || sm.Timeout < 0) {
+				t.Errorf("loaded an invalid sampling section: %v", sm)
+			}
 			set, _ := r.merge()
 			for _, s := range set {
 				if s.Validate() != nil {
