@@ -265,6 +265,9 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 		if err != nil {
 			return ready{}, err
 		}
+		if out, err := r.fulfil(ctx, u, inv); err != nil || out != nil {
+			return ready{end: out}, err
+		}
 		intent, err := r.j.Again(id, journal.NextAttempt{Kind: journal.KindContinuation, Trust: r.e.Trust(u.Server), Annotations: inv.Annotations})
 		return ready{sess: sess, intent: intent}, err
 	}

@@ -138,6 +138,12 @@ type Engine struct {
 	Trust func(server string) journal.Trust
 	// Events receives progress; it must not block for long. Optional.
 	Events func(Event)
+	// Sample sends a server's sampling request to the provider the
+	// workspace configures (nil: none; mcpflow then does not answer one).
+	// Each request is journaled with the call that asked, and when
+	// SampleApprove is set it first waits for an operator's approval.
+	Sample        func(ctx context.Context, server string, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
+	SampleApprove bool
 	// Now is the clock for elapsed times. Default time.Now.
 	Now func() time.Time
 	// ResultLimit caps the bytes of a result or of arguments kept in the

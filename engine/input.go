@@ -53,6 +53,7 @@ func (r *runner) inputRequired(ctx context.Context, u unit, sess Session, intent
 		return r.inputFailed(intent, out, err)
 	}
 	var why string // why the step's own answer was not given
+	approvals := map[string]journal.InputRequest{}
 	for _, q := range reqs {
 		if q.Method == methodListRoots {
 			// The session's own roots: what it declares to the server.
@@ -65,6 +66,35 @@ func (r *runner) inputRequired(ctx context.Context, u unit, sess Session, intent
 				continue
 			}
 		}
+		if q.Method == MethodCreateMessage {
+			switch {
+			case r.e.Sample == nil:
+				out := failed(CodeServerError, "step %s: the server asked for sampling, and no provider is configured (a sampling: section in mcpflow.yaml); the tool did not run", u.name())
+				return r.inputFailed(intent, out, errors.New("sampling asked of a client without a provider"))
+			case r.e.SampleApprove:
+				// Asked of an operator beside it; answered by the provider
+				// once approved (fulfil, before the continuation).
+				approvals[q.Key+ApprovalSuffix] = journal.InputRequest{Method: MethodApprove, Params: approvalParams}
+				if why == "" {
+					why = "a sampling request waits for approval: --approve"
+				}
+				continue
+			}
+			var p mcp.CreateMessageParams
+			if err := json.Unmarshal(q.Params, &p); err != nil {
+				return r.inputFailed(intent, failed(CodeServerError, "step %s: the server's sampling request is not one: %v", u.name(), err), err)
+			}
+			res, err := r.e.Sample(ctx, u.Server, &p)
+			if err != nil {
+				return r.inputFailed(intent, failed(CodeServerError, "step %s: the sampling provider failed: %v; the tool did not run", u.name(), err), err)
+			}
+			b, err := json.Marshal(res)
+			if err != nil {
+				return turn{}, err
+			}
+			in.Answers = append(in.Answers, journal.Answer{Key: q.Key, Response: b, By: ByProvider})
+			continue
+		}
 		resp, reason := r.answerItself(ctx, u, q)
 		if resp == nil {
 			if why == "" {
@@ -74,12 +104,26 @@ func (r *runner) inputRequired(ctx context.Context, u unit, sess Session, intent
 		}
 		in.Answers = append(in.Answers, journal.Answer{Key: q.Key, Response: resp, By: ByWorkflow})
 	}
+	if len(approvals) > 0 {
+		// The server's requests and mcpflow's own approvals, in one object.
+		var all map[string]json.RawMessage
+		if err := json.Unmarshal(requests, &all); err != nil {
+			return turn{}, err
+		}
+		for k, v := range approvals {
+			b, _ := json.Marshal(v)
+			all[k] = b
+		}
+		if in.Requests, err = json.Marshal(all); err != nil {
+			return turn{}, err
+		}
+	}
 	d := &journal.Decision{Verdict: verdict.Continue, Reason: "input_required", View: verdict.Current}
 	if err := r.j.Finish(intent, journal.Outcome{State: journal.StateIntent, Decision: d, Input: in}); err != nil {
 		return turn{}, err
 	}
 	r.decided(ctx, d)
-	if len(in.Answers) == len(reqs) {
+	if len(in.Answers) == len(reqs) && len(approvals) == 0 {
 		return another(&cause{kind: causeContinue}), nil
 	}
 	return ending(*waitsForInput(u, intent.ID, why)), nil
@@ -143,25 +187,48 @@ func (r *runner) answerItself(ctx context.Context, u unit, q journal.InputReques
 	return resp, ""
 }
 
-// inputWaits reports whether inv waits for answers nobody has given.
+// inputWaits reports whether inv waits for answers only a person can
+// give (WaitsForPerson).
 func inputWaits(inv *journal.Invocation) bool {
 	w := inv.WaitingInput()
 	if w == nil {
 		return false
 	}
-	open, err := w.Unanswered()
-	return err != nil || len(open) > 0
+	return len(WaitsForPerson(w)) > 0
 }
 
-// asker answers the elicitations a server sends during an attempt's call
-// (protocols without multi-round-trip requests): each question is
-// journaled with the attempt, answered by the step's elicit: at once, or
-// else by an operator (mcpflow answer), waited for with the call open and
-// bounded by callCtx (the step's timeout, a cancel). A crash meanwhile is
-// a lost connection like any other, under the replay rule.
-func (r *runner) asker(callCtx context.Context, u unit, intent journal.Intent) upstream.Asker {
+// WaitsForPerson lists the keys of in's requests a person must answer:
+// the unanswered ones but sampling requests, which mcpflow sends to the
+// provider itself (once their approval, a request of its own, is given).
+func WaitsForPerson(in *journal.Input) []string {
+	reqs, err := in.Parsed()
+	if err != nil {
+		return []string{"(unreadable)"}
+	}
+	var out []string
+	for _, q := range reqs {
+		if in.Answer(q.Key) != nil {
+			continue
+		}
+		if q.Method == MethodCreateMessage {
+			continue // mcpflow sends it to the provider (once approved)
+		}
+		out = append(out, q.Key)
+	}
+	return out
+}
+
+// asker answers what a server asks during an attempt's call (protocols
+// without multi-round-trip requests): each question is journaled with the
+// attempt. An elicitation is answered by the step's elicit: at once, or
+// else by an operator (mcpflow answer); a sampling request by the
+// provider, after an operator's approval when sampling asks for one. The
+// call stays open meanwhile, bounded by callCtx (the step's timeout, a
+// cancel); a crash is a lost connection like any other, under the replay
+// rule.
+func (r *runner) asker(callCtx context.Context, u unit, intent journal.Intent) *upstream.Asker {
 	var n atomic.Int64
-	return func(_ context.Context, p *mcp.ElicitParams, completed <-chan struct{}) (*mcp.ElicitResult, error) {
+	a := &upstream.Asker{Elicit: func(_ context.Context, p *mcp.ElicitParams, completed <-chan struct{}) (*mcp.ElicitResult, error) {
 		params, err := json.Marshal(p)
 		if err != nil {
 			return nil, err
@@ -198,7 +265,85 @@ func (r *runner) asker(callCtx context.Context, u unit, intent journal.Intent) u
 			return nil, err
 		}
 		return &res, nil
+	}}
+	if r.e.Sample != nil {
+		a.Sample = func(_ context.Context, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+			params, err := json.Marshal(p)
+			if err != nil {
+				return nil, err
+			}
+			key := fmt.Sprintf("sampling-%d", n.Add(1))
+			reqs := map[string]journal.InputRequest{key: {Method: MethodCreateMessage, Params: params}}
+			if r.e.SampleApprove {
+				reqs[key+ApprovalSuffix] = journal.InputRequest{Method: MethodApprove, Params: approvalParams}
+			}
+			requests, err := json.Marshal(reqs)
+			if err != nil {
+				return nil, err
+			}
+			if err := r.j.Ask(intent.ID, intent.Attempt, journal.Input{Requests: requests}); err != nil {
+				return nil, err
+			}
+			if r.e.SampleApprove {
+				r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: u.ID, Item: u.item, Invocation: intent.ID, Attempt: intent.Attempt,
+					Message: fmt.Sprintf("waits for approval to send the server's sampling request: mcpflow answer %s %s --approve", r.run.ID.Short(), u.ID)})
+				resp, err := r.awaitAnswer(callCtx, intent, key+ApprovalSuffix, nil)
+				if err != nil {
+					return nil, err
+				}
+				if !approved(resp) {
+					return nil, errSamplingDeclined
+				}
+			}
+			return r.sample(callCtx, u, intent.ID, intent.Attempt, key, p)
+		}
 	}
+	return a
+}
+
+// Sampling: the method of a server's request, and the approval mcpflow
+// asks of an operator before it sends one to the provider (sampling:
+// approve: true), journaled as a request of its own beside it, under the
+// sampling request's key and ApprovalSuffix.
+const (
+	MethodCreateMessage = "sampling/createMessage"
+	MethodApprove       = "mcpflow/approve"
+	ApprovalSuffix      = ".approval"
+)
+
+// approvalParams is the question of a sampling approval.
+var approvalParams = json.RawMessage(`{"message":"Send the server's sampling request to the provider?"}`)
+
+// ByProvider is who answered a sampling request: the provider.
+const ByProvider = "sampling provider"
+
+// errSamplingDeclined is what a server is told of a sampling request an
+// operator declined.
+var errSamplingDeclined = errors.New("an operator declined to send this sampling request to the provider")
+
+// approved reports whether an approval's answer accepts.
+func approved(resp json.RawMessage) bool {
+	var r struct{ Action string }
+	return json.Unmarshal(resp, &r) == nil && r.Action == elicit.Accept
+}
+
+// sample sends a sampling request to the provider and journals its answer
+// (sealed like every payload) as the answer to request key of attempt.
+// A provider's failure is the server's to hear, and is not journaled as
+// an answer: the request stands asked.
+func (r *runner) sample(ctx context.Context, u unit, id journal.ID, attempt int, key string, p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	res, err := r.e.Sample(ctx, u.Server, p)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := r.j.Answer(id, attempt, []journal.Answer{{Key: key, Response: b, By: ByProvider}}); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // answerPoll is how often a call waiting for an operator's answer reads
@@ -242,3 +387,46 @@ func (r *runner) awaitAnswer(ctx context.Context, intent journal.Intent, key str
 		}
 	}
 }
+
+// fulfil asks the provider for the sampling requests of the input inv
+// waits for whose approval an operator gave, journaling each answer,
+// before the call is continued. A declined one fails the invocation: the
+// server's request cannot be answered, and the tool has not run.
+func (r *runner) fulfil(ctx context.Context, u unit, inv *journal.Invocation) (*stepResult, error) {
+	w := inv.WaitingInput()
+	if w == nil {
+		return nil, nil
+	}
+	reqs, err := w.Parsed()
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range reqs {
+		a := w.Answer(q.Key + ApprovalSuffix)
+		if q.Method != MethodCreateMessage || w.Answer(q.Key) != nil || a == nil {
+			continue
+		}
+		if !approved(a.Response) {
+			e := &journal.Error{Code: CodeSamplingDeclined, Message: fmt.Sprintf("step %s: %s declined to send the server's sampling request; the tool did not run", u.name(), a.By)}
+			d := journal.Decision{Verdict: verdict.NotApplicable, Reason: "sampling_declined", View: verdict.Operator}
+			if err := r.j.Decide(inv.ID, d, journal.StateFailed, e); err != nil {
+				return nil, err
+			}
+			return &stepResult{status: journal.RunFailed, err: e, invocation: inv.ID, state: journal.StateFailed}, nil
+		}
+		var p mcp.CreateMessageParams
+		if err := json.Unmarshal(q.Params, &p); err != nil {
+			return nil, err
+		}
+		if _, err := r.sample(ctx, u, inv.ID, w.Attempt, q.Key, &p); err != nil {
+			out := failed(CodeServerError, "step %s: the sampling provider failed: %v; resuming the run asks it again", u.name(), err)
+			out.invocation, out.state = inv.ID, journal.StateIntent
+			return &out, nil
+		}
+	}
+	return nil, nil
+}
+
+// CodeSamplingDeclined fails a step whose server's sampling request an
+// operator declined (sampling: approve: true).
+const CodeSamplingDeclined = "MCPFLOW_SAMPLING_DECLINED"

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mcpflow/mcpflow/elicit"
+	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -27,6 +28,9 @@ type questionForm struct {
 	// Open: the call waits with its connection open (the server asked
 	// during the call), rather than stopped with the question journaled.
 	Open bool
+	// Approval: mcpflow's own question (sampling: approve: true), answered
+	// by Approve or Decline.
+	Approval bool
 }
 
 // questionsOf lists the unanswered elicitations of rep's calls.
@@ -45,6 +49,11 @@ func questionsOf(rep *service.Report) []questionForm {
 			continue
 		}
 		for _, r := range reqs {
+			if r.Method == engine.MethodApprove && in.Answer(r.Key) == nil {
+				out = append(out, questionForm{Step: inv.Step, Item: inv.Item, Key: r.Key, Open: open, Approval: true,
+					Message: "Send the server's sampling request to the provider?"})
+				continue
+			}
 			if r.Method != elicit.Method || in.Answer(r.Key) != nil {
 				continue
 			}

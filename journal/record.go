@@ -218,11 +218,20 @@ func (in *Input) Unanswered() ([]string, error) {
 }
 
 // Responses is the inputResponses object of the continuation: each
-// answer's response under its key.
+// answer's response under its key. Requests of mcpflow's own (a method
+// under "mcpflow/", such as an operator's approval to send a sampling
+// request) are not the server's, and their answers are not sent.
 func (in *Input) Responses() json.RawMessage {
+	reqs, _ := in.Parsed()
+	own := map[string]bool{}
+	for _, r := range reqs {
+		own[r.Key] = strings.HasPrefix(r.Method, "mcpflow/")
+	}
 	m := make(map[string]json.RawMessage, len(in.Answers))
 	for _, a := range in.Answers {
-		m[a.Key] = a.Response
+		if !own[a.Key] {
+			m[a.Key] = a.Response
+		}
 	}
 	b, _ := json.Marshal(m) // raw messages that were valid when journaled
 	return b

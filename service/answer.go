@@ -71,7 +71,7 @@ func (r *Report) InputAnswered() bool {
 		if w == nil {
 			continue
 		}
-		if open, err := w.Unanswered(); err != nil || len(open) > 0 {
+		if len(engine.WaitsForPerson(w)) > 0 {
 			return false
 		}
 		answered = true
@@ -84,10 +84,8 @@ func (r *Report) InputAnswered() bool {
 func (r *Report) WaitingInput() []journal.Invocation {
 	var out []journal.Invocation
 	for _, inv := range r.Invocations {
-		if w := openInput(&inv); w != nil {
-			if open, err := w.Unanswered(); err != nil || len(open) > 0 {
-				out = append(out, inv)
-			}
+		if w := openInput(&inv); w != nil && len(engine.WaitsForPerson(w)) > 0 {
+			out = append(out, inv)
 		}
 	}
 	return out
@@ -127,7 +125,7 @@ func (s *Service) Answer(req AnswerRequest) (*AnswerReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	open, _ := in.Unanswered()
+	open := engine.WaitsForPerson(in)
 	key := req.Key
 	if key == "" {
 		if len(open) != 1 {
@@ -142,6 +140,11 @@ func (s *Service) Answer(req AnswerRequest) (*AnswerReport, error) {
 	case !slices.Contains(open, key):
 		a := in.Answer(key)
 		return nil, invalid("question %q of step %s was answered by %s at %s; an answer is final", key, req.Step, a.By, a.At.Format("2006-01-02T15:04:05Z07:00"))
+	case reqs[i].Method == engine.MethodApprove:
+		// An approval mcpflow asks before it acts (a sampling request).
+		if req.Action == elicit.Cancel || len(req.Fields) > 0 || req.Content != nil {
+			return nil, invalid("question %q of step %s asks for an approval: approve or decline", key, req.Step)
+		}
 	case reqs[i].Method != elicit.Method:
 		return nil, invalid("question %q of step %s is a %s request, which mcpflow answers itself, not a person", key, req.Step, reqs[i].Method)
 	}

@@ -39,24 +39,26 @@ func newSampler(cfg *upstream.Sampling) *sampler {
 	return sm
 }
 
-// errSamplingApproval: sampling.approve is set, and nothing yet asks an
-// operator; the request is refused rather than sent unapproved.
-var errSamplingApproval = errors.New("sampling: mcpflow.yaml sets approve: true, and this version of mcpflow cannot ask an operator yet; the request was not sent")
-
-// createMessage answers a server's sampling/createMessage during a run: it
-// is the one way a request reaches the provider, so what must happen
-// between the two happens here. That is where the exchange is to be
-// journaled with the attempt in flight (sealed like payloads), and where a
-// request waits for an operator when sampling.approve is set; until then,
-// such a request is refused, never sent unapproved.
-func (sm *sampler) createMessage(ctx context.Context, server string, req *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+// send sends a server's sampling request to the provider: the one way a
+// request reaches it. The engine calls it for the call that asked, after
+// journaling the request (and waiting for an operator's approval when
+// sampling.approve is set), and journals the answer.
+func (sm *sampler) send(ctx context.Context, server string, req *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 	if sm.err != nil {
 		return nil, sm.err
 	}
-	if sm.cfg.Approve {
-		return nil, errSamplingApproval
-	}
 	return sm.provider.CreateMessage(ctx, req)
+}
+
+// errSamplingOutsideCall: a run's server asked for sampling when none of
+// its calls was in flight (or several were, and the request could not be
+// told to one): it cannot be journaled with a call, and is not sent.
+var errSamplingOutsideCall = errors.New("sampling: mcpflow answers a sampling request only during one call of a step, with which it is journaled; this one was not sent")
+
+// outsideCall is the sampling hook of a run's sessions: the requests made
+// during a call go to the call (upstream.Asker), never here.
+func outsideCall(context.Context, string, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	return nil, errSamplingOutsideCall
 }
 
 // errSamplingOutsideRun: a server asked for sampling on a session made
@@ -86,7 +88,7 @@ func (s *Service) samplingConfig(workspace string) *upstream.Sampling {
 func (s *Service) runOptions(workspace string, sm *sampler) *upstream.Options {
 	o := &upstream.Options{Workspace: workspace, Self: s.o.Self}
 	if sm != nil {
-		o.CreateMessage = sm.createMessage
+		o.CreateMessage = outsideCall
 	}
 	return o
 }

@@ -213,6 +213,8 @@ func (s *Service) report(id journal.ID, acted bool) (*Report, error) {
 type execution struct {
 	pool  *upstream.Pool
 	trust *trust.Resolver
+	// sampler answers the run's sampling requests (nil: none configured).
+	sampler *sampler
 }
 
 func (x *execution) close() { x.pool.Close() }
@@ -221,8 +223,10 @@ func (x *execution) close() { x.pool.Close() }
 // using the servers in set; own are the entries whose trust the run's
 // definition fixes (a workflow's own servers:).
 func (s *Service) prepare(set, own upstream.Set, workspace string, trustWorkspace bool) *execution {
+	sm := newSampler(s.samplingConfig(workspace))
 	return &execution{
-		pool: upstream.NewPool(set, s.runOptions(workspace, newSampler(s.samplingConfig(workspace)))),
+		sampler: sm,
+		pool:    upstream.NewPool(set, s.runOptions(workspace, sm)),
 		trust: trust.NewResolver(&trust.Options{
 			Workspace: workspace,
 			Flag:      trustWorkspace,
@@ -239,6 +243,9 @@ func (s *Service) engine(x *execution, events func(engine.Event)) *engine.Engine
 		Called:  telemetry.ObserveCall,
 		Decided: func(d journal.Decision) { telemetry.ObserveDecision(d.Verdict.String(), d.Reason) }}
 	e.UsePool(x.pool)
+	if x.sampler != nil {
+		e.Sample, e.SampleApprove = x.sampler.send, x.sampler.cfg.Approve
+	}
 	return e
 }
 

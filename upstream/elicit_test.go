@@ -40,7 +40,7 @@ func TestURLElicitationCompletedByTheServer(t *testing.T) {
 	t.Cleanup(func() { sess.Close() })
 
 	var asked *mcp.ElicitParams
-	ctx := upstream.WithAsker(context.Background(), func(ctx context.Context, p *mcp.ElicitParams, completed <-chan struct{}) (*mcp.ElicitResult, error) {
+	ctx := upstream.WithAsker(context.Background(), &upstream.Asker{Elicit: func(ctx context.Context, p *mcp.ElicitParams, completed <-chan struct{}) (*mcp.ElicitResult, error) {
 		asked = p
 		select {
 		case <-completed:
@@ -48,7 +48,7 @@ func TestURLElicitationCompletedByTheServer(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			return &mcp.ElicitResult{Action: "cancel"}, nil
 		}
-	})
+	}})
 	res, err := sess.Call(ctx, "login", nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)

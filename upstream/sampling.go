@@ -213,17 +213,6 @@ func (s *Sampling) notHere(file string) *ConfigError {
 // methodCreateMessage is the method of a server's sampling request.
 const methodCreateMessage = "sampling/createMessage"
 
-// createMessageHandler is go-sdk's handler for Options.CreateMessage; nil
-// (no sampling capability) when there is none.
-func createMessageHandler(server string, hook func(context.Context, string, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)) func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-	if hook == nil {
-		return nil
-	}
-	return func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-		return hook(ctx, server, req.Params)
-	}
-}
-
 // CodeSamplingRefused is the JSON-RPC error code of SamplingRefusal: the
 // one the MCP specification gives a client that declines a sampling
 // request ("User rejected sampling request"). Not -32601 "method not

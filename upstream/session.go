@@ -108,7 +108,7 @@ type Session struct {
 	progress map[any]func(progress, total float64, message string)
 	// askers answer the server's requests during a call (WithAsker), by
 	// call; a request goes to the one call in flight that has one.
-	askers map[uint64]Asker
+	askers map[uint64]*Asker
 	asks   uint64
 	// completed has a channel per URL elicitation in flight, closed when
 	// the server notifies its completion.
@@ -205,7 +205,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		ElicitationCompleteHandler: s.elicitationComplete,
 		// Declared only with a provider (Options.CreateMessage), which
 		// go-sdk adds to Capabilities; without one, refuseSampling answers.
-		CreateMessageHandler: createMessageHandler(srv.Name, o.CreateMessage),
+		CreateMessageHandler: s.sample(o.CreateMessage),
 	})
 	if o.CreateMessage == nil {
 		client.AddReceivingMiddleware(refuseSampling)
@@ -531,10 +531,10 @@ func (s *Session) Continue(ctx context.Context, tool string, args json.RawMessag
 
 func (s *Session) call(ctx context.Context, params *mcp.CallToolParams, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
 	tool, meta := params.Name, params.Meta
-	if a, ok := ctx.Value(askerKey{}).(Asker); ok {
+	if a, ok := ctx.Value(askerKey{}).(*Asker); ok {
 		s.mu.Lock()
 		if s.askers == nil {
-			s.askers = map[uint64]Asker{}
+			s.askers = map[uint64]*Asker{}
 		}
 		s.asks++
 		n := s.asks
@@ -632,27 +632,33 @@ func (s *Session) Close() error {
 	return s.closeErr
 }
 
-// Asker answers an elicitation a server sends during a call (protocols
-// without multi-round-trip requests): from the step, or by waiting for an
-// operator, bounded by the call's own context. For a URL elicitation,
-// completed is closed when the server notifies that the interaction at
-// the URL is complete (nil in form mode).
-type Asker func(ctx context.Context, params *mcp.ElicitParams, completed <-chan struct{}) (*mcp.ElicitResult, error)
+// Asker answers what a server asks during a call (protocols without
+// multi-round-trip requests), bounded by the call's own context.
+type Asker struct {
+	// Elicit answers an elicitation: from the step, or by waiting for an
+	// operator. For a URL elicitation, completed is closed when the server
+	// notifies that the interaction at the URL is complete (nil in form
+	// mode).
+	Elicit func(ctx context.Context, params *mcp.ElicitParams, completed <-chan struct{}) (*mcp.ElicitResult, error)
+	// Sample answers a sampling/createMessage (journaled with the call,
+	// approved when asked); nil: the session's CreateMessage hook does.
+	Sample func(ctx context.Context, params *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
+}
 
 type askerKey struct{}
 
-// WithAsker returns ctx carrying a: a call made with it has its server's
-// elicitation/create requests answered by a.
-func WithAsker(ctx context.Context, a Asker) context.Context {
+// WithAsker returns ctx carrying a: a call made with it has what its
+// server asks during it answered by a.
+func WithAsker(ctx context.Context, a *Asker) context.Context {
 	return context.WithValue(ctx, askerKey{}, a)
 }
 
-// elicit hands a server's elicitation/create to the asker of the one call
-// in flight on the session. The protocol does not say which call a request
-// belongs to; with several in flight it is refused, not guessed.
-func (s *Session) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+// askerNow is the asker of the one call in flight on the session; with
+// none or several in flight it says why there is none (the protocol does
+// not say which call a request belongs to: it is refused, not guessed).
+func (s *Session) askerNow(what string) (*Asker, error) {
 	s.mu.Lock()
-	var a Asker
+	var a *Asker
 	n := len(s.askers)
 	for _, f := range s.askers {
 		a = f
@@ -660,9 +666,19 @@ func (s *Session) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elic
 	s.mu.Unlock()
 	switch {
 	case n == 0:
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcpflow answers elicitation only during a tools/call of a workflow step"}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcpflow answers " + what + " only during a tools/call of a workflow step"}
 	case n > 1:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("mcpflow has %d calls in flight on this session and cannot tell which one asks; a server that asks during a call should use multi-round-trip requests (protocol 2026-07-28)", n)}
+	}
+	return a, nil
+}
+
+// elicit hands a server's elicitation/create to the asker of the one call
+// in flight on the session.
+func (s *Session) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	a, err := s.askerNow("elicitation")
+	if err != nil {
+		return nil, err
 	}
 	var completed chan struct{}
 	if id := req.Params.ElicitationID; id != "" && req.Params.Mode == "url" {
@@ -679,7 +695,22 @@ func (s *Session) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elic
 			s.mu.Unlock()
 		}()
 	}
-	return a(ctx, req.Params, completed)
+	return a.Elicit(ctx, req.Params, completed)
+}
+
+// sample hands a server's sampling/createMessage to the asker of the one
+// call in flight on the session, which journals it with the call; hook
+// answers one made outside a call (it refuses: see package service).
+func (s *Session) sample(hook func(context.Context, string, *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)) func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+	if hook == nil {
+		return nil
+	}
+	return func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+		if a, err := s.askerNow("sampling"); err == nil && a.Sample != nil {
+			return a.Sample(ctx, req.Params)
+		}
+		return hook(ctx, s.server.Name, req.Params)
+	}
 }
 
 // elicitationComplete hands the server's notice that a URL elicitation is

@@ -23,7 +23,7 @@ type answerOptions struct {
 	run, step       string
 	fields          []string
 	decline, cancel bool
-	done            bool
+	done, approve   bool
 	key             string
 	item            int
 	noContinue      bool
@@ -32,7 +32,7 @@ type answerOptions struct {
 func newAnswerCommand(g *globals, runF func(context.Context, *answerOptions) error) *cobra.Command {
 	o := &answerOptions{g: g}
 	cmd := &cobra.Command{
-		Use:   "answer RUN_ID STEP (--field NAME=VALUE... | --done | --decline | --cancel) [--no-continue]",
+		Use:   "answer RUN_ID STEP (--field NAME=VALUE... | --done | --approve | --decline | --cancel) [--no-continue]",
 		Short: "Answer the question a server asked during a step's call; the run goes on",
 		Long: `Answer a question a server asked during a step's call (an MCP elicitation) that
 its run waits for, and continue the run: the call is sent again with the answer,
@@ -43,7 +43,10 @@ run. 'mcpflow runs show RUN_ID' shows the question and the fields it asks for.
 says (true/false, numbers); the answer is checked against the schema before it is
 journaled. A URL question (mode url: a person opens the URL and finishes
 there) is answered --done once they have, unless the server says so itself
-(its completion notice answers it). --decline and --cancel answer without fields. Who (the OS user) and
+(its completion notice answers it). A server's sampling request, when
+mcpflow.yaml's sampling: says approve: true, waits for --approve (mcpflow then
+sends it to the provider and journals the reply) or --decline. --decline and
+--cancel answer without fields. Who (the OS user) and
 when are journaled with the answer, and shown by 'mcpflow runs show'. An answer is
 final.
 
@@ -63,13 +66,13 @@ follows it there); otherwise here, printed as 'mcpflow resume' prints it.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ioStreams, o.run, o.step = streams(cmd), args[0], args[1]
 			n := 0
-			for _, set := range []bool{len(o.fields) > 0, o.decline, o.cancel, o.done} {
+			for _, set := range []bool{len(o.fields) > 0, o.decline, o.cancel, o.done, o.approve} {
 				if set {
 					n++
 				}
 			}
 			if n != 1 {
-				return usageError("give the answer's fields (--field NAME=VALUE), or --done (a URL question), or --decline, or --cancel")
+				return usageError("give the answer's fields (--field NAME=VALUE), or --done (a URL question), or --approve (a sampling request), or --decline, or --cancel")
 			}
 			if !cmd.Flags().Changed("item") {
 				o.item = -1
@@ -82,6 +85,7 @@ follows it there); otherwise here, printed as 'mcpflow resume' prints it.
 	}
 	cmd.Flags().StringArrayVar(&o.fields, "field", nil, "a field of the answer, NAME=VALUE (repeat it)")
 	cmd.Flags().BoolVar(&o.done, "done", false, "a URL question: the person finished at the URL")
+	cmd.Flags().BoolVar(&o.approve, "approve", false, "a sampling request (sampling: approve: true): send it to the provider")
 	cmd.Flags().BoolVar(&o.decline, "decline", false, "decline to answer: the server decides what that means")
 	cmd.Flags().BoolVar(&o.cancel, "cancel", false, "cancel: the server decides what that means")
 	cmd.Flags().StringVar(&o.key, "request", "", "which question, when the call asked several")

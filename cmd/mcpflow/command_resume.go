@@ -205,7 +205,11 @@ func reportBlocked(w io.Writer, rep *service.Report) {
 	}
 	if len(asking) > 0 {
 		for _, inv := range asking {
-			fmt.Fprintf(w, "  answer:   mcpflow answer %s %s --field NAME=VALUE... | --decline | --cancel\n", run.ID.Short(), inv.Step)
+			how := "--field NAME=VALUE... | --decline | --cancel"
+			if strings.Contains(questionText(&inv), "--approve") {
+				how = "--approve | --decline"
+			}
+			fmt.Fprintf(w, "  answer:   mcpflow answer %s %s %s\n", run.ID.Short(), inv.Step, how)
 		}
 		if len(waiting) == 0 && len(approvals) == 0 {
 			fmt.Fprintln(w, "  an answer continues the run (with --no-continue: mcpflow resume "+run.ID.Short()+")")

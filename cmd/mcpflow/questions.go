@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/mcpflow/mcpflow/elicit"
+	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 )
 
@@ -40,6 +41,13 @@ func printQuestions(w io.Writer, tf timeFormat, run *journal.Run, invs []journal
 // questionLines is one question of a call and its answer, or how to give one.
 func questionLines(tf timeFormat, run *journal.Run, inv *journal.Invocation, in *journal.Input, r journal.InputRequest) []string {
 	head := fmt.Sprintf("  step %s, attempt %d: %s", stepName(inv), in.Attempt, r.Method)
+	if r.Method == engine.MethodApprove {
+		if a := in.Answer(r.Key); a != nil {
+			return []string{fmt.Sprintf("  step %s, attempt %d: sending the sampling request, %s by %s at %s", stepName(inv), in.Attempt, approvalWord(a.Response), a.By, tf.at(a.At))}
+		}
+		return []string{fmt.Sprintf("  step %s, attempt %d: the server's sampling request waits for approval", stepName(inv), in.Attempt),
+			fmt.Sprintf("    answer: mcpflow answer %s %s --approve | --decline", run.ID.Short(), inv.Step)}
+	}
 	if r.Method != elicit.Method {
 		if a := in.Answer(r.Key); a != nil {
 			return []string{fmt.Sprintf("%s, answered by %s", head, a.By)}
@@ -100,8 +108,11 @@ func questionText(inv *journal.Invocation) string {
 		return "a question mcpflow cannot read"
 	}
 	for _, r := range reqs {
-		if in.Answer(r.Key) != nil {
+		if in.Answer(r.Key) != nil || r.Method == engine.MethodCreateMessage {
 			continue
+		}
+		if r.Method == engine.MethodApprove {
+			return "for approval to send its sampling request to the provider (--approve or --decline)"
 		}
 		if q, err := elicit.Parse(r.Params); err == nil && r.Method == elicit.Method {
 			if q.Mode == "url" {
@@ -112,4 +123,12 @@ func questionText(inv *journal.Invocation) string {
 		return "for " + r.Method
 	}
 	return "nothing more"
+}
+
+// approvalWord is an approval's answer in a word.
+func approvalWord(resp []byte) string {
+	if strings.Contains(string(resp), `"accept"`) {
+		return "approved"
+	}
+	return "declined"
 }

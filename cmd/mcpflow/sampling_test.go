@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
 )
@@ -165,9 +166,6 @@ func TestSamplingFailures(t *testing.T) {
 		{name: "unset variable",
 			setup: func(c *cli, s *chatStub) { c.useSampling(s, ""); c.env = nil },
 			want:  "mcpflow.yaml:5:12: sampling.api_key: ${MCPFLOW_TEST_SAMPLING_KEY}: environment variable not set"},
-		{name: "approve",
-			setup: func(c *cli, s *chatStub) { c.useSampling(s, "  approve: true\n") },
-			want:  "sampling: mcpflow.yaml sets approve: true, and this version of mcpflow cannot ask an operator yet; the request was not sent"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -273,4 +271,98 @@ func TestSamplingServerEverything(t *testing.T) {
 	if strings.Contains(r.stdout+r.stderr+readAll(t, c.journalPath()), sampleKey) {
 		t.Error("the key shows")
 	}
+}
+
+// TestSamplingJournaledAndApproved: every sampling request is journaled
+// with the call that asked and the provider's answer, and with
+// sampling: {approve: true} it waits for an operator first — the call
+// open, for a server that asks during it (protocol 2025-11-25); the run
+// stopped, durably, for one that asks in its result (2026-07-28). An
+// approval sends it to the provider once; a decline sends nothing.
+func TestSamplingJournaledAndApproved(t *testing.T) {
+	t.Parallel()
+	mrtr := strings.Replace(askWorkflow, `    args: [--protocol, "2025-11-25"]
+`, "", 1)
+	for _, tc := range []struct {
+		name, workflow, extra, answer string
+		asked                         int
+	}{
+		{"during the call", askWorkflow, "", "", 1},
+		{"in the result", mrtr, "", "", 1},
+		{"during the call, approved", askWorkflow, "  approve: true\n", "--approve", 1},
+		{"during the call, declined", askWorkflow, "  approve: true\n", "--decline", 0},
+		{"in the result, approved", mrtr, "  approve: true\n", "--approve", 1},
+		{"in the result, declined", mrtr, "  approve: true\n", "--decline", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCLI(t)
+			stub := newChatStub(t, "Saturn.")
+			c.useSampling(stub, tc.extra)
+			wf := c.workflow("ask.yaml", tc.workflow)
+			var r result
+			if tc.answer == "" {
+				r = c.run("run", wf)
+			} else {
+				_, wait := c.background("run", wf)
+				id := awaitQuestion(t, c, "waits for approval")
+				if n := len(stub.requests()); n != 0 {
+					t.Fatalf("the provider got %d requests before the approval", n)
+				}
+				a := c.run("answer", id, "ask", tc.answer)
+				if a.code > 1 {
+					t.Fatalf("answer %s: exit %d\n%s%s", tc.answer, a.code, a.stdout, a.stderr)
+				}
+				r = wait()
+				if r.code == 3 { // stopped for the answer: the answer continued it
+					r = a
+				}
+			}
+			if n := len(stub.requests()); n != tc.asked {
+				t.Errorf("the provider got %d requests, want %d", n, tc.asked)
+			}
+			_, invs := c.onlyRun(c.openJournal())
+			inv := invs[0]
+			if tc.asked == 0 {
+				if inv.State == journal.StateCompleted && !inv.ToolError || c.ledgerCount("sample") != 0 {
+					t.Errorf("declined, yet: %s (tool error %v), %d ledger rows", inv.State, inv.ToolError, c.ledgerCount("sample"))
+				}
+				return
+			}
+			if r.code != 0 || inv.State != journal.StateCompleted || inv.ToolError || c.ledgerCount("sample") != 1 {
+				t.Fatalf("exit %d, invocation %s\n%s%s", r.code, inv.State, r.stdout, r.stderr)
+			}
+			var answered *journal.Answer
+			for _, in := range inv.Inputs {
+				for i, a := range in.Answers {
+					if a.By == "sampling provider" {
+						answered = &in.Answers[i]
+					}
+				}
+			}
+			if answered == nil || !strings.Contains(string(answered.Response), "Saturn.") {
+				t.Errorf("the provider's answer is not journaled with the call: %+v", inv.Inputs)
+			}
+		})
+	}
+}
+
+// awaitQuestion waits for c's one run to show, in runs show, what it
+// waits for (want), and returns its id.
+func awaitQuestion(t *testing.T, c *cli, want string) string {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		r := c.run("runs", "list", "-o", "json")
+		var runs []struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal([]byte(r.stdout), &runs) != nil || len(runs) != 1 {
+			continue
+		}
+		if show := c.run("runs", "show", runs[0].ID); strings.Contains(show.stdout, want) {
+			return runs[0].ID
+		}
+	}
+	t.Fatalf("the run never showed %q", want)
+	return ""
 }
