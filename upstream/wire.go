@@ -12,7 +12,8 @@ import (
 
 // wireTransport wraps a transport to see the messages as they cross the
 // wire: it keeps the raw tools/list results (so annotations are known as
-// declared, absent fields absent) and counts tools/call requests written.
+// declared, absent fields absent) and counts tools/call requests written,
+// and resources/read and prompts/get requests.
 type wireTransport struct {
 	inner mcp.Transport
 	tap   *wireTap
@@ -27,6 +28,7 @@ type wireTap struct {
 	tooLarge atomic.Bool
 
 	calls atomic.Int64
+	reads atomic.Int64 // resources/read and prompts/get
 
 	// secrets are scrubbed from log messages (notifications/message) as
 	// they are read: a message the server sent before its answer to a call
@@ -92,6 +94,8 @@ func (c *wireConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 		switch req.Method {
 		case "tools/call":
 			c.tap.calls.Add(1)
+		case "resources/read", "prompts/get":
+			c.tap.reads.Add(1)
 		case "tools/list":
 			c.tap.mu.Lock()
 			c.tap.listIDs[req.ID.Raw()] = true
