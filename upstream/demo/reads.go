@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -76,7 +77,8 @@ func (d *demo) addReads(s *mcp.Server) {
 			}
 			text, ok := req.Params.Arguments["text"]
 			if !ok {
-				return nil, fmt.Errorf("prompt %s: missing required argument text", reviewName)
+				// Invalid params: refused before anything ran.
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "prompt review: missing required argument text"}
 			}
 			ask := "Please review the following text"
 			if focus := req.Params.Arguments["focus"]; focus != "" {
