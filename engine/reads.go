@@ -223,15 +223,7 @@ func readValue(structured json.RawMessage) map[string]any {
 		return v
 	}
 	v["contents"] = res.Contents
-	var texts []string
-	for _, c := range res.Contents {
-		if m, ok := c.(map[string]any); ok {
-			if t, ok := m["text"].(string); ok {
-				texts = append(texts, t)
-			}
-		}
-	}
-	v["text"] = strings.Join(texts, "\n")
+	v["text"] = api.ResultText(journal.MethodRead, nil, structured)
 	return v
 }
 
@@ -254,15 +246,7 @@ func promptValue(structured json.RawMessage) map[string]any {
 		return v
 	}
 	v["messages"] = res.Messages
-	var texts []string
-	for _, msg := range res.Messages {
-		m, _ := msg.(map[string]any)
-		c, _ := m["content"].(map[string]any)
-		if t, ok := c["text"].(string); ok && c["type"] == "text" {
-			texts = append(texts, t)
-		}
-	}
-	v["text"] = strings.Join(texts, "\n")
+	v["text"] = api.ResultText(journal.MethodPrompt, nil, structured)
 	return v
 }
 

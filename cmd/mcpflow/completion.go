@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -110,7 +111,7 @@ func completeInvocationIDs(g *globals) cobra.CompletionFunc {
 		var out []cobra.Completion
 		for _, inv := range invs {
 			if id := inv.ID.String(); strings.HasPrefix(id, toComplete) {
-				out = append(out, cobra.CompletionWithDesc(id, stepName(&inv)+" "+inv.Server+"/"+inv.Tool+" "+inv.State.String()))
+				out = append(out, cobra.CompletionWithDesc(id, stepName(&inv)+" "+api.TargetOf(&inv)+" "+inv.State.String()))
 			}
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
