@@ -203,6 +203,8 @@ func addCompletions(root *cobra.Command, g *globals) {
 	find("journal", "show").ValidArgsFunction = completeInvocationIDs(g)
 	find("journal", "resolve").ValidArgsFunction = completeInvocationIDs(g)
 	find("servers", "tools").ValidArgsFunction = completeServerTools(g)
+	find("servers", "resources").ValidArgsFunction = completeServerNames(g)
+	find("servers", "prompts").ValidArgsFunction = completeServerNames(g)
 	find("call").ValidArgsFunction = completeServerTools(g)
 	_ = find("journal", "resolve").RegisterFlagCompletionFunc("as", fixedCompletions("completed", "failed", "retry"))
 	_ = find("journal", "list").RegisterFlagCompletionFunc("state", fixedCompletions("intent", "completed", "tool_error", "failed", "outcome_unknown", "aborted", "timed_out", "skipped", "retry_approved"))
