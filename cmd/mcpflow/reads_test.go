@@ -146,3 +146,37 @@ steps:
 		t.Errorf("the step after the read got %s", got)
 	}
 }
+
+// TestDryRunChecksReads: run --dry-run names each read for what it is,
+// with a read's verdict (always safe to repeat), and checks the resource
+// and the prompt against the server without reading anything.
+func TestDryRunChecksReads(t *testing.T) {
+	c := newCLI(t)
+	wf := c.workflow("bad.yaml", `name: bad
+servers: {demo: {builtin: demo}}
+steps:
+  - {id: n, server: demo, resource: "file:///demo/nots.txt"}
+  - {id: p, server: demo, prompt: review, with: {focus: x}}
+`)
+	r := c.run("run", wf, "--dry-run", "-o", "json")
+	if r.code != exitUsage {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var planned []map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &planned); err != nil || len(planned) != 2 {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	for i, w := range []struct{ method, tool, problem string }{
+		{"resources/read", "file:///demo/nots.txt", `unknown resource "file:///demo/nots.txt" on server "demo" (did you mean "file:///demo/notes.txt"?`},
+		{"prompts/get", "review", "prompt review: argument text: missing (required)"},
+	} {
+		p := planned[i]
+		replay, _ := p["replay"].(map[string]any)
+		if p["method"] != w.method || p["tool"] != w.tool || !strings.HasPrefix(p["problem"].(string), w.problem) || replay["safe"] != true || replay["reason"] != "read_request" {
+			t.Errorf("planned[%d] = %v", i, p)
+		}
+	}
+	if c.ledger() != nil {
+		t.Errorf("a dry run wrote the ledger")
+	}
+}
