@@ -196,7 +196,15 @@ func reportEnd(w io.Writer, rep *service.Report) {
 		fmt.Fprintf(w, "mcpflow: run %s was interrupted; continue it with: mcpflow resume %s\n", rep.Run.ID.Short(), rep.Run.ID.Short())
 	case journal.RunFailed:
 		if e := rep.Run.Error; e != nil && e.Code == engine.CodeServerUnavailable {
-			fmt.Fprintf(w, "mcpflow: once the server is back, continue it with: mcpflow resume %s\n", rep.Run.ID.Short())
+			// A read that failed after its replays stands failed: only an
+			// operator's retry sends it again.
+			retry := ""
+			for _, inv := range rep.Invocations {
+				if inv.State == journal.StateFailed && inv.Method.Reads() {
+					retry = " --retry-failed"
+				}
+			}
+			fmt.Fprintf(w, "mcpflow: once the server is back, continue it with: mcpflow resume %s%s\n", rep.Run.ID.Short(), retry)
 		}
 	}
 }

@@ -180,3 +180,39 @@ steps:
 		t.Errorf("a dry run wrote the ledger")
 	}
 }
+
+// TestReadThatAlwaysKillsTheServerFails: a read that kills the server
+// every time is sent 1 + 3 times and then fails — it never blocks the run,
+// for it has no outcome to be unknown about — and resume --retry-failed
+// sends it again once the server answers.
+func TestReadThatAlwaysKillsTheServerFails(t *testing.T) {
+	c := newCLI(t)
+	c.env = []string{"MCPFLOW_DEMO_FAULT=exit-after-commit", "MCPFLOW_DEMO_FAULT_TOOL=review"}
+	wf := c.workflow("w.yaml", `name: always
+servers: {demo: {builtin: demo, reconnect_timeout: 5s}}
+steps:
+  - {id: ask, server: demo, prompt: review, with: {text: hi}}
+`)
+	r := c.run("run", wf)
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	j := c.openJournal()
+	run, invs := c.onlyRun(j)
+	j.Close()
+	inv := invs[0]
+	if run.Status != journal.RunFailed || inv.State != journal.StateFailed || len(inv.Attempts) != 1+replay.MaxReplays {
+		t.Fatalf("run %s, read %s with %d attempts", run.Status, inv.State, len(inv.Attempts))
+	}
+	if d := inv.LastDecision(); d == nil || d.Reason != string(replay.ReasonBudgetSpent) || inv.Error.Code != "MCPFLOW_SERVER_UNAVAILABLE" {
+		t.Errorf("decision %+v, error %v", d, inv.Error)
+	}
+	if want := "continue it with: mcpflow resume " + run.ID.Short() + " --retry-failed"; !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+	}
+	c.env = nil
+	r = c.run("resume", run.ID.Short(), "--retry-failed")
+	if r.code != 0 || !strings.Contains(r.stdout, "prompt demo review") {
+		t.Fatalf("resume: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+}
