@@ -606,7 +606,8 @@ func (r *runner) skip(u unit) (stepResult, error) {
 	if _, done := r.prior[unitKey{u.ID, -1}]; done {
 		return stepResult{value: value, status: journal.RunSucceeded}, nil
 	}
-	inv := &journal.Invocation{RunID: r.run.ID, Step: u.ID, Item: -1, Server: u.Server, Tool: r.scrub(u.Target()), Method: u.Method()}
+	u.target = r.scrub(u.Target())
+	inv := &journal.Invocation{RunID: r.run.ID, Step: u.ID, Item: -1, Server: u.Server, Tool: u.target, Method: u.Method()}
 	if err := r.j.SkipLater(inv); err != nil {
 		return stepResult{}, err
 	}

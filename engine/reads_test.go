@@ -341,3 +341,44 @@ func TestReadErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestSkippedStepsSayWhatTheyAddress: a skipped step is journaled and
+// reported with its method and what it addresses, as written.
+func TestSkippedStepsSayWhatTheyAddress(t *testing.T) {
+	j := journaltest.Open(t, nil)
+	sess := &readSession{memSession: connectMem(t, readServer(t, j))}
+	var finished []engine.Event
+	eng := newEngine(j, sess)
+	eng.Events = func(ev engine.Event) {
+		if ev.Kind == engine.StepFinished {
+			finished = append(finished, ev)
+		}
+	}
+	run, err := eng.Run(context.Background(), load(t, `
+name: skips
+servers: {s: {builtin: demo}}
+steps:
+  - {id: r, server: s, resource: "greet://${{ 1 + 1 }}", if: "false"}
+  - {id: p, server: s, prompt: review, if: "false"}
+  - {id: c, server: s, tool: echo, if: "false"}
+`), nil, t.TempDir())
+	if err != nil || run.Status != journal.RunSucceeded {
+		t.Fatalf("run %v: %v", run, err)
+	}
+	invs, _ := j.RunInvocations(run.ID)
+	want := []struct {
+		m    journal.Method
+		tool string
+	}{{journal.MethodRead, "greet://${{ 1 + 1 }}"}, {journal.MethodPrompt, "review"}, {journal.MethodCall, "echo"}}
+	if len(invs) != 3 || len(finished) != 3 {
+		t.Fatalf("%d invocations, %d events", len(invs), len(finished))
+	}
+	for i, w := range want {
+		if invs[i].State != journal.StateSkipped || invs[i].Method != w.m || invs[i].Tool != w.tool || finished[i].Method != w.m || finished[i].Tool != w.tool {
+			t.Errorf("step %s: %s %s %q, event %s %q", invs[i].Step, invs[i].State, invs[i].Method, invs[i].Tool, finished[i].Method, finished[i].Tool)
+		}
+	}
+	if sess.reads != 0 {
+		t.Errorf("%d reads sent for skipped steps", sess.reads)
+	}
+}
