@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/mcpflow/mcpflow/elicit"
 	"github.com/mcpflow/mcpflow/journal"
 )
 
@@ -71,6 +72,31 @@ type InvocationDetail struct {
 	ArgumentsDigest string               `json:"arguments_digest"`
 	Decisions       []journal.Decision   `json:"decisions"`
 	Resolutions     []journal.Resolution `json:"resolutions"`
+	// Inputs are what servers asked during the calls (elicitations) and
+	// the answers, secret fields redacted (RedactedInputs).
+	Inputs []journal.Input `json:"inputs,omitempty"`
+}
+
+// RedactedInputs is inv's inputs as shown: each answer's secret fields
+// (as its question's schema marks them) redacted.
+func RedactedInputs(inv *journal.Invocation) []journal.Input {
+	if len(inv.Inputs) == 0 {
+		return nil
+	}
+	out := make([]journal.Input, len(inv.Inputs))
+	for i, in := range inv.Inputs {
+		in.Answers = append([]journal.Answer(nil), in.Answers...)
+		reqs, _ := in.Parsed()
+		for j, a := range in.Answers {
+			for _, r := range reqs {
+				if q, err := elicit.Parse(r.Params); r.Key == a.Key && r.Method == elicit.Method && err == nil {
+					in.Answers[j].Response = q.Redact(a.Response)
+				}
+			}
+		}
+		out[i] = in
+	}
+	return out
 }
 
 // InvocationDetailOf is inv's detailed shape.
@@ -78,6 +104,7 @@ func InvocationDetailOf(inv *journal.Invocation, payload bool) InvocationDetail 
 	d := InvocationDetail{
 		Invocation: InvocationOf(inv, payload), Annotations: inv.Annotations, Trust: inv.Trust,
 		ArgumentsDigest: inv.ArgumentsDigest, Decisions: inv.Decisions, Resolutions: inv.Resolutions,
+		Inputs: RedactedInputs(inv),
 	}
 	if d.Annotations == nil {
 		d.Annotations = json.RawMessage("null")

@@ -42,3 +42,8 @@ type Event struct {
 // approval gate: Step, State (approved or rejected), Text (the reason).
 // It is not a run's progress: a run it continues reports its own events.
 const EventApproval = "approval_decided"
+
+// EventAnswer is the kind of the event of an answer to a question a
+// server asked during a step's call: Step, and Text saying who answered
+// which question (never the answer).
+const EventAnswer = "input_answered"

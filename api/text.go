@@ -54,6 +54,19 @@ func StateLabel(st journal.State, toolError bool) string {
 	return st.String()
 }
 
+// AwaitingInput labels an invocation whose call waits for an answer to a
+// question its server asked (an elicitation): its state is intent.
+const AwaitingInput = "awaiting_input"
+
+// InvocationState is inv's state as every view shows it: StateLabel, or
+// AwaitingInput for a call that waits for an answer.
+func InvocationState(inv *journal.Invocation) string {
+	if inv.WaitingInput() != nil || inv.AskedInCall() != nil {
+		return AwaitingInput
+	}
+	return StateLabel(inv.State, inv.ToolError)
+}
+
 // KindText names why an attempt was sent, as every view words it: "first
 // send", "retry" (the step's retry:), "replay" (the replay rule, after a
 // lost connection), "first delivery", "operator retry".

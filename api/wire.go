@@ -108,6 +108,38 @@ type Decided struct {
 	NotContinued *ErrorBody `json:"not_continued,omitempty"`
 }
 
+// AnswerRequest answers a question a server asked during a step's call
+// (POST /api/runs/{id}/answer).
+type AnswerRequest struct {
+	Step string `json:"step"`
+	// Item picks a for_each item (omitted: the only one waiting).
+	Item *int `json:"item,omitempty"`
+	// Key picks the question when the call asked several.
+	Key string `json:"key,omitempty"`
+	// Action is accept (the default), decline or cancel.
+	Action string `json:"action,omitempty"`
+	// Content is the answer's fields, typed; Fields are NAME=VALUE pairs
+	// typed by the question's schema (as mcpflow answer --field sends).
+	Content map[string]any `json:"content,omitempty"`
+	Fields  []string       `json:"fields,omitempty"`
+	// NoContinue only records the answer.
+	NoContinue bool `json:"no_continue,omitempty"`
+}
+
+// Answered answers an AnswerRequest: the answer as journaled (secret
+// fields redacted), and what became of the run.
+type Answered struct {
+	RunID      string          `json:"run_id"`
+	Invocation string          `json:"invocation"`
+	Key        string          `json:"key"`
+	Response   json.RawMessage `json:"response"`
+	By         string          `json:"by"`
+	At         time.Time       `json:"at"`
+	// Continued: the server continues the run (its events follow).
+	Continued    bool       `json:"continued"`
+	NotContinued *ErrorBody `json:"not_continued,omitempty"`
+}
+
 // CallRequest makes one journaled tool call (a run of its own, as `mcpflow
 // call` makes it).
 type CallRequest struct {

@@ -385,6 +385,62 @@ func (c *Client) Approve(ctx context.Context, req service.ApproveRequest) (*serv
 	return rep, nil
 }
 
+// Answer journals an answer through the server, which continues the run
+// the answer leaves nothing to wait for (unless req.NoContinue); the run is
+// then followed here to its end, as Approve follows it.
+func (c *Client) Answer(ctx context.Context, req service.AnswerRequest) (*service.AnswerReport, error) {
+	var st *eventStream
+	if !req.NoContinue {
+		var err error
+		if st, err = c.subscribe("/api/events"); err != nil {
+			return nil, err
+		}
+	}
+	closeStream := func() {
+		if st != nil {
+			st.close()
+		}
+	}
+	body := api.AnswerRequest{Step: req.Step, Key: req.Key, Action: req.Action, Content: req.Content, Fields: req.Fields, NoContinue: req.NoContinue}
+	if req.Item >= 0 {
+		body.Item = &req.Item
+	}
+	var d api.Answered
+	if err := c.do(ctx, http.MethodPost, runPath(req.Run, "/answer"), body, &d); err != nil {
+		closeStream()
+		return nil, err
+	}
+	id, err := journal.ParseID(d.RunID)
+	if err != nil {
+		closeStream()
+		return nil, fmt.Errorf("mcpflow server: answer to run %q: %w", d.RunID, err)
+	}
+	inv, _ := journal.ParseID(d.Invocation)
+	rep := &service.AnswerReport{Run: &journal.Run{ID: id}, Invocation: inv, Continues: d.Continued || d.NotContinued != nil,
+		Answer: journal.Answer{Key: d.Key, Response: d.Response, By: d.By, At: d.At}}
+	if !d.Continued {
+		closeStream()
+		detail, err := c.RunDetail(id.String())
+		if err != nil {
+			return nil, err
+		}
+		rep.Run = detail.Run
+		rep.Continues = rep.Continues || detail.InputAnswered()
+		if e := d.NotContinued; e != nil {
+			rep.NotContinued = &service.Error{Code: e.Code, Message: e.Message, Values: e.Fields}
+		}
+	}
+	if req.Answered != nil {
+		req.Answered(rep)
+	}
+	if d.Continued {
+		if rep.Continued, err = c.follow(ctx, st, id, req.Events); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
 // Export copies the server's export of the journal to w.
 func (c *Client) Export(w io.Writer, since time.Time, decrypt bool) error {
 	return c.export(w, since, decrypt, false)
@@ -822,7 +878,7 @@ func invocationOf(d api.InvocationDetail) (*journal.Invocation, error) {
 		Arguments: d.Arguments, ArgumentsDigest: d.ArgumentsDigest, Trust: d.Trust,
 		IdempotencyKey: d.IdempotencyKey, State: st, Attempts: d.Attempts, Result: d.Result,
 		ToolError: d.ToolError, Error: d.Error, Decisions: d.Decisions, Resolutions: d.Resolutions,
-		CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
+		Inputs: d.Inputs, CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt,
 	}
 	if d.Item != nil {
 		inv.Item = *d.Item

@@ -68,6 +68,10 @@ const (
 	// causeRetry: the step's retry asked for another attempt, the decision
 	// is journaled and its backoff has passed: same session.
 	causeRetry
+	// causeContinue: the previous attempt's result asked for input and
+	// every request is answered: send the call again with the answers (a
+	// continuation; the tool has not run).
+	causeContinue
 )
 
 // cause is why the loop makes another attempt, and what that attempt is
@@ -276,6 +280,23 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 	if c.kind == causeRetry {
 		next := journal.NextAttempt{Kind: journal.KindRetry, Trust: c.trust, Annotations: c.annotations}
 		intent, err := r.j.Again(id, next)
+		return ready{sess: sess, intent: intent}, err
+	}
+	if c.kind == causeContinue {
+		if sess == nil { // on resume
+			if err := r.beforeStarting(u.Server); err != nil {
+				return ready{}, err
+			}
+			var out *stepResult
+			if sess, out = r.connect(ctx, u, nil, false, id); out != nil {
+				return stop(*out, journal.StateIntent)
+			}
+		}
+		inv, err := r.j.Invocation(id)
+		if err != nil {
+			return ready{}, err
+		}
+		intent, err := r.j.Again(id, journal.NextAttempt{Kind: journal.KindContinuation, Trust: r.e.Trust(u.Server), Annotations: inv.Annotations})
 		return ready{sess: sess, intent: intent}, err
 	}
 	if err := r.beforeStarting(u.Server); err != nil {
@@ -492,6 +513,14 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		callErr = fmt.Errorf("not sent: %w", ctx.Err())
 	}
 	cancel()
+	if callErr == nil && res.call != nil && res.call.NeedsInput() {
+		if len(res.call.InputRequests) > 0 {
+			return r.inputRequired(ctx, u, sess, intent, res.call)
+		}
+		// input_required asking nothing: the server shed load before
+		// running the tool.
+		callErr, class = errors.New("the server shed load (input_required with no input requests): the tool did not run"), replay.ClassRejected
+	}
 	if callErr == nil && res.isError {
 		class = replay.ClassToolError
 	}

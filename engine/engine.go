@@ -38,6 +38,10 @@ type Journal interface {
 	Skip(*journal.Invocation) error
 	RequestApproval(run journal.ID, step, message string) (*journal.Approval, error)
 	Interrupted(journal.ID, journal.Outcome) error
+	// Ask journals what a server asks during a call; Answer, an answer
+	// to it that the server gave itself (a URL elicitation completed).
+	Ask(id journal.ID, attempt int, in journal.Input) error
+	Answer(id journal.ID, attempt int, answers []journal.Answer) (*journal.Input, error)
 	Run(journal.ID) (*journal.Run, error)
 	Invocation(journal.ID) (*journal.Invocation, error)
 	RunInvocations(journal.ID) ([]journal.Invocation, error)
@@ -89,6 +93,11 @@ func (m mcpSession) Call(ctx context.Context, in journal.Intent, tool string, ar
 	}
 	meta := map[string]any{MetaIdempotencyKey: in.IdempotencyKey}
 	injectMeta(ctx, meta) // traceparent, tracestate, baggage: unprefixed (SEP-414)
+	if c := in.Continuation; c != nil {
+		// The answers to what the previous attempt's result asked for,
+		// as journaled, with the server's state.
+		return m.s.Continue(ctx, tool, args, meta, upstream.Continued{Responses: c.Responses, State: c.State}, progress)
+	}
 	return m.s.Call(ctx, tool, args, meta, progress)
 }
 

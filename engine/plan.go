@@ -33,11 +33,18 @@ const (
 	// out: reconnect, rediscover, judge the fresh view when the call may
 	// have run (Class ClassLost), and send.
 	PlanFollow
+	// PlanAwaitInput: the call's result asked for input not all answered
+	// yet; the run waits for an operator's answers.
+	PlanAwaitInput
+	// PlanContinue: the call's result asked for input, and every request
+	// is answered: send the call again with the answers (a continuation).
+	PlanContinue
 )
 
 var planNames = [...]string{
 	PlanCompleted: "completed", PlanBlocked: "blocked", PlanFailed: "failed",
 	PlanResend: "resend", PlanJudge: "judge", PlanFollow: "follow",
+	PlanAwaitInput: "await_input", PlanContinue: "continue",
 }
 
 func (k PlanKind) String() string {
@@ -117,6 +124,11 @@ func PlanResume(inv *journal.Invocation) (Plan, error) {
 		case d.Verdict == verdict.Replay:
 			// A journaled replay: the fresh view must clear it.
 			return Plan{Kind: PlanFollow, Class: replay.ClassLost}, nil
+		case d.Verdict == verdict.Continue && inv.WaitingInput() != nil:
+			if inputWaits(inv) {
+				return Plan{Kind: PlanAwaitInput}, nil
+			}
+			return Plan{Kind: PlanContinue}, nil
 		}
 		return Plan{}, fmt.Errorf("invocation %s: attempt %d ended in state intent after a %s decision", inv.ID.Short(), last.N, d.Verdict)
 	}

@@ -74,6 +74,9 @@ func (m mcpSession) meta(ctx context.Context, in journal.Intent) (map[string]any
 type answer struct {
 	content, structured json.RawMessage
 	isError             bool
+	// call is a tools/call's result as it came (with its input requests,
+	// on protocol 2026-07-28); nil for a read.
+	call *mcp.CallToolResult
 }
 
 // request sends one attempt's request: the tools/call, resources/read or
@@ -112,12 +115,13 @@ func (r *runner) request(ctx context.Context, u unit, sess Session, intent journ
 		}{res.Description, res.Messages})
 		return &answer{structured: b}, err
 	}
-	res, err := sess.Call(ctx, intent, u.Tool, args, progress)
+	// A server may ask a question while the call runs: r.asker answers.
+	res, err := sess.Call(upstream.WithAsker(ctx, r.asker(ctx, u, intent)), intent, u.Tool, args, progress)
 	if err != nil {
 		return nil, err
 	}
 	content, structured := resultJSON(res)
-	return &answer{content: content, structured: structured, isError: res.IsError}, nil
+	return &answer{content: content, structured: structured, isError: res.IsError, call: res}, nil
 }
 
 // readArgs are the arguments of a read step, as they are journaled and

@@ -48,6 +48,11 @@ func (e *Engine) Resume(ctx context.Context, run *journal.Run, wf *workflow.Work
 	prior := map[unitKey]*journal.Invocation{}
 	for i := range invs {
 		prior[unitKey{invs[i].Step, invs[i].Item}] = &invs[i] // newest wins: ids are time-ordered
+		if run.Status == journal.RunBlocked && run.Error != nil && run.Error.Code == CodeInputRequired && inputWaits(&invs[i]) {
+			// Waits for an operator's answers: nothing to do, nothing
+			// written.
+			return run, false, nil
+		}
 		if invs[i].State == journal.StateOutcomeUnknown && run.Status == journal.RunBlocked {
 			// Blocked until an operator resolves it: nothing to do, nothing
 			// written. (A run that crashed is still "running": resume goes on
@@ -89,6 +94,10 @@ func (r *runner) resumeUnit(ctx context.Context, u unit, inv *journal.Invocation
 		return stands(stepResult{status: journal.RunBlocked, err: outcomeUnknown})
 	case PlanFailed:
 		return stands(stepResult{status: journal.RunFailed, err: inv.Error})
+	case PlanAwaitInput:
+		return stands(*waitsForInput(u, inv.ID, ""))
+	case PlanContinue:
+		next = &cause{kind: causeContinue}
 	case PlanResend:
 		next = &cause{kind: causeResend, sent: p.Sent, decision: p.Decision}
 	case PlanFollow:

@@ -35,6 +35,7 @@ func (s *Server) Handler(tcp bool) http.Handler {
 	mux.HandleFunc("POST /api/runs/{id}/resume", s.resumeRun)
 	mux.HandleFunc("POST /api/runs/{id}/cancel", s.cancelRun)
 	mux.HandleFunc("POST /api/runs/{id}/approve", s.decideStep(journal.ApprovalApproved))
+	mux.HandleFunc("POST /api/runs/{id}/answer", s.answerStep)
 	mux.HandleFunc("POST /api/runs/{id}/reject", s.decideStep(journal.ApprovalRejected))
 	mux.HandleFunc("GET /api/runs/{id}/events", s.events)
 	mux.HandleFunc("GET /api/events", s.events)
@@ -214,6 +215,30 @@ func (s *Server) decideStep(as journal.ApprovalState) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, d)
 	}
+}
+
+// answerStep answers a question a server asked during a step's call.
+func (s *Server) answerStep(w http.ResponseWriter, r *http.Request) {
+	var req api.AnswerRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	item := -1
+	if req.Item != nil {
+		item = *req.Item
+	}
+	rep, continued, err := s.answer(s.traceOf(r), service.AnswerRequest{Run: r.PathValue("id"), Step: req.Step, Item: item, Key: req.Key,
+		Action: req.Action, Content: req.Content, Fields: req.Fields, By: s.o.By, NoContinue: req.NoContinue})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	a := rep.Answer
+	d := api.Answered{RunID: rep.Run.ID.String(), Invocation: rep.Invocation.String(), Key: a.Key, Response: rep.Question.Redact(a.Response), By: a.By, At: a.At, Continued: continued}
+	if err := rep.NotContinued; err != nil {
+		d.NotContinued = &api.ErrorBody{Code: service.CodeOf(err).Name, Message: err.Error(), Fields: service.FieldsOf(err)}
+	}
+	writeJSON(w, http.StatusOK, d)
 }
 
 func (s *Server) submitCall(w http.ResponseWriter, r *http.Request) {

@@ -72,6 +72,29 @@ func (s *Server) approve(trace context.Context, req service.ApproveRequest) (rep
 	return rep, continued, err
 }
 
+// answer journals an answer (service.Answer), publishes it, and
+// continues in the background the run it leaves nothing to wait for,
+// unless req.NoContinue, as approve does.
+func (s *Server) answer(trace context.Context, req service.AnswerRequest) (rep *service.AnswerReport, continued bool, err error) {
+	if rep, err = s.svc.Answer(req); err != nil {
+		return nil, false, err
+	}
+	s.hub.publish(api.Event{Kind: api.EventAnswer, Run: rep.Run.ID.String(), Workflow: rep.Run.Workflow,
+		Step: req.Step, Text: rep.Answer.By + " answered " + rep.Answer.Key, At: time.Now().UTC()})
+	if req.NoContinue || !rep.Continues {
+		return rep, false, nil
+	}
+	_, err = s.resume(trace, service.ResumeRequest{Run: rep.Run.ID.String(), By: req.By})
+	switch {
+	case err == nil:
+		continued = true
+	case errors.Is(err, service.ErrRunning):
+	default:
+		rep.NotContinued = err
+	}
+	return rep, continued, nil
+}
+
 // call makes one journaled tool call in the background; see submit.
 func (s *Server) call(trace context.Context, req service.CallRequest) (journal.ID, error) {
 	return s.launch(trace, func(ctx context.Context, events func(engine.Event)) error {

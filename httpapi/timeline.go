@@ -359,7 +359,7 @@ func kindTitle(k journal.AttemptKind) string {
 
 // stateName is an invocation's state as shown: tool_error for a call that
 // completed with a tool error.
-func stateName(inv *journal.Invocation) string { return api.StateLabel(inv.State, inv.ToolError) }
+func stateName(inv *journal.Invocation) string { return api.InvocationState(inv) }
 
 // shortDuration reads well at a glance: 840ms, 2.4s, 3m12s, 5h4m0s.
 func shortDuration(d time.Duration) string {

@@ -88,6 +88,7 @@ func (s *Server) routeUI(mux *http.ServeMux) {
 	mux.HandleFunc("POST /runs/{id}/resume", s.uiResume)
 	mux.HandleFunc("POST /runs/{id}/cancel", s.uiCancel)
 	mux.HandleFunc("POST /runs/{id}/decide", s.uiDecide)
+	mux.HandleFunc("POST /runs/{id}/answer", s.uiAnswer)
 	mux.HandleFunc("POST /invocations/{id}/resolve", s.uiResolve)
 	mux.HandleFunc("GET /login", s.login)
 	mux.HandleFunc("POST /login", s.login)
@@ -360,6 +361,9 @@ type runPage struct {
 	Cancelled        bool
 	Cancel           string
 	Pending          []journal.Approval
+	// Questions are the questions the run's calls wait to have answered
+	// (elicitations), each a form generated from its schema.
+	Questions []questionForm
 	// Wall is the run's time from start to end, Work the time a call was
 	// in flight, Waited the time it waited (api.Timing).
 	Wall, Work, Waited string
@@ -427,6 +431,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		p.Aborted = rep.Waiting()
 	}
 	p.Pending = run.PendingApprovals()
+	p.Questions = questionsOf(rep)
 	t := api.TimingOf(run, rep.Invocations, p.Now)
 	p.Wall, p.Work = shortDuration(t.Wall), shortDuration(t.Work)
 	if d := t.Waited(); d > 0 {

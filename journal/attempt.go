@@ -25,10 +25,14 @@ const (
 	// (retry_approved: resume --retry-failed, journal resolve --as retry,
 	// the web UI's retry).
 	KindOperatorRetry AttemptKind = "operator_retry"
+	// KindContinuation: the previous attempt's result asked for input
+	// (input_required); this one carries the answers and the server's
+	// request state. The tool had not run: it is not a replay.
+	KindContinuation AttemptKind = "continuation"
 )
 
 // AttemptKinds is every kind, in the order above.
-var AttemptKinds = []AttemptKind{KindFirst, KindRetry, KindReplay, KindFirstDelivery, KindOperatorRetry}
+var AttemptKinds = []AttemptKind{KindFirst, KindRetry, KindReplay, KindFirstDelivery, KindOperatorRetry, KindContinuation}
 
 func (k AttemptKind) String() string { return string(k) }
 
@@ -66,6 +70,8 @@ func (inv *Invocation) Sent(i int) AttemptKind {
 		switch {
 		case d.View == verdict.Operator:
 			return KindOperatorRetry
+		case d.Verdict == verdict.Continue:
+			return KindContinuation
 		case d.Verdict == verdict.Retry:
 			retry = true
 		case d.Verdict == verdict.FirstDelivery:
@@ -95,6 +101,7 @@ type Tally struct {
 	Replays         int // KindReplay: the replay rule cleared a re-send
 	FirstDeliveries int // KindFirstDelivery
 	OperatorRetries int // KindOperatorRetry: an operator approved it
+	Continuations   int // KindContinuation: sent with the answers asked for
 	// AgainstBudget counts the sends of a call that may have run, which
 	// count against the replay budget (replay.MaxReplays), whoever asked
 	// for them: every attempt but a first send or a first delivery that
@@ -119,6 +126,8 @@ func (inv *Invocation) Tally() Tally {
 			t.FirstDeliveries++
 		case KindOperatorRetry:
 			t.OperatorRetries++
+		case KindContinuation:
+			t.Continuations++
 		}
 		if i == 0 {
 			continue

@@ -76,6 +76,18 @@ func CheckInvocation(inv *Invocation, name string, add func(string, string, ...a
 	if inv.State == StateRetryApproved && len(inv.Resolutions) == 0 {
 		add(name, "retry_approved without a resolution")
 	}
+	for _, in := range inv.Inputs {
+		if in.Attempt < 1 || in.Attempt > len(inv.Attempts) || inv.Attempts[in.Attempt-1].EndedAt == nil {
+			add(name, "input asked by attempt %d, which has no outcome", in.Attempt)
+		}
+		seen := map[string]bool{}
+		for _, a := range in.Answers {
+			if seen[a.Key] {
+				add(name, "input request %q of attempt %d answered twice", a.Key, in.Attempt)
+			}
+			seen[a.Key] = true
+		}
+	}
 }
 
 func checkApprovals(r *Run, name string, add func(string, string, ...any)) {

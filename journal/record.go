@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/mcpflow/mcpflow/internal/failure"
@@ -128,7 +130,11 @@ type Invocation struct {
 	State          State           `json:"state"`
 	Attempts       []Attempt       `json:"attempts"`
 	Result         *Result         `json:"result,omitempty"`
-	// Sealed holds Arguments and Result encrypted, as stored, when the
+	// Inputs are what the call's results asked for before the tool could
+	// go on (input_required), one per attempt that asked, with the answers
+	// given; sealed with Arguments and Result.
+	Inputs []Input `json:"inputs,omitempty"`
+	// Sealed holds Arguments, Result and Inputs encrypted, as stored, when the
 	// journal was opened without its key: they are then nil.
 	Sealed string `json:"sealed,omitempty"`
 	// ToolError: the invocation completed with a tool error (a result with
@@ -139,6 +145,127 @@ type Invocation struct {
 	Resolutions []Resolution `json:"resolutions,omitempty"`
 	CreatedAt   time.Time    `json:"created_at"`
 	UpdatedAt   time.Time    `json:"updated_at"`
+}
+
+// Input is what one attempt's result asked of mcpflow before the tool
+// could go on — an input_required result of MCP's multi-round-trip
+// requests: the server's requests, the state it asked to have echoed, and
+// the answers as they are given. Once every request is answered the call
+// is sent again with them (KindContinuation).
+type Input struct {
+	// Attempt is the attempt whose result asked.
+	Attempt int `json:"attempt"`
+	// Requests are the server's inputRequests exactly as sent: an object
+	// whose keys name the requests, each {"method": …, "params": …}.
+	Requests json.RawMessage `json:"requests"`
+	// State is the server's requestState, echoed with the answers.
+	State string `json:"state,omitempty"`
+	// Answers are given one per request; an answer is final.
+	Answers []Answer `json:"answers,omitempty"`
+}
+
+// Answer is the answer to one input request.
+type Answer struct {
+	// Key names the request in Input.Requests.
+	Key string `json:"key"`
+	// Response is the inputResponse sent for it (an elicitation's
+	// {"action": …, "content": …}).
+	Response json.RawMessage `json:"response"`
+	// By is who answered: a person, or "workflow" for a step's elicit:.
+	By string    `json:"by"`
+	At time.Time `json:"at"`
+}
+
+// InputRequest is one request of an Input, decoded.
+type InputRequest struct {
+	Key    string          `json:"-"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// Parsed returns the input's requests ordered by key.
+func (in *Input) Parsed() ([]InputRequest, error) {
+	var m map[string]InputRequest
+	if err := json.Unmarshal(in.Requests, &m); err != nil {
+		return nil, fmt.Errorf("input requests of attempt %d: %w", in.Attempt, err)
+	}
+	out := make([]InputRequest, 0, len(m))
+	for k, r := range m {
+		r.Key = k
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b InputRequest) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// Answer returns the answer to the request key, or nil.
+func (in *Input) Answer(key string) *Answer {
+	for i := range in.Answers {
+		if in.Answers[i].Key == key {
+			return &in.Answers[i]
+		}
+	}
+	return nil
+}
+
+// Unanswered returns the keys of the requests not answered yet, ordered.
+func (in *Input) Unanswered() ([]string, error) {
+	reqs, err := in.Parsed()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range reqs {
+		if in.Answer(r.Key) == nil {
+			out = append(out, r.Key)
+		}
+	}
+	return out, nil
+}
+
+// Responses is the inputResponses object of the continuation: each
+// answer's response under its key.
+func (in *Input) Responses() json.RawMessage {
+	m := make(map[string]json.RawMessage, len(in.Answers))
+	for _, a := range in.Answers {
+		m[a.Key] = a.Response
+	}
+	b, _ := json.Marshal(m) // raw messages that were valid when journaled
+	return b
+}
+
+// WaitingInput returns the input inv waits for: the newest, when the
+// newest decision is to continue the call once it is answered and the
+// newest attempt asked it. Nil otherwise.
+func (inv *Invocation) WaitingInput() *Input {
+	d, last := inv.LastDecision(), inv.LastAttempt()
+	if inv.State != StateIntent || d == nil || d.Verdict != verdict.Continue || last == nil || last.EndedAt == nil || len(inv.Inputs) == 0 {
+		return nil
+	}
+	in := &inv.Inputs[len(inv.Inputs)-1]
+	if in.Attempt != last.N || d.Attempt != last.N {
+		return nil
+	}
+	return in
+}
+
+// AskedInCall returns the input the open attempt of inv asked for during
+// the call (a server's elicitation/create over a protocol without
+// multi-round-trip requests: the call waits open for the answer), when
+// one of its requests is unanswered; nil otherwise.
+func (inv *Invocation) AskedInCall() *Input {
+	last := inv.LastAttempt()
+	if inv.State != StateIntent || last == nil || last.EndedAt != nil || len(inv.Inputs) == 0 {
+		return nil
+	}
+	in := &inv.Inputs[len(inv.Inputs)-1]
+	if in.Attempt != last.N {
+		return nil
+	}
+	if open, err := in.Unanswered(); err != nil || len(open) == 0 {
+		return nil
+	}
+	return in
 }
 
 // Trust is the trust snapshot taken when an attempt was sent.

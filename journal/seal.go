@@ -168,6 +168,7 @@ type runPayload struct {
 type invPayload struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	Result    *Result         `json:"result,omitempty"`
+	Inputs    []Input         `json:"inputs,omitempty"`
 }
 
 // EncodeRun is the JSON of a run as stored: with a sealer, its payload
@@ -204,13 +205,13 @@ func openRun(s *Sealer, r *Run) error {
 }
 
 func EncodeInvocation(s *Sealer, inv *Invocation) ([]byte, error) {
-	if s != nil && (inv.Arguments != nil || inv.Result != nil) {
-		p, err := json.Marshal(invPayload{inv.Arguments, inv.Result})
+	if s != nil && (inv.Arguments != nil || inv.Result != nil || inv.Inputs != nil) {
+		p, err := json.Marshal(invPayload{inv.Arguments, inv.Result, inv.Inputs})
 		if err != nil {
 			return nil, err
 		}
 		c := *inv
-		c.Arguments, c.Result, c.Sealed = nil, nil, s.seal(p, inv.ID.Bytes())
+		c.Arguments, c.Result, c.Inputs, c.Sealed = nil, nil, nil, s.seal(p, inv.ID.Bytes())
 		inv = &c
 	}
 	return marshalInv(inv)
@@ -228,7 +229,7 @@ func openInv(s *Sealer, inv *Invocation) error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return fmt.Errorf("invocation %s: %w: sealed payload: %v", inv.ID, ErrDamaged, err)
 	}
-	inv.Arguments, inv.Result, inv.Sealed = p.Arguments, p.Result, ""
+	inv.Arguments, inv.Result, inv.Inputs, inv.Sealed = p.Arguments, p.Result, p.Inputs, ""
 	return nil
 }
 

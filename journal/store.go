@@ -67,6 +67,8 @@ type Store interface {
 	Interrupted(ID, Outcome) error
 	Decide(ID, Decision, State, *Error) error
 	Resolve(ID, Resolution, *Result) error
+	Answer(id ID, attempt int, answers []Answer) (*Input, error)
+	Ask(id ID, attempt int, in Input) error
 
 	Run(ID) (*Run, error)
 	Invocation(ID) (*Invocation, error)

@@ -3,10 +3,12 @@ package journal
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/mcpflow/mcpflow/internal/failure"
+	"github.com/mcpflow/mcpflow/internal/verdict"
 )
 
 // Intent is the proof that an invocation's intent record is durable. Only
@@ -18,8 +20,19 @@ type Intent struct {
 	IdempotencyKey string
 	Attempt        int
 	// Kind says why the attempt was sent (Attempt.Kind).
-	Kind    AttemptKind
-	durable bool
+	Kind AttemptKind
+	// Continuation is set on a KindContinuation attempt: the answers and
+	// the server's request state, as journaled, that the call carries.
+	Continuation *Continuation
+	durable      bool
+}
+
+// Continuation is what a continued call carries besides its arguments
+// (MCP multi-round-trip requests): the inputResponses object and the
+// requestState to echo.
+type Continuation struct {
+	Responses json.RawMessage
+	State     string
 }
 
 // Valid reports whether the Intent came from the journal.
@@ -342,7 +355,7 @@ type NextAttempt struct {
 // is not one of those four, returns ErrTransition and writes nothing.
 func (w *Writer) Again(id ID, next NextAttempt) (Intent, error) {
 	if !next.Kind.Known() || next.Kind == KindFirst {
-		return Intent{}, fmt.Errorf("invocation %s: another attempt of kind %q: want retry, replay, first_delivery or operator_retry: %w", id.Short(), next.Kind, ErrTransition)
+		return Intent{}, fmt.Errorf("invocation %s: another attempt of kind %q: want retry, replay, first_delivery, operator_retry or continuation: %w", id.Short(), next.Kind, ErrTransition)
 	}
 	now := w.now().UTC()
 	var out Intent
@@ -357,6 +370,18 @@ func (w *Writer) Again(id ID, next NextAttempt) (Intent, error) {
 		if last := old.LastAttempt(); old.State == StateIntent && last != nil && last.EndedAt == nil {
 			return fmt.Errorf("invocation %s: attempt %d has no outcome yet: %w", id.Short(), last.N, ErrTransition)
 		}
+		var cont *Continuation
+		switch waiting := old.WaitingInput(); {
+		case next.Kind == KindContinuation && waiting == nil:
+			return fmt.Errorf("invocation %s: a continuation follows only a result that asked for input: %w", id.Short(), ErrTransition)
+		case next.Kind == KindContinuation:
+			if open, err := waiting.Unanswered(); err != nil || len(open) > 0 {
+				return fmt.Errorf("invocation %s: input %s not answered yet (%v): %w", id.Short(), strings.Join(open, ", "), err, ErrTransition)
+			}
+			cont = &Continuation{Responses: waiting.Responses(), State: waiting.State}
+		case waiting != nil:
+			return fmt.Errorf("invocation %s waits for input: only a continuation follows: %w", id.Short(), ErrTransition)
+		}
 		inv := CloneInvocation(old)
 		inv.State = StateIntent
 		inv.Trust = next.Trust
@@ -370,7 +395,7 @@ func (w *Writer) Again(id ID, next NextAttempt) (Intent, error) {
 		}
 		n := len(inv.Attempts) + 1
 		inv.Attempts = append(inv.Attempts, Attempt{N: n, SentAt: now, Kind: next.Kind, Replay: next.Kind == KindReplay, Trust: &next.Trust, Annotations: next.Annotations})
-		out = Intent{ID: inv.ID, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: n, Kind: next.Kind, durable: true}
+		out = Intent{ID: inv.ID, RunID: inv.RunID, IdempotencyKey: inv.IdempotencyKey, Attempt: n, Kind: next.Kind, Continuation: cont, durable: true}
 		return s.PutInvocation(old, inv)
 	})
 	if err != nil {
@@ -394,6 +419,10 @@ type Outcome struct {
 	// Decision, when set, is the replay policy's verdict on this failure,
 	// journaled in the same commit.
 	Decision *Decision
+	// Input is what the attempt's result asked for (State StateIntent,
+	// with a verdict.Continue Decision): its Attempt is set here, and the
+	// times of the answers it brings (a step's elicit:).
+	Input *Input
 }
 
 // Finish records the outcome of the attempt that in started. The attempt
@@ -440,6 +469,18 @@ func (w *Writer) finish(in Intent, o Outcome, interrupted bool) func(Tx) error {
 		a.Failure, a.Detail, a.Interrupted = o.Failure, o.Detail, interrupted
 		inv.State, inv.Result, inv.Error, inv.UpdatedAt = o.State, o.Result, o.Error, now
 		inv.ToolError = o.Result != nil && o.Result.IsError
+		if o.Input != nil {
+			if o.Decision == nil || o.Decision.Verdict != verdict.Continue || o.State != StateIntent {
+				return fmt.Errorf("invocation %s: input asked for without a decision to continue: %w", in.ID.Short(), ErrTransition)
+			}
+			input := *o.Input
+			input.Attempt = a.N
+			input.Answers = slices.Clone(input.Answers)
+			for i := range input.Answers {
+				input.Answers[i].At = now
+			}
+			inv.Inputs = append(slices.Clone(inv.Inputs), input)
+		}
 		if o.Decision != nil {
 			d := *o.Decision
 			d.Attempt, d.At = a.N, now
@@ -551,10 +592,93 @@ func (w *Writer) Resolve(id ID, r Resolution, result *Result) error {
 	})
 }
 
+// Answer journals answers to the input an invocation waits for
+// (Invocation.WaitingInput), asked by attempt: who gave them (each
+// answer's By) and when. An answer is final: a request answered already,
+// one the input does not have, or an invocation that waits for no input
+// (or for that of another attempt) returns ErrTransition and writes
+// nothing. Durable when it returns nil.
+func (w *Writer) Answer(id ID, attempt int, answers []Answer) (*Input, error) {
+	now := w.now().UTC()
+	var out *Input
+	err := w.write(func(s Tx) error {
+		old, err := s.Invocation(id)
+		if err != nil {
+			return err
+		}
+		waiting := old.WaitingInput()
+		if waiting == nil {
+			waiting = old.AskedInCall()
+		}
+		if waiting == nil || waiting.Attempt != attempt {
+			return fmt.Errorf("invocation %s waits for no input of attempt %d: %w", id.Short(), attempt, ErrTransition)
+		}
+		reqs, err := waiting.Parsed()
+		if err != nil {
+			return fmt.Errorf("invocation %s: %w: %v", id.Short(), ErrDamaged, err)
+		}
+		inv := CloneInvocation(old)
+		in := &inv.Inputs[len(inv.Inputs)-1]
+		in.Answers = slices.Clone(in.Answers)
+		for _, a := range answers {
+			if !slices.ContainsFunc(reqs, func(r InputRequest) bool { return r.Key == a.Key }) {
+				return fmt.Errorf("invocation %s has no input request %q: %w", id.Short(), a.Key, ErrTransition)
+			}
+			if got := in.Answer(a.Key); got != nil {
+				return fmt.Errorf("input request %q of invocation %s was answered by %s at %s; an answer is final: %w", a.Key, id.Short(), got.By, got.At.Format(time.RFC3339), ErrTransition)
+			}
+			if strings.TrimSpace(a.By) == "" || !json.Valid(a.Response) {
+				return fmt.Errorf("answer to input request %q of invocation %s: who (By) and a JSON response are required: %w", a.Key, id.Short(), ErrTransition)
+			}
+			a.At = now
+			in.Answers = append(in.Answers, a)
+		}
+		inv.UpdatedAt = now
+		c := *in
+		out = &c
+		return s.PutInvocation(old, inv)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Ask journals a request a server made during the open attempt of an
+// invocation (an elicitation over a protocol without multi-round-trip
+// requests: the call stays open while it waits), with the answers given
+// at once (a step's elicit:). Durable when it returns nil.
+func (w *Writer) Ask(id ID, attempt int, in Input) error {
+	now := w.now().UTC()
+	return w.write(func(s Tx) error {
+		old, err := s.Invocation(id)
+		if err != nil {
+			return err
+		}
+		last := old.LastAttempt()
+		if old.State != StateIntent || last == nil || last.N != attempt || last.EndedAt != nil {
+			return fmt.Errorf("invocation %s: attempt %d is not in flight: %w", id.Short(), attempt, ErrTransition)
+		}
+		if _, err := in.Parsed(); err != nil {
+			return fmt.Errorf("invocation %s: %w", id.Short(), err)
+		}
+		inv := CloneInvocation(old)
+		in.Attempt = attempt
+		in.Answers = slices.Clone(in.Answers)
+		for i := range in.Answers {
+			in.Answers[i].At = now
+		}
+		inv.Inputs = append(inv.Inputs, in)
+		inv.UpdatedAt = now
+		return s.PutInvocation(old, inv)
+	})
+}
+
 func CloneInvocation(inv *Invocation) *Invocation {
 	c := *inv
 	c.Attempts = append([]Attempt(nil), inv.Attempts...)
 	c.Resolutions = append([]Resolution(nil), inv.Resolutions...)
 	c.Decisions = append([]Decision(nil), inv.Decisions...)
+	c.Inputs = append([]Input(nil), inv.Inputs...)
 	return &c
 }

@@ -31,6 +31,10 @@ type API interface {
 	// it ends or waits again: here (Local), or in the server, followed
 	// from here (the client).
 	Approve(ctx context.Context, req ApproveRequest) (*ApproveReport, error)
+	// Answer journals an answer to a question a server asked during a
+	// step's call and, unless NoContinue, continues the run it leaves
+	// nothing to wait for, as Approve does.
+	Answer(ctx context.Context, req AnswerRequest) (*AnswerReport, error)
 	Export(w io.Writer, since time.Time, decrypt bool) error
 	Archive(w io.Writer, decrypt bool) error
 	Check() ([]journal.Problem, error)

@@ -179,7 +179,7 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 // operator, the run let go. A resume that finds the run going (the
 // operator's has it) ends the loop; so does a run that waits again.
 func (s *Service) goOn(ctx context.Context, rep *Report, err error, req ResumeRequest) (*Report, error) {
-	for err == nil && rep.Acted && Continues(rep.Run) {
+	for err == nil && rep.Acted && (Continues(rep.Run) || rep.InputAnswered()) {
 		req.RetryFailed = false // approved once, with the first resume
 		next, nerr := s.resumeOnce(ctx, req)
 		if errors.Is(nerr, ErrRunning) {

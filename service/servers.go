@@ -264,7 +264,14 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*workflow.
 		return nil, err
 	}
 	if !req.Discover {
-		return s.loadWorkflow(req.File, nil, external)
+		wf, err := s.loadWorkflow(req.File, nil, external)
+		if err == nil {
+			err = wf.CheckRoots(s.o.Workspace)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return wf, nil
 	}
 	src, err := workflow.ReadFile(req.File)
 	if err != nil {

@@ -78,6 +78,16 @@ type Server struct {
 	// import as these: a client's allowlist is never widened.
 	IncludeTools []string `yaml:"include_tools,omitempty" json:"include_tools,omitempty"`
 	ExcludeTools []string `yaml:"exclude_tools,omitempty" json:"exclude_tools,omitempty"`
+	// Roots are the directories the server is told it may work in (MCP
+	// roots, sent as file:// URIs), each a path or a file:// URI (see
+	// [CheckRoot]); a relative path is relative to the workspace. Nil means
+	// the workspace itself; an empty list declares the roots capability
+	// with no root, so a server that confines itself to its roots
+	// (server-filesystem started without directories) refuses every path.
+	// Roots are taken as written: no ${VAR}.
+	Roots []string `yaml:"roots,omitempty" json:"roots,omitempty"`
+	// rootsAt says where each of Roots was written, when read from a file.
+	rootsAt []filePos
 	// EnvAllowed, when not nil, lists the only environment variables that
 	// ${VAR} in the entry may read: a workflow's own servers may read only
 	// the variables the workflow lists in env:. Nil (entries of the user's
@@ -242,6 +252,11 @@ func (s *Server) check() *problem {
 			return &problem{"args", fmt.Sprintf("args: %v", err)}
 		}
 	}
+	for i, r := range s.Roots {
+		if err := CheckRoot(r); err != nil {
+			return &problem{"roots", fmt.Sprintf("%s: %v", rootKey(i), err)}
+		}
+	}
 	return nil
 }
 
@@ -286,6 +301,7 @@ type serverJSON struct {
 	MaxMessageSize int64             `json:"max_message_size,omitempty"`
 	IncludeTools   []string          `json:"include_tools,omitempty"`
 	ExcludeTools   []string          `json:"exclude_tools,omitempty"`
+	Roots          *[]string         `json:"roots,omitempty"` // nil: the workspace; empty: none
 	Origin         string            `json:"origin,omitempty"`
 	Shadows        []string          `json:"shadows,omitempty"`
 	Warnings       []string          `json:"warnings,omitempty"`
@@ -297,6 +313,9 @@ func (s Server) MarshalJSON() ([]byte, error) {
 		Name: s.Name, Builtin: s.Builtin, Command: s.Command, Args: s.Args, Env: s.Env, Cwd: s.Cwd, EnvFile: s.EnvFile,
 		URL: s.URL, Headers: s.Headers, Type: s.Type, Trust: s.Trust, Origin: s.Origin,
 		IncludeTools: s.IncludeTools, ExcludeTools: s.ExcludeTools, Shadows: s.Shadows, Warnings: s.Warnings,
+	}
+	if s.Roots != nil {
+		j.Roots = &s.Roots
 	}
 	if s.ConnectTimeout != 0 {
 		j.ConnectTimeout = s.ConnectTimeout.String()
@@ -321,6 +340,9 @@ func (s *Server) UnmarshalJSON(b []byte) error {
 		Name: j.Name, Builtin: j.Builtin, Command: j.Command, Args: j.Args, Env: j.Env, Cwd: j.Cwd, EnvFile: j.EnvFile,
 		URL: j.URL, Headers: j.Headers, Type: j.Type, Trust: j.Trust, Origin: j.Origin, MaxMessageSize: j.MaxMessageSize,
 		IncludeTools: j.IncludeTools, ExcludeTools: j.ExcludeTools, Shadows: j.Shadows, Warnings: j.Warnings,
+	}
+	if j.Roots != nil {
+		out.Roots = append([]string{}, *j.Roots...)
 	}
 	for _, d := range []struct {
 		s   string

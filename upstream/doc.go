@@ -16,7 +16,10 @@
 // stdio subprocess), command (a stdio server) or url (streamable HTTP, or
 // the older SSE transport with type: sse). args, env and cwd belong to
 // stdio servers, headers to url servers; trust, connect_timeout,
-// call_timeout and reconnect_timeout ("30s") to any. ${VAR} and
+// call_timeout, reconnect_timeout ("30s") and roots to any. Every session
+// declares the roots capability and tells the server its roots: the
+// workspace unless the entry's roots (or a workflow's, [Server.InheritRoots])
+// say otherwise; roots: [] declares none. ${VAR} and
 // ${VAR:-default} in command, args, cwd, url, env and headers are expanded
 // from the environment when the
 // session connects (never when read, so parsed configuration holds no
@@ -94,6 +97,9 @@
 //     Connect. Sessions made here detach it, so a connect_timeout or a
 //     cancelled step does not break the session later.
 //   - A call that times out (call_timeout) or is cancelled may have run.
+//     go-sdk tells the server (notifications/cancelled) from a goroutine
+//     after Call returned; [Session.Close] waits for those notifications,
+//     at most a second, before it closes the connection.
 //   - headers are sent only to the url's host: not after a redirect to
 //     another host, nor to an SSE message endpoint elsewhere. They never
 //     replace the headers of the MCP transport itself.

@@ -17,7 +17,7 @@ var entryKeys = []string{
 	"builtin", "command", "args", "env", "env_file", "cwd",
 	"url", "type", "headers",
 	"trust", "connect_timeout", "call_timeout", "reconnect_timeout", "max_message_size",
-	"include_tools", "exclude_tools",
+	"include_tools", "exclude_tools", "roots",
 }
 
 // synonyms maps keys that other MCP clients use to the mcpflow key, for
@@ -77,6 +77,11 @@ func ParseEntry(file, name string, node *yaml.Node) (srv *Server, err error) {
 			srv.IncludeTools, err = p.strList(v, k)
 		case "exclude_tools":
 			srv.ExcludeTools, err = p.strList(v, k)
+		case "roots":
+			var rl *RootList
+			if rl, err = p.roots(v); err == nil {
+				srv.Roots, srv.rootsAt = rl.Roots, rl.at
+			}
 		case "env":
 			srv.Env, err = p.strMap(v, k)
 		case "headers":

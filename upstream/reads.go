@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -210,7 +211,7 @@ func (s *Session) ReadResource(ctx context.Context, uri string, meta map[string]
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	res, err := s.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri, Meta: s.requestMeta(meta)})
-	return res, s.tooLarge(err)
+	return res, s.ended(ctx, err)
 }
 
 // GetPrompt sends one prompts/get of the prompt name with args. meta is
@@ -220,7 +221,7 @@ func (s *Session) GetPrompt(ctx context.Context, name string, args map[string]st
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	res, err := s.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args, Meta: s.requestMeta(meta)})
-	return res, s.tooLarge(err)
+	return res, s.ended(ctx, err)
 }
 
 // ReadsSent is the number of resources/read and prompts/get requests this
@@ -247,9 +248,14 @@ func (s *Session) callContext(ctx context.Context) (context.Context, context.Can
 	return ctx, func() {}
 }
 
-// tooLarge is err, as ErrResultTooLarge when the connection broke on an
-// answer over the transport's limit.
-func (s *Session) tooLarge(err error) error {
+// ended is err, the error of a read or a prompt request: as Call does, a
+// request that ended with its context is owed its notifications/cancelled
+// (go-sdk writes it after returning; Close waits for it), and an answer
+// over the transport's limit is ErrResultTooLarge.
+func (s *Session) ended(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		s.tap.owe()
+	}
 	if err != nil && s.tap.tooLarge.Load() {
 		return fmt.Errorf("%w: server %q answered with a message larger than %s (raise max_message_size on the server): %v", ErrResultTooLarge, s.server.Name, sizeText(s.server.maxMessageSize()), err)
 	}

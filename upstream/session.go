@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/mcpflow/mcpflow/internal/didyoumean"
 	mcpmeta "github.com/mcpflow/mcpflow/internal/meta"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -97,6 +99,15 @@ type Session struct {
 
 	mu       sync.Mutex
 	progress map[any]func(progress, total float64, message string)
+	// askers answer the server's requests during a call (WithAsker), by
+	// call; a request goes to the one call in flight that has one.
+	askers map[uint64]Asker
+	asks   uint64
+	// completed has a channel per URL elicitation in flight, closed when
+	// the server notifies its completion.
+	completed map[string]chan struct{}
+	// roots are the roots the session declares (fixed for the session).
+	roots []*mcp.Root
 
 	toolsMu    sync.Mutex
 	tools      map[string]Tool
@@ -137,6 +148,10 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		o.LookupEnv = os.LookupEnv
 	}
 	o.LookupEnv = srv.lookup(o.LookupEnv)
+	roots, err := srv.roots(o.Workspace)
+	if err != nil {
+		return nil, err
+	}
 	s := &Session{server: srv, tap: newWireTap(), progress: map[any]func(float64, float64, string){},
 		workspace: o.Workspace, logPath: filepath.Join(logDir(o.Workspace), logName(srv.Name))}
 	s.tap.secrets = &s.secrets
@@ -146,6 +161,15 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		return nil, err
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpflow", Version: Version}, &mcp.ClientOptions{
+		// Roots are declared even when there are none (roots: []): a
+		// server that confines itself to its roots then refuses every
+		// path instead of falling back to its own. They are fixed for the
+		// session: no list_changed. Elicitation is declared in form and
+		// URL mode (see ElicitationHandler).
+		Capabilities: &mcp.ClientCapabilities{
+			RootsV2:     &mcp.RootCapabilities{},
+			Elicitation: &mcp.ElicitationCapabilities{Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{}},
+		},
 		// Every journaled attempt must put exactly one tools/call on the wire.
 		MultiRoundTrip: &mcp.MultiRoundTripOptions{Disabled: true},
 		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
@@ -165,7 +189,16 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
 			s.logMessage(req.Params)
 		},
+		// Declared: a call's elicitation is answered by its step or an
+		// operator (multi-round-trip requests carry it in the result;
+		// older protocols ask during the call), in form mode and in URL
+		// mode (the operator is shown the URL; the server's completion
+		// notification, or the operator, says it is done).
+		ElicitationHandler:         s.elicit,
+		ElicitationCompleteHandler: s.elicitationComplete,
 	})
+	client.AddRoots(roots...) // before Connect: no session to notify
+	s.roots = roots
 	transport := &wireTransport{inner: inner, tap: s.tap}
 	timeout := srv.ConnectTimeout
 	if timeout == 0 {
@@ -460,13 +493,52 @@ func (s *Session) Tool(ctx context.Context, name string) (Tool, error) {
 // CallTimeout, if set, bounds the call: it then fails with
 // context.DeadlineExceeded, and the tool may have run.
 func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage, meta map[string]any, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
+	return s.call(ctx, &mcp.CallToolParams{Name: tool, Arguments: args, Meta: meta}, progress)
+}
+
+// Continued is what a continued call carries besides its arguments (MCP
+// multi-round-trip requests, protocol 2026-07-28): the answers to the
+// server's input requests (an inputResponses object) and the requestState
+// it asked to have echoed.
+type Continued struct {
+	Responses json.RawMessage
+	State     string
+}
+
+// Continue sends tools/call again with the answers to the input a result
+// asked for (see [mcp.CallToolResult.NeedsInput]), under the same _meta:
+// one tools/call on the wire, like Call.
+func (s *Session) Continue(ctx context.Context, tool string, args json.RawMessage, meta map[string]any, c Continued, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
+	var responses mcp.InputResponseMap
+	if err := json.Unmarshal(c.Responses, &responses); err != nil {
+		return nil, fmt.Errorf("continue tools/call %s: the journaled answers are not input responses: %w", tool, err)
+	}
+	return s.call(ctx, &mcp.CallToolParams{Name: tool, Arguments: args, Meta: meta, InputResponses: responses, RequestState: c.State}, progress)
+}
+
+func (s *Session) call(ctx context.Context, params *mcp.CallToolParams, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
+	tool, meta := params.Name, params.Meta
+	if a, ok := ctx.Value(askerKey{}).(Asker); ok {
+		s.mu.Lock()
+		if s.askers == nil {
+			s.askers = map[uint64]Asker{}
+		}
+		s.asks++
+		n := s.asks
+		s.askers[n] = a
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.askers, n)
+			s.mu.Unlock()
+		}()
+	}
 	if s.logInMeta {
 		m := make(map[string]any, len(meta)+1)
 		maps.Copy(m, meta)
 		m[mcpmeta.LogLevel] = LogLevel
-		meta = m
+		params.Meta = m
 	}
-	params := &mcp.CallToolParams{Name: tool, Arguments: args, Meta: meta}
 	if progress != nil {
 		token := fmt.Sprintf("%v", meta[mcpmeta.IdempotencyKey])
 		if token == "<nil>" {
@@ -488,6 +560,11 @@ func (s *Session) Call(ctx context.Context, tool string, args json.RawMessage, m
 		defer cancel()
 	}
 	res, err := s.cs.CallTool(ctx, params)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// go-sdk tells the server (notifications/cancelled) from a
+		// goroutine, after returning: Close waits for it.
+		s.tap.owe()
+	}
 	if err != nil && s.tap.tooLarge.Load() {
 		return nil, fmt.Errorf("%w: server %q answered with a message larger than %s (raise max_message_size on the server): %v", ErrResultTooLarge, s.server.Name, sizeText(s.server.maxMessageSize()), err)
 	}
@@ -519,15 +596,91 @@ func (s *Session) ProtocolVersion() string {
 // Transport is the session's transport: stdio, http or sse.
 func (s *Session) Transport() string { return s.server.Transport() }
 
-// Close ends the session. A stdio server has its stdin closed, gets half
-// a second to exit, then SIGTERM and two seconds, then SIGKILL; it has been
-// reaped when Close returns. An http session ends with a DELETE of its session, an sse
-// session by closing its stream. Close is idempotent.
+// cancelGrace bounds how long Close waits for the notifications/cancelled
+// of calls that were cancelled just before it (go-sdk writes them from a
+// goroutine, after the call returned).
+const cancelGrace = time.Second
+
+// Close ends the session. The server is first told of every call that was
+// cancelled (notifications/cancelled, within cancelGrace): a session closed
+// the moment a cancelled call returns (Ctrl-C, runs cancel) does not leave
+// the server to find out only from the end of its input. Then a stdio
+// server has its stdin closed, gets half a second to exit, then SIGTERM and
+// two seconds, then SIGKILL; it has been reaped when Close returns. An http
+// session ends with a DELETE of its session, an sse session by closing its
+// stream. Close is idempotent.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		activeSessions.Add(-1)
+		s.tap.awaitCancels(cancelGrace)
 		s.closeErr = s.cs.Close()
 		s.release()
 	})
 	return s.closeErr
+}
+
+// Asker answers an elicitation a server sends during a call (protocols
+// without multi-round-trip requests): from the step, or by waiting for an
+// operator, bounded by the call's own context. For a URL elicitation,
+// completed is closed when the server notifies that the interaction at
+// the URL is complete (nil in form mode).
+type Asker func(ctx context.Context, params *mcp.ElicitParams, completed <-chan struct{}) (*mcp.ElicitResult, error)
+
+type askerKey struct{}
+
+// WithAsker returns ctx carrying a: a call made with it has its server's
+// elicitation/create requests answered by a.
+func WithAsker(ctx context.Context, a Asker) context.Context {
+	return context.WithValue(ctx, askerKey{}, a)
+}
+
+// elicit hands a server's elicitation/create to the asker of the one call
+// in flight on the session. The protocol does not say which call a request
+// belongs to; with several in flight it is refused, not guessed.
+func (s *Session) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	s.mu.Lock()
+	var a Asker
+	n := len(s.askers)
+	for _, f := range s.askers {
+		a = f
+	}
+	s.mu.Unlock()
+	switch {
+	case n == 0:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcpflow answers elicitation only during a tools/call of a workflow step"}
+	case n > 1:
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("mcpflow has %d calls in flight on this session and cannot tell which one asks; a server that asks during a call should use multi-round-trip requests (protocol 2026-07-28)", n)}
+	}
+	var completed chan struct{}
+	if id := req.Params.ElicitationID; id != "" && req.Params.Mode == "url" {
+		completed = make(chan struct{})
+		s.mu.Lock()
+		if s.completed == nil {
+			s.completed = map[string]chan struct{}{}
+		}
+		s.completed[id] = completed
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			delete(s.completed, id)
+			s.mu.Unlock()
+		}()
+	}
+	return a(ctx, req.Params, completed)
+}
+
+// elicitationComplete hands the server's notice that a URL elicitation is
+// complete to the call that waits for it.
+func (s *Session) elicitationComplete(_ context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ch, ok := s.completed[req.Params.ElicitationID]; ok {
+		close(ch)
+		delete(s.completed, req.Params.ElicitationID)
+	}
+}
+
+// Roots is the roots/list answer of the session: the roots it declares.
+func (s *Session) Roots() *mcp.ListRootsResult {
+	return &mcp.ListRootsResult{Roots: append([]*mcp.Root{}, s.roots...)}
 }

@@ -38,6 +38,8 @@ var declaredAnnotations = map[string]string{
 	"fail":               `{"readOnlyHint":true}`,
 	"media":              `{"readOnlyHint":true}`,
 	"log":                `{"readOnlyHint":true}`,
+	"transfer":           `{"destructiveHint":true,"idempotentHint":false}`,
+	"roots":              `{"readOnlyHint":true}`,
 }
 
 // serveDemoHTTP runs the demo server in-process for cfg (HTTPAddr or
@@ -310,15 +312,15 @@ func TestConnectStdioBuiltin(t *testing.T) {
 }
 
 // TestDiscoveryPages lists tools two per page on every transport: all
-// eleven are found, annotations intact.
+// are found, annotations intact.
 func TestDiscoveryPages(t *testing.T) {
 	t.Run("http", func(t *testing.T) {
 		wire := newWireCounter(t)
 		url := serveDemoHTTP(t, demo.Config{HTTPAddr: "127.0.0.1:0", PageSize: 2})
 		s := connect(t, &Server{Name: "paged", URL: url}, &Options{HTTPClient: &http.Client{Transport: wire}})
 		checkDiscovery(t, s)
-		if got := wire.count("tools/list"); got != 6 {
-			t.Errorf("%d tools/list requests, want 6 pages of at most 2", got)
+		if got, want := wire.count("tools/list"), (len(declaredAnnotations)+1)/2; got != want {
+			t.Errorf("%d tools/list requests, want %d pages of at most 2", got, want)
 		}
 	})
 	t.Run("sse", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,6 +40,73 @@ type wireTap struct {
 	mu        sync.Mutex
 	listIDs   map[any]bool
 	annotated map[string]rawTool
+	// pending are the methods of the requests written and not yet
+	// answered, by id.
+	pending map[any]string
+	// owed counts the notifications/cancelled go-sdk still has to write for
+	// tools/call requests Session.Call saw cancelled: go-sdk retires a
+	// cancelled call at once and sends the notification from a goroutine
+	// of its own, after the call returned. It goes negative when a
+	// notification is written before Call counts it. settled is closed
+	// while owed <= 0 or once the connection broke (nothing more will be
+	// written).
+	owed    int
+	settled chan struct{}
+	broken  bool
+}
+
+// owe counts one notifications/cancelled to come, for a call that
+// returned because its context ended; on a broken connection none will.
+func (t *wireTap) owe() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.broken {
+		t.settleLocked(+1)
+	}
+}
+
+// settleLocked adds delta to owed and opens or closes settled as owed
+// crosses 0. t.mu is held.
+func (t *wireTap) settleLocked(delta int) {
+	before := t.owed
+	t.owed += delta
+	switch {
+	case before <= 0 && t.owed > 0:
+		t.settled = make(chan struct{})
+	case before > 0 && t.owed <= 0:
+		close(t.settled)
+	}
+}
+
+// broke records that the connection can carry nothing more: what is owed
+// will never be written, and no answer will come.
+func (t *wireTap) broke() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.broken = true
+	t.pending = map[any]string{}
+	if t.owed > 0 {
+		t.settleLocked(-t.owed)
+	}
+}
+
+// awaitCancels waits until every notifications/cancelled owed is written,
+// or d passed, and reports whether they were.
+func (t *wireTap) awaitCancels(d time.Duration) bool {
+	t.mu.Lock()
+	ch, owed := t.settled, t.owed
+	t.mu.Unlock()
+	if owed <= 0 {
+		return true
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-timer.C:
+		return false
+	}
 }
 
 type rawTool struct {
@@ -49,7 +117,7 @@ type rawTool struct {
 }
 
 func newWireTap() *wireTap {
-	return &wireTap{listIDs: map[any]bool{}, annotated: map[string]rawTool{}}
+	return &wireTap{listIDs: map[any]bool{}, annotated: map[string]rawTool{}, pending: map[any]string{}}
 }
 
 func (t *wireTransport) Connect(ctx context.Context) (mcp.Connection, error) {
@@ -90,25 +158,72 @@ func (c *wireConn) Close() error {
 }
 
 func (c *wireConn) Write(ctx context.Context, msg jsonrpc.Message) error {
-	if req, ok := msg.(*jsonrpc.Request); ok && req.ID.IsValid() {
-		switch req.Method {
-		case "tools/call":
+	req, _ := msg.(*jsonrpc.Request)
+	if req != nil && req.ID.IsValid() {
+		if req.Method == "tools/call" {
 			c.tap.calls.Add(1)
-		case "resources/read", "prompts/get":
+		} else if req.Method == "resources/read" || req.Method == "prompts/get" {
 			c.tap.reads.Add(1)
-		case "tools/list":
-			c.tap.mu.Lock()
-			c.tap.listIDs[req.ID.Raw()] = true
-			c.tap.mu.Unlock()
 		}
+		c.tap.mu.Lock()
+		if req.Method == "tools/list" {
+			c.tap.listIDs[req.ID.Raw()] = true
+		}
+		c.tap.pending[req.ID.Raw()] = req.Method
+		c.tap.mu.Unlock()
 	}
-	return c.Connection.Write(ctx, msg)
+	err := c.Connection.Write(ctx, msg)
+	switch {
+	case req == nil:
+	case req.Method == "notifications/cancelled":
+		c.tap.cancelWritten(req.Params)
+	case err != nil && req.ID.IsValid():
+		c.tap.mu.Lock()
+		delete(c.tap.pending, req.ID.Raw()) // not sent: no answer will come
+		c.tap.mu.Unlock()
+	}
+	return err
+}
+
+// cancelWritten pays what is owed for a notifications/cancelled just
+// written (or tried), unless it names a request still pending that owes
+// none (see owesCancel: a cancelled tools/list owes nothing). One naming a
+// request already answered pays too: its answer and its cancellation
+// crossed.
+func (t *wireTap) cancelWritten(params json.RawMessage) {
+	var p struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return
+	}
+	id, err := jsonrpc.MakeID(p.RequestID)
+	if err != nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	method, pending := t.pending[id.Raw()]
+	delete(t.pending, id.Raw())
+	if !pending || owesCancel(method) {
+		t.settleLocked(-1)
+	}
+}
+
+// owesCancel reports whether a request of method, cancelled, is owed its
+// notifications/cancelled: a tools/call (Session.Call), a resources/read
+// or a prompts/get (ReadResource, GetPrompt) — the requests a step sends.
+func owesCancel(method string) bool {
+	return method == "tools/call" || method == "resources/read" || method == "prompts/get"
 }
 
 func (c *wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if frameTooLarge(err) {
 		c.tap.tooLarge.Store(true)
+	}
+	if err != nil && ctx.Err() == nil {
+		c.tap.broke()
 	}
 	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.Method == "notifications/message" && c.tap.secrets != nil {
 		req.Params = c.tap.secrets.scrubJSON(req.Params)
@@ -117,6 +232,7 @@ func (c *wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 		c.tap.mu.Lock()
 		isList := c.tap.listIDs[resp.ID.Raw()]
 		delete(c.tap.listIDs, resp.ID.Raw())
+		delete(c.tap.pending, resp.ID.Raw())
 		c.tap.mu.Unlock()
 		if isList && resp.Error == nil {
 			c.tap.recordList(resp.Result)

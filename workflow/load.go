@@ -178,9 +178,9 @@ func (l *loader) boolean(n *yaml.Node, what string) (bool, bool) {
 // The keys each level of a workflow file accepts (also in
 // schema/workflow.schema.json; a test keeps the two in step).
 var (
-	workflowKeys = []string{"name", "description", "inputs", "env", "servers", "steps", "outputs"}
+	workflowKeys = []string{"name", "description", "inputs", "env", "servers", "roots", "steps", "outputs"}
 	inputKeys    = []string{"type", "description", "required", "default", "secret"}
-	stepKeys     = []string{"id", "name", "server", "tool", "resource", "prompt", "with", "if", "for_each", "concurrency", "timeout", "retry", "continue_on_error", "approve"}
+	stepKeys     = []string{"id", "name", "server", "tool", "resource", "prompt", "with", "if", "for_each", "concurrency", "timeout", "retry", "continue_on_error", "approve", "elicit"}
 	retryKeys    = []string{"attempts", "backoff"}
 	resourceKeys = []string{"server", "uri"}
 	// targetKeys are the step keys of which a step has exactly one.
@@ -210,6 +210,9 @@ func (l *loader) workflow(n *yaml.Node, wf *Workflow) {
 	}
 	if v, ok := f["servers"]; ok {
 		l.servers(v, wf)
+	}
+	if v, ok := f["roots"]; ok {
+		l.roots(v, wf)
 	}
 	var ids []string
 	if v, ok := f["steps"]; ok {
@@ -505,6 +508,33 @@ func (l *loader) servers(n *yaml.Node, wf *Workflow) {
 	}
 }
 
+// roots reads the workflow's roots: into wf.Roots and gives them to every
+// server the workflow can use whose entry declares no roots of its own
+// (upstream.Server.InheritRoots): the entry's own roots: win, the
+// workflow's come next, the workspace is the default.
+func (l *loader) roots(n *yaml.Node, wf *Workflow) {
+	if n.Kind != yaml.SequenceNode {
+		l.fail(n, "roots: expected a list of directories (relative to the workspace) or file:// URIs, found %s", yamlpos.KindName(n))
+		return
+	}
+	rl, err := upstream.ParseRoots(l.file, n)
+	if err != nil {
+		if ce := (*upstream.ConfigError)(nil); errors.As(err, &ce) {
+			l.errs = append(l.errs, &PosError{File: ce.File, Line: ce.Line, Column: ce.Column, Msg: ce.Message()})
+		} else {
+			l.fail(n, "roots: %v", err)
+		}
+		return
+	}
+	wf.Roots = rl.Roots
+	for name, srv := range wf.Servers {
+		wf.Servers[name] = srv.InheritRoots(rl)
+		if _, own := wf.Own[name]; own {
+			wf.Own[name] = wf.Servers[name]
+		}
+	}
+}
+
 // steps reads the steps into wf.Steps, leaving out those with errors, and
 // returns the ids of all of them (with errors or not), for the outputs.
 func (l *loader) steps(n *yaml.Node, wf *Workflow) (ids []string) {
@@ -665,6 +695,20 @@ func (l *loader) step(sn *yaml.Node, i int, sc scope) *Step {
 	}
 	if v, ok := f["approve"]; ok {
 		st.Approve, st.ApproveMessage = l.approve(v, what+".approve")
+	}
+	if v, ok := f["elicit"]; ok {
+		switch {
+		case f["resource"] != nil || f["prompt"] != nil:
+			// mcpflow answers questions asked during a tools/call only.
+			l.fail(v, "%s.elicit: only a tool: step answers a server's questions (elicit: is for the questions asked during a tool call)", what)
+		case v.Kind == yaml.ScalarNode && (v.Value == "decline" || v.Value == "cancel"):
+			st.ElicitAction = v.Value
+		case v.Kind == yaml.MappingNode:
+			st.ElicitAction = "accept"
+			st.Elicit = l.value(v, what+".elicit", scope{wf: wf, earlier: sc.earlier, later: sc.later, loop: loop})
+		default:
+			l.fail(v, "%s.elicit: expected a mapping of the answer's fields (the server's question is answered with them), decline or cancel, found %s", what, yamlpos.KindName(v))
+		}
 	}
 	if w, ok := f["with"]; ok {
 		switch {

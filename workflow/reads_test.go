@@ -107,6 +107,8 @@ func TestReadStepErrors(t *testing.T) {
 			`w.yaml:4:37: step a.resource: expression "item": item and index exist only in the with: of a step that has for_each`},
 		{"empty prompt", `{id: a, server: demo, prompt: ""}`,
 			`w.yaml:4:35: step a.prompt: expected the name of a prompt, found an empty string`},
+		{"elicit on a read", `{id: a, server: demo, resource: "file:///x", elicit: decline}`,
+			`w.yaml:4:58: step a.elicit: only a tool: step answers a server's questions (elicit: is for the questions asked during a tool call)`},
 		{"prompt argument list", `{id: a, server: demo, prompt: review, with: {text: [a, b], focus: null}}`,
 			"w.yaml:4:56: step a.with: prompt argument text: expected a string, found a list (prompt arguments are strings)\n" +
 				"w.yaml:4:71: step a.with: prompt argument focus: expected a string, found nothing (prompt arguments are strings)"},
@@ -139,6 +141,8 @@ func TestSchemaReadSteps(t *testing.T) {
 		{`{id: a, server: s, resource: {server: s, uri: "file:///x"}}`, false},
 		{`{id: a, server: s, resource: "file:///x", with: {a: b}}`, false},
 		{`{id: a, server: s, prompt: p, with: {text: [x]}}`, false},
+		{`{id: a, server: s, prompt: p, elicit: decline}`, false},
+		{`{id: a, server: s, tool: t, elicit: decline}`, true},
 	} {
 		src := []byte("name: w\nservers: {s: {builtin: demo}}\nsteps:\n  - " + tc.step + "\n")
 		_, loadErr := workflow.Load("w.yaml", src, nil)

@@ -26,6 +26,10 @@ type Workflow struct {
 	// merged with the workflow's own servers: section (Own), which wins.
 	Servers upstream.Set
 	Own     upstream.Set
+	// Roots, when not nil, are the workflow's roots: given to every server
+	// of Servers whose entry declares none (see upstream.Server.Roots);
+	// nil leaves those servers the workspace.
+	Roots   []string
 	Steps   []*Step
 	Outputs []*Output
 	// Path is where the definition was read from; Source its exact bytes
@@ -96,6 +100,12 @@ type Step struct {
 	// ApproveMessage is shown to the approver ("" for approve: true).
 	Approve        bool
 	ApproveMessage string
+	// Elicit answers the server's questions during the step's call
+	// (elicitation): ElicitAction is "accept" with the fields Elicit
+	// evaluates to, "decline" or "cancel"; "" when the step declares no
+	// answer, and the run then waits for an operator's (mcpflow answer).
+	Elicit       *Value
+	ElicitAction string
 	// at is where the step's server: and its tool:, resource: or prompt:
 	// are written (zero for a step built in Go): an error found after
 	// Load points there.
@@ -224,6 +234,31 @@ func CheckLiteralArguments(st *Step, tool upstream.Tool) error {
 		}
 	}
 	return tool.Validate(args)
+}
+
+// CheckRoots checks, for every server a step uses, that its roots name
+// existing directories, relative ones taken relative to workspace: what
+// connecting would find, without starting anything. The problems are one
+// Errors, each at the root it is about.
+func (w *Workflow) CheckRoots(workspace string) error {
+	var errs []*PosError
+	seen := map[string]bool{}
+	for _, st := range w.Steps {
+		srv, ok := w.Servers[st.Server]
+		if !ok || seen[st.Server] {
+			continue
+		}
+		seen[st.Server] = true
+		err := srv.CheckRoots(workspace)
+		if ce := (*upstream.ConfigError)(nil); errors.As(err, &ce) {
+			file := ce.File
+			if file == "" {
+				file = w.Path
+			}
+			errs = append(errs, &PosError{File: file, Line: ce.Line, Column: ce.Column, Msg: ce.Message()})
+		}
+	}
+	return Join(errs...)
 }
 
 // StepError is err, found for step st after Load (by validate --discover),

@@ -194,8 +194,25 @@ func reportBlocked(w io.Writer, rep *service.Report) {
 	for _, a := range approvals {
 		fmt.Fprintf(w, "  waiting for approval: step %s%s (nothing of it was journaled or sent)\n", a.Step, quoted(a.Message))
 	}
-	fmt.Fprintf(w, "  inspect:  mcpflow runs show %s\n", run.ID.Short())
-	if len(waiting) > 0 || len(approvals) == 0 {
+	asking := rep.WaitingInput()
+	for _, inv := range asking {
+		fmt.Fprintf(w, "  waiting for your answer: step %s asks %s (the tool has not run)\n", stepName(&inv), questionText(&inv))
+	}
+	if len(asking) > 0 {
+		fmt.Fprintf(w, "  inspect:  mcpflow runs show %s (the question and its fields)\n", run.ID.Short())
+	} else {
+		fmt.Fprintf(w, "  inspect:  mcpflow runs show %s\n", run.ID.Short())
+	}
+	if len(asking) > 0 {
+		for _, inv := range asking {
+			fmt.Fprintf(w, "  answer:   mcpflow answer %s %s --field NAME=VALUE... | --decline | --cancel\n", run.ID.Short(), inv.Step)
+		}
+		if len(waiting) == 0 && len(approvals) == 0 {
+			fmt.Fprintln(w, "  an answer continues the run (with --no-continue: mcpflow resume "+run.ID.Short()+")")
+			return
+		}
+	}
+	if len(waiting) > 0 || len(approvals) == 0 && len(asking) == 0 {
 		fmt.Fprintf(w, "  resolve:  mcpflow journal resolve %s --as completed --result FILE | --as failed --reason TEXT | --as retry --reason TEXT\n", example)
 	}
 	for _, a := range approvals {

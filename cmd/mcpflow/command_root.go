@@ -81,6 +81,7 @@ server and the workspace are trusted — otherwise the call is marked outcome un
 		newResumeCommand(g, nil),
 		newApproveCommand(g, nil),
 		newRejectCommand(g, nil),
+		newAnswerCommand(g, nil),
 		newValidateCommand(g, nil),
 		newCallCommand(g, nil),
 		newServersCommand(g),

@@ -84,6 +84,7 @@ func showRun(w io.Writer, tf timeFormat, run *journal.Run, invs []journal.Invoca
 			fmt.Fprintln(w, l)
 		}
 	}
+	printQuestions(w, tf, run, invs)
 	if len(run.Approvals) > 0 {
 		fmt.Fprintln(w, "\nApprovals:")
 		for _, a := range run.Approvals {

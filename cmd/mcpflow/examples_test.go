@@ -19,17 +19,18 @@ func TestExamples(t *testing.T) {
 	}
 	for _, f := range files {
 		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		npm := name == "filesystem" || name == "roots"
 		t.Run(name, func(t *testing.T) {
-			if name == "filesystem" {
+			if npm {
 				if _, err := exec.LookPath("npx"); err != nil {
 					if os.Getenv("CI") != "" {
-						t.Fatal("npx is needed for the filesystem example; .ci/run installs Node.js packages")
+						t.Fatalf("npx is needed for the %s example; .ci/run installs Node.js packages", name)
 					}
 					t.Skip("npx not installed")
 				}
 			}
 			c := newCLI(t)
-			if name == "filesystem" {
+			if npm {
 				usePinnedNpmServers(t, c)
 			}
 			r := c.run("run", abs(t, f))
@@ -60,6 +61,17 @@ func TestExamples(t *testing.T) {
 				b, err := os.ReadFile(filepath.Join(c.workspace, "data", "note.txt"))
 				if err != nil || string(b) != "written by mcpflow" {
 					t.Errorf("data/note.txt = %q, %v", b, err)
+				}
+			case "roots":
+				b, err := os.ReadFile(filepath.Join(c.workspace, "roots-note.txt"))
+				if err != nil || string(b) != "written inside the workspace" {
+					t.Errorf("roots-note.txt = %q, %v", b, err)
+				}
+				for _, inv := range invs {
+					refused := inv.Result != nil && inv.Result.IsError && strings.Contains(string(inv.Result.Content), "Access denied")
+					if want := inv.Step == "escape" || inv.Step == "sealed"; refused != want {
+						t.Errorf("step %s: refused %v, want %v: %s", inv.Step, refused, want, inv.Result.Content)
+					}
 				}
 			}
 		})

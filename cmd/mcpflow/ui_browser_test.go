@@ -737,3 +737,92 @@ func evalJS[T any](t *testing.T, ctx context.Context, what, js string) T {
 	}
 	return v
 }
+
+// TestBrowserAnswerGoesOn: a run whose server asked a question shows a
+// form generated from the question's schema; answering it there journals
+// the answer (who: the server's operator) and continues the run, which
+// the page follows to its end; each transfer ran once.
+func TestBrowserAnswerGoesOn(t *testing.T) {
+	chromium := chromiumPath(t)
+	out := testOutput(t)
+	c := newCLI(t)
+	c.workflow("pay.yaml", payWorkflow)
+	base := startServer(t, c)
+	run := submitFile(t, base, "pay.yaml", nil)
+	waitBlocked(t, base, run)
+	b := newBrowser(t, chromium)
+	shot := b.shot(out)
+	b.do("the blocked run", chromedp.EmulateViewport(1280, 1000), chromedp.Navigate(base+"/runs/"+run),
+		chromedp.WaitVisible(chromedp.CSS(`#live-state.on`)))
+	b.until("the question's form", `(() => { const f = document.querySelector(".questions-pending form.answer"); `+
+		`return f !== null && f.querySelector("q.question").textContent === "Transfer 25 to acme?" && `+
+		`f.querySelector("select[name='f.confirm']") !== null && f.querySelector("input[name='f.reference']") !== null })()`)
+	shot("ui-answer-pending.png")
+	b.live("confirm", chromedp.SetValue(chromedp.CSS(`.questions-pending select[name='f.confirm']`), "true"))
+	b.live("type the reference", chromedp.SendKeys(chromedp.CSS(`.questions-pending input[name='f.reference']`), "INV-42"))
+	b.live("answer", chromedp.Click(chromedp.CSS(`.questions-pending button[value=accept]`)))
+	b.do("answered", chromedp.WaitVisible(chromedp.CSS(`.flash-ok`)))
+	if got := b.text(".flash-ok"); !strings.Contains(got, "Step pay answered (accept) by") || !strings.Contains(got, "The run goes on.") {
+		t.Errorf("flash %q", got)
+	}
+	b.until("the run succeeded, nothing asks", `document.querySelector("#run-status.run-succeeded") !== null && `+
+		`document.querySelector(".questions-pending") === null`)
+	shot("ui-answer-done.png")
+	if status, steps := apiRun(t, base, run); status != "succeeded" || len(steps) != 2 {
+		t.Fatalf("run %s: %s with %d steps", run, status, len(steps))
+	}
+	rows := c.ledger()
+	if len(rows) != 2 || rows[0]["tool"] != "transfer" {
+		t.Fatalf("ledger: %v", rows)
+	}
+}
+
+// TestBrowserAnswerDuringTheCall: server-everything (npm) asks during the
+// call; the run page of the server that runs it shows the question's form
+// while the call waits open, and the answer given there reaches the call.
+func TestBrowserAnswerDuringTheCall(t *testing.T) {
+	chromium := chromiumPath(t)
+	out := testOutput(t)
+	c := newCLI(t)
+	usePinnedNpmServers(t, c)
+	c.workflow("ask.yaml", `name: ask
+servers:
+  everything: {command: npx, args: ["@modelcontextprotocol/server-everything", stdio]}
+steps:
+  - {id: ask, server: everything, tool: trigger-elicitation-request, timeout: 60s}
+`)
+	base := startServer(t, c)
+	run := submitFile(t, base, "ask.yaml", nil)
+	b := newBrowser(t, chromium)
+	shot := b.shot(out)
+	b.do("the running run", chromedp.EmulateViewport(1280, 1000), chromedp.Navigate(base+"/runs/"+run),
+		chromedp.WaitVisible(chromedp.CSS(`#live-state.on`)))
+	b.until("the question's form", `(() => { const f = document.querySelector(".questions-pending form.answer"); `+
+		`return f !== null && f.querySelector("input[name='f.name']") !== null && f.querySelector("select[name='f.check']") !== null })()`)
+	shot("ui-answer-in-call.png")
+	b.live("type the name", chromedp.SendKeys(chromedp.CSS(`.questions-pending input[name='f.name']`), "Ada"))
+	b.live("answer", chromedp.Click(chromedp.CSS(`.questions-pending button[value=accept]`)))
+	b.do("answered", chromedp.WaitVisible(chromedp.CSS(`.flash-ok`)))
+	waitStatus(t, base, run, "succeeded")
+	_, steps := apiRun(t, base, run)
+	if len(steps) != 1 {
+		t.Fatalf("%d steps", len(steps))
+	}
+	res, err := http.Get(base + "/api/invocations/" + fmt.Sprint(steps[0]["id"]) + "?payload=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var inv struct {
+		Result struct{ Content json.RawMessage } `json:"result"`
+		Inputs []struct {
+			Answers []struct{ By string } `json:"answers"`
+		} `json:"inputs"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&inv); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(inv.Result.Content), "User provided the requested information") || len(inv.Inputs) != 1 || len(inv.Inputs[0].Answers) != 1 || inv.Inputs[0].Answers[0].By == "" {
+		t.Errorf("invocation: result %s, inputs %+v", inv.Result.Content, inv.Inputs)
+	}
+}

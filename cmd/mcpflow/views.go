@@ -78,7 +78,7 @@ func printValues(w io.Writer, heading string, values map[string]any) {
 
 // stateText is an invocation's state as tables show it: tool_error for a
 // call that completed with a tool error.
-func stateText(inv *journal.Invocation) string { return api.StateLabel(inv.State, inv.ToolError) }
+func stateText(inv *journal.Invocation) string { return api.InvocationState(inv) }
 
 // errorText is the ERROR column: a tool error's text on one line (its
 // preview), or the error's code.

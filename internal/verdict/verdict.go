@@ -28,6 +28,11 @@ const (
 	// (retry_approved); journaled with the attempt it sends, from the
 	// Operator view. (Journals written before it have Replay there.)
 	OperatorRetry Verdict = "operator_retry"
+	// Continue: the call's result asked for input (MCP multi-round-trip
+	// requests: input_required); once every request is answered, the call
+	// is sent again with the answers and the server's request state, under
+	// the same idempotency key: a continuation of the call, not a replay.
+	Continue Verdict = "continue"
 )
 
 func (v Verdict) String() string { return string(v) }

@@ -406,6 +406,8 @@ var wantAnnotations = map[string]string{
 	"fail":               `{"readOnlyHint":true}`,
 	"media":              `{"readOnlyHint":true}`,
 	"log":                `{"readOnlyHint":true}`,
+	"transfer":           `{"destructiveHint":true,"idempotentHint":false}`,
+	"roots":              `{"readOnlyHint":true}`,
 }
 
 // checkSparseAnnotations asserts that the raw tools/list results captured by

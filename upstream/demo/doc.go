@@ -70,6 +70,17 @@
 // ("" if absent). The line is fsynced before the tool replies. Directories
 // are created 0700, the file 0600.
 //
+// With Config.LedgerEnds (--ledger-ends, env MCPFLOW_DEMO_LEDGER_ENDS=1) a
+// call that ends without answering adds a second line, with the call's key:
+//
+//	{"seq":M,"tool":"cancelled","args":{"tool":"NAME","row":N},"idempotency_key":"..."}
+//
+// "cancelled" when the client cancelled the call (notifications/cancelled:
+// go-sdk cancels the call's context with no other cause), "abandoned" when
+// the connection ended under it (the context's cause is the read error); row
+// is the call's execution line. Off by default, so that the ledger of every
+// other test counts executions only.
+//
 // # Faults
 //
 // Config.Fault injects a failure into every call of Config.FaultTool (every

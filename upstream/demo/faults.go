@@ -85,6 +85,7 @@ type demo struct {
 	done        <-chan struct{} // closed when Serve shuts down; nil = never
 	stderr      io.Writer       // the log tool's stderr lines; io.Discard unless Serve says
 	conns       connRegistry
+	cancels     cancelWatch // the calls clients cancelled (Config.LedgerEnds)
 }
 
 func newDemo(cfg Config) (*demo, error) {
@@ -122,6 +123,7 @@ func newDemo(cfg Config) (*demo, error) {
 		marker:      cfg.Ledger + ".fault-fired",
 		annotations: overrides,
 		stderr:      io.Discard,
+		cancels:     cancelWatch{calls: map[any]string{}, cancelled: map[string]bool{}},
 	}
 	switch cfg.AfterFault {
 	case "":
@@ -151,8 +153,9 @@ const (
 )
 
 // execute does what every call does before its tool body runs: the delay,
-// the fault, and the ledger entry, in that order. It returns the entry's seq.
-// An error means the body must not run.
+// the fault, and the ledger entry, in that order. It returns the entry's seq
+// (0 when none was written, even with an error). An error means the body
+// must not run.
 func (d *demo) execute(ctx context.Context, req *mcp.CallToolRequest, drop dropFunc) (int, error) {
 	if err := sleep(ctx, d.cfg.Delay); err != nil {
 		return 0, err
@@ -196,7 +199,7 @@ func (d *demo) execute(ctx context.Context, req *mcp.CallToolRequest, drop dropF
 		case <-ctx.Done():
 		case <-d.done:
 		}
-		return 0, context.Canceled
+		return seq, context.Canceled
 	default:
 		exit(exitCode)
 		return 0, errExitIntercepted

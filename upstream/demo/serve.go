@@ -33,6 +33,11 @@ type Config struct {
 	Delay      time.Duration // --delay D (env MCPFLOW_DEMO_DELAY): sleep before executing each call
 	PageSize   int           // --page-size N (env MCPFLOW_DEMO_PAGE_SIZE): tools/list page size, 0 = SDK default
 	SDKHints   bool          // --sdk-hints: let go-sdk emit its default always-present readOnlyHint/idempotentHint booleans instead of sparse annotations
+	// LedgerEnds (--ledger-ends, env MCPFLOW_DEMO_LEDGER_ENDS=1) adds a
+	// ledger line for every call that ends before it answers: "cancelled"
+	// when the client cancelled it (notifications/cancelled), "abandoned"
+	// when its connection ended first. See the package documentation.
+	LedgerEnds bool
 	// Annotations replace what tools declare on the wire, exactly: TOOL=JSON
 	// (--annotations, repeatable; env MCPFLOW_DEMO_ANNOTATIONS, one a line).
 	// The JSON may be anything, a malformed annotations object included.
@@ -79,6 +84,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	}
 	fs.StringArrayVar(&c.Annotations, "annotations", ann, "send `TOOL=JSON` as the tool's annotations, exactly (repeatable; env MCPFLOW_DEMO_ANNOTATIONS, one a line)")
 	fs.BoolVar(&c.SDKHints, "sdk-hints", false, "send go-sdk's always-present readOnlyHint/idempotentHint instead of the declared sparse annotations")
+	fs.BoolVar(&c.LedgerEnds, "ledger-ends", os.Getenv("MCPFLOW_DEMO_LEDGER_ENDS") == "1", "also write a ledger line for each call that ends unanswered: cancelled by the client, or abandoned with its connection (env MCPFLOW_DEMO_LEDGER_ENDS=1)")
 
 	// A flag given on the command line replaces a bad environment default.
 	for _, name := range []string{"delay", "page-size"} {
@@ -127,7 +133,10 @@ func Serve(ctx context.Context, cfg Config, stdin io.Reader, stdout io.Writer, s
 }
 
 func (d *demo) serveStdio(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
-	t := &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+	var t mcp.Transport = &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
+	if d.cfg.LedgerEnds {
+		t = d.cancels.watch(t)
+	}
 	err := d.newServer(nil).Run(ctx, t)
 	if ctx.Err() != nil || errors.Is(err, io.EOF) {
 		return nil

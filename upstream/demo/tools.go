@@ -42,6 +42,8 @@ var declared = map[string]*hints{
 	"fail":               {ReadOnly: new(true)},
 	"media":              {ReadOnly: new(true)},
 	"log":                {ReadOnly: new(true)},
+	"transfer":           {Destructive: new(true), Idempotent: new(false)},
+	"roots":              {ReadOnly: new(true)},
 }
 
 // sdk converts the declaration to the SDK's type, which cannot express an
@@ -200,11 +202,13 @@ type handler[In, Out any] func(ctx context.Context, req *mcp.CallToolRequest, in
 // addTool registers a tool whose calls first go through [demo.execute].
 func addTool[In, Out any](d *demo, s *mcp.Server, drop dropFunc, name, desc string, schema any, h handler[In, Out]) {
 	t := &mcp.Tool{Name: name, Description: desc, InputSchema: schema, Annotations: declared[name].sdk()}
-	mcp.AddTool(s, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+	mcp.AddTool(s, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (res *mcp.CallToolResult, out Out, err error) {
 		seq, err := d.execute(ctx, req, drop)
+		if seq > 0 && d.cfg.LedgerEnds {
+			defer func() { d.recordEnd(ctx, req, seq) }()
+		}
 		if err != nil {
-			var zero Out
-			return nil, zero, err
+			return nil, out, err
 		}
 		return h(ctx, req, in, seq)
 	})
@@ -283,6 +287,10 @@ func (d *demo) newServer(drop dropFunc) *mcp.Server {
 			}
 			return textResult("logged at " + string(level)), nil, nil
 		})
+	s.AddTool(&mcp.Tool{Name: "transfer", Description: "Transfer an amount to someone, once confirmed: asks for a confirmation (elicitation) before appending its row to the ledger.",
+		InputSchema: transferSchema, Annotations: declared["transfer"].sdk()}, d.transfer(drop))
+	s.AddTool(&mcp.Tool{Name: "roots", Description: "List the client's roots (asked for with the call's input requests, or during the call).",
+		InputSchema: json.RawMessage(`{"type":"object","additionalProperties":false}`), Annotations: declared["roots"].sdk()}, d.roots)
 	d.addReads(s)
 	return s
 }
