@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -139,5 +141,40 @@ func TestReadAndGet(t *testing.T) {
 	}
 	if s.ReadsSent() != 6 || s.CallsSent() != 0 {
 		t.Errorf("ReadsSent %d, CallsSent %d; want 6 and 0", s.ReadsSent(), s.CallsSent())
+	}
+}
+
+// TestCancelledReadTellsTheServer: a read cancelled while the server
+// works on it is owed its notifications/cancelled, as a call is: the
+// session's Close waits until it is on the wire.
+func TestCancelledReadTellsTheServer(t *testing.T) {
+	for _, m := range []string{"resources/read", "prompts/get"} {
+		tap := newWireTap()
+		tap.mu.Lock()
+		tap.pending[int64(4)] = m
+		tap.mu.Unlock()
+		tap.owe()
+		tap.cancelWritten(json.RawMessage(`{"requestId":4}`))
+		if !tap.awaitCancels(20 * time.Millisecond) {
+			t.Errorf("%s: the notification of a cancelled %s did not pay what it owed", m, m)
+		}
+	}
+
+	wire := newWireCounter(t)
+	url := serveDemoHTTP(t, demo.Config{HTTPAddr: "127.0.0.1:0", Fault: "hang-after-commit", FaultTool: "file:///demo/notes.txt", Ledger: filepath.Join(t.TempDir(), "l.jsonl")})
+	s, err := Connect(context.Background(), &Server{Name: "demo", URL: url}, &Options{HTTPClient: &http.Client{Transport: wire}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := s.ReadResource(ctx, "file:///demo/notes.txt", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("read: %v, want the deadline", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := wire.count("notifications/cancelled"); got != 1 {
+		t.Errorf("%d notifications/cancelled on the wire before Close returned, want 1", got)
 	}
 }
