@@ -90,11 +90,7 @@ func (r *runner) request(ctx context.Context, u unit, sess Session, intent journ
 			return nil, fmt.Errorf("%w: session %T does not read resources or get prompts", mcp.ErrConnectionClosed, sess)
 		}
 		if m == journal.MethodRead {
-			var p struct {
-				URI string `json:"uri"`
-			}
-			json.Unmarshal(args, &p)
-			res, err := rd.Read(ctx, intent, p.URI)
+			res, err := rd.Read(ctx, intent, uriOf(args))
 			if err != nil {
 				return nil, err
 			}
