@@ -17,6 +17,9 @@ type Invocation struct {
 	Item   *int   `json:"item"` // null, or the for_each index
 	Server string `json:"server"`
 	Tool   string `json:"tool"`
+	// Method is the request, resources/read or prompts/get (Tool is then
+	// the resource's URI or the prompt's name); absent for a tools/call.
+	Method string `json:"method,omitempty"`
 	State  string `json:"state"`
 	// Attempts are the sends, as the journal and its export have them,
 	// each with its kind (AttemptsOf).
@@ -44,7 +47,7 @@ func InvocationOf(inv *journal.Invocation, payload bool) Invocation {
 	t := inv.Tally()
 	v := Invocation{
 		ID: inv.ID.String(), RunID: inv.RunID.String(), Step: inv.Step,
-		Server: inv.Server, Tool: inv.Tool, State: inv.State.String(), ToolError: inv.ToolError,
+		Server: inv.Server, Tool: inv.Tool, Method: string(inv.Method), State: inv.State.String(), ToolError: inv.ToolError,
 		Attempts: AttemptsOf(inv), Replays: t.Replays, Retries: t.Retries, OperatorRetries: t.OperatorRetries,
 		FirstDeliveries: t.FirstDeliveries, IdempotencyKey: inv.IdempotencyKey,
 		Error: inv.Error, CreatedAt: inv.CreatedAt, UpdatedAt: inv.UpdatedAt,
@@ -155,6 +158,7 @@ type Step struct {
 	Invocation string            `json:"invocation"`
 	Server     string            `json:"server"`
 	Tool       string            `json:"tool"`
+	Method     string            `json:"method,omitempty"` // as in Invocation
 	State      string            `json:"state"`
 	Attempts   []journal.Attempt `json:"attempts"`
 	Error      *journal.Error    `json:"error"`
@@ -176,7 +180,7 @@ func RunOf(r *journal.Run, invs []journal.Invocation) Run {
 	}
 	for _, inv := range invs {
 		st := Step{
-			Step: inv.Step, Invocation: inv.ID.String(), Server: inv.Server, Tool: inv.Tool,
+			Step: inv.Step, Invocation: inv.ID.String(), Server: inv.Server, Tool: inv.Tool, Method: string(inv.Method),
 			State: inv.State.String(), Attempts: AttemptsOf(&inv), Error: inv.Error, ToolError: inv.ToolError,
 		}
 		if inv.Item >= 0 {

@@ -18,6 +18,7 @@ type Event struct {
 	Item       *int    `json:"item,omitempty"`
 	Server     string  `json:"server,omitempty"`
 	Tool       string  `json:"tool,omitempty"`
+	Method     string  `json:"method,omitempty"` // resources/read or prompts/get; absent for a tools/call
 	Invocation string  `json:"invocation,omitempty"`
 	State      string  `json:"state,omitempty"`
 	Attempt    int     `json:"attempt,omitempty"`

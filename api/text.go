@@ -104,3 +104,73 @@ func AttemptsText(inv *journal.Invocation) string {
 	}
 	return strconv.Itoa(t.Attempts) + " (" + strings.Join(parts, ", ") + ")"
 }
+
+// Target is what a request addresses, as every view names it where it
+// shows a tool: "SERVER/TOOL" for a tools/call, "resource SERVER URI" for a
+// resources/read, "prompt SERVER NAME" for a prompts/get (name is
+// journal.Invocation.Tool).
+func Target(m journal.Method, server, name string) string {
+	switch m {
+	case journal.MethodRead:
+		return "resource " + server + " " + name
+	case journal.MethodPrompt:
+		return "prompt " + server + " " + name
+	}
+	return server + "/" + name
+}
+
+// TargetName is Target without the server, where a view shows the server
+// beside it: the tool's name, "resource URI", "prompt NAME".
+func TargetName(m journal.Method, name string) string {
+	switch m {
+	case journal.MethodRead:
+		return "resource " + name
+	case journal.MethodPrompt:
+		return "prompt " + name
+	}
+	return name
+}
+
+// TargetOf is Target of an invocation.
+func TargetOf(inv *journal.Invocation) string { return Target(inv.Method, inv.Server, inv.Tool) }
+
+// ResultText is a result's text, as every view shows it and as
+// expressions see it (steps.ID.text), by the request's method: a tool's
+// text content items; a resource's contents that have a text; a prompt's
+// messages whose content is text — each joined by newlines.
+func ResultText(m journal.Method, content, structured json.RawMessage) string {
+	switch m {
+	case journal.MethodRead:
+		var res struct {
+			Contents []struct {
+				Text *string `json:"text"`
+			} `json:"contents"`
+		}
+		json.Unmarshal(structured, &res)
+		var out []string
+		for _, c := range res.Contents {
+			if c.Text != nil {
+				out = append(out, *c.Text)
+			}
+		}
+		return strings.Join(out, "\n")
+	case journal.MethodPrompt:
+		var res struct {
+			Messages []struct {
+				Content struct {
+					Type string `json:"type"`
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"messages"`
+		}
+		json.Unmarshal(structured, &res)
+		var out []string
+		for _, m := range res.Messages {
+			if m.Content.Type == "text" {
+				out = append(out, m.Content.Text)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	return ContentText(content)
+}

@@ -91,3 +91,33 @@ func TestAttemptsOfARecordWithoutKinds(t *testing.T) {
 		}
 	}
 }
+
+func TestTargetAndResultText(t *testing.T) {
+	for _, tc := range []struct {
+		m          journal.Method
+		name, want string
+	}{
+		{journal.MethodCall, "greet", "demo/greet"},
+		{journal.MethodRead, "file:///demo/notes.txt", "resource demo file:///demo/notes.txt"},
+		{journal.MethodPrompt, "review", "prompt demo review"},
+		{journal.Method("tasks/get"), "x", "demo/x"},
+	} {
+		if got := Target(tc.m, "demo", tc.name); got != tc.want {
+			t.Errorf("Target(%s, demo, %s) = %q, want %q", tc.m, tc.name, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		m                   journal.Method
+		content, structured string
+		want                string
+	}{
+		{journal.MethodCall, `[{"type":"text","text":"a"},{"type":"image","data":"AA"},{"type":"text","text":"b"}]`, `{"x":1}`, "a\nb"},
+		{journal.MethodRead, ``, `{"contents":[{"uri":"u","text":"a"},{"uri":"b","blob":"AA"},{"uri":"c","text":""}]}`, "a\n"},
+		{journal.MethodPrompt, ``, `{"messages":[{"role":"user","content":{"type":"text","text":"q"}},{"role":"assistant","content":{"type":"image","data":"AA"}},{"role":"assistant","content":{"type":"text","text":"r"}}]}`, "q\nr"},
+		{journal.MethodRead, ``, `{"truncated":true}`, ""},
+	} {
+		if got := ResultText(tc.m, json.RawMessage(tc.content), json.RawMessage(tc.structured)); got != tc.want {
+			t.Errorf("ResultText(%s) = %q, want %q", tc.m, got, tc.want)
+		}
+	}
+}

@@ -852,7 +852,7 @@ func stepOf(run journal.ID, s api.Step) (journal.Invocation, error) {
 	if err != nil {
 		return journal.Invocation{}, fmt.Errorf("mcpflow server: invocation %s: %w", s.Invocation, err)
 	}
-	inv := journal.Invocation{ID: id, RunID: run, Step: s.Step, Item: -1, Server: s.Server, Tool: s.Tool, State: st, Attempts: s.Attempts, Error: s.Error, ToolError: s.ToolError}
+	inv := journal.Invocation{ID: id, RunID: run, Step: s.Step, Item: -1, Server: s.Server, Tool: s.Tool, Method: journal.Method(s.Method), State: st, Attempts: s.Attempts, Error: s.Error, ToolError: s.ToolError}
 	if s.Item != nil {
 		inv.Item = *s.Item
 	}
@@ -874,7 +874,7 @@ func invocationOf(d api.InvocationDetail) (*journal.Invocation, error) {
 		return nil, fmt.Errorf("mcpflow server: invocation %s: %w", d.ID, err)
 	}
 	inv := &journal.Invocation{
-		ID: id, RunID: run, Step: d.Step, Item: -1, Server: d.Server, Tool: d.Tool,
+		ID: id, RunID: run, Step: d.Step, Item: -1, Server: d.Server, Tool: d.Tool, Method: journal.Method(d.Method),
 		Arguments: d.Arguments, ArgumentsDigest: d.ArgumentsDigest, Trust: d.Trust,
 		IdempotencyKey: d.IdempotencyKey, State: st, Attempts: d.Attempts, Result: d.Result,
 		ToolError: d.ToolError, Error: d.Error, Decisions: d.Decisions, Resolutions: d.Resolutions,

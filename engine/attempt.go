@@ -12,7 +12,6 @@ import (
 	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/internal/meta"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -111,46 +110,61 @@ type ready struct {
 	end    *stepResult
 }
 
-// view is one view of a tool for the replay rule.
-func view(t journal.Trust, annotations json.RawMessage, missing bool) replay.View {
-	return replay.View{ServerTrusted: t.Server, WorkspaceTrusted: t.Workspace, Annotations: annotations, Missing: missing}
+// view is one view of a tool for the replay rule; of a read, which needs
+// none, when m reads.
+func view(m journal.Method, t journal.Trust, annotations json.RawMessage, missing bool) replay.View {
+	return replay.View{ServerTrusted: t.Server, WorkspaceTrusted: t.Workspace, Annotations: annotations, Missing: missing, Read: m.Reads()}
 }
 
 // sendTimeView is the snapshot an invocation's newest attempt was sent with.
 func sendTimeView(inv *journal.Invocation) replay.View {
-	return view(inv.Trust, inv.Annotations, false)
+	return view(inv.Method, inv.Trust, inv.Annotations, false)
 }
 
 // begin evaluates a unit's arguments, connects, discovers the tool, checks
 // the arguments against its schema, journals the intent and hands it to
 // the attempt loop. Nothing is journaled or sent before the arguments are
-// known to be valid. The returned error is a journal failure; everything
-// else is in stepResult.
-func (r *runner) begin(ctx context.Context, u unit) (stepResult, error) {
-	args, out := r.evalArgs(ctx, u)
+// known to be valid. A read has no tool to discover (see reads.go); its
+// target, the URI, is known once evaluated. The returned error is a
+// journal failure; everything else is in stepResult.
+func (r *runner) begin(ctx context.Context, u *unit) (stepResult, error) {
+	args, out := r.evalArgs(ctx, *u)
 	if out != nil {
 		return *out, nil
+	}
+	m := u.Method()
+	if m == journal.MethodRead {
+		u.target = r.scrub(uriOf(args))
 	}
 	if err := r.beforeStarting(u.Server); err != nil {
 		return stepResult{}, err
 	}
-	sess, out := r.connect(ctx, u, nil, false, journal.ID{})
+	sess, out := r.connect(ctx, *u, nil, false, journal.ID{})
 	if out != nil {
 		return *out, nil
 	}
-	tool, err := sess.Tool(ctx, u.Tool)
-	if err != nil && ctx.Err() != nil {
-		return stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before the call was sent", u.name())}}, nil
-	}
-	if err != nil {
-		if !errors.Is(err, upstream.ErrUnknownTool) {
-			return failed(CodeServerUnavailable, "step %s: listing the tools of server %q failed: %v", u.name(), u.Server, err), nil
+	interrupted := stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before the %s was sent", u.name(), sentNoun(m))}}
+	var tool upstream.Tool
+	if m.Reads() {
+		if _, ok := sess.(Reader); !ok {
+			return failed(CodeServerUnavailable, "step %s: the session of server %q cannot send a %s", u.name(), u.Server, m), nil
 		}
-		return failed(CodeUnknownTool, "step %s: %v", u.name(), err), nil
+	} else {
+		var err error
+		tool, err = sess.Tool(ctx, u.Tool)
+		if err != nil && ctx.Err() != nil {
+			return interrupted, nil
+		}
+		if err != nil {
+			if !errors.Is(err, upstream.ErrUnknownTool) {
+				return failed(CodeServerUnavailable, "step %s: listing the tools of server %q failed: %v", u.name(), u.Server, err), nil
+			}
+			return failed(CodeUnknownTool, "step %s: %v", u.name(), err), nil
+		}
 	}
 	if ctx.Err() != nil {
 		// Interrupted before anything was journaled or sent.
-		return stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted before the call was sent", u.name())}}, nil
+		return interrupted, nil
 	}
 	// A call whose arguments violate the tool's input schema is a
 	// validation error: no intent is written, nothing is sent.
@@ -163,7 +177,8 @@ func (r *runner) begin(ctx context.Context, u unit) (stepResult, error) {
 		Step:            u.ID,
 		Item:            u.item,
 		Server:          u.Server,
-		Tool:            u.Tool,
+		Tool:            u.target,
+		Method:          m,
 		Arguments:       journal.CapJSON(redacted, r.e.limit()),
 		ArgumentsDigest: r.j.Digest(redacted), // keyed when sealed; of a redacted secret, not even a digest
 		Annotations:     tool.Annotations,
@@ -173,11 +188,27 @@ func (r *runner) begin(ctx context.Context, u unit) (stepResult, error) {
 	if err != nil {
 		return stepResult{}, err
 	}
-	return r.attempts(ctx, u, args, intent.ID, sess, intent, nil)
+	return r.attempts(ctx, *u, args, intent.ID, sess, intent, nil)
 }
 
-// evalArgs evaluates a unit's arguments to JSON.
+// sentNoun is what people call a request of method m: "call", "read",
+// "prompt request".
+func sentNoun(m journal.Method) string {
+	switch m {
+	case journal.MethodRead:
+		return "read"
+	case journal.MethodPrompt:
+		return "prompt request"
+	}
+	return "call"
+}
+
+// evalArgs evaluates a unit's arguments to JSON: a tool's arguments, or a
+// read's (readArgs).
 func (r *runner) evalArgs(ctx context.Context, u unit) (json.RawMessage, *stepResult) {
+	if u.Method().Reads() {
+		return r.readArgs(ctx, u)
+	}
 	var argv any = map[string]any{}
 	if u.With != nil {
 		v, err := u.With.Eval(ctx, r.vars(u))
@@ -283,7 +314,7 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 		return ready{}, err
 	}
 	trust := r.e.Trust(u.Server)
-	tool, toolErr := sess.Tool(ctx, u.Tool)
+	tool, toolErr := rediscover(ctx, u, sess)
 	switch {
 	case ctx.Err() != nil:
 		// Interrupted while rediscovering: nothing is decided, the
@@ -305,14 +336,15 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 		}
 		next.Kind = journal.KindFirstDelivery
 	case causeLost:
-		d := replay.JudgeBoth(sendTimeView(inv), view(trust, tool.Annotations, toolErr != nil), inv.Tally().AgainstBudget)
+		d := replay.JudgeBoth(sendTimeView(inv), view(inv.Method, trust, tool.Annotations, toolErr != nil), inv.Tally().AgainstBudget)
 		jd := journal.Decision{Verdict: d.Verdict, Reason: string(d.Reason), View: verdict.Rediscovered}
 		if d.Verdict != replay.Replay {
-			if err := r.j.Decide(id, jd, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
+			state, e, end := notCleared(inv)
+			if err := r.j.Decide(id, jd, state, e); err != nil {
 				return ready{}, err
 			}
 			r.decided(ctx, &jd)
-			return ready{end: blocked(id)}, nil
+			return ready{end: end}, nil
 		}
 		if next.Kind == "" {
 			next.Kind = journal.KindReplay
@@ -404,12 +436,19 @@ func (r *runner) connect(ctx context.Context, u unit, old Session, afterLoss boo
 // The attempt is one client span, "tools/call TOOL" (the OpenTelemetry MCP
 // conventions), whose context the call carries in _meta.
 func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.Intent, args json.RawMessage) (turn, error) {
-	ctx, span := tracer().Start(ctx, "tools/call "+u.Tool, trace.WithSpanKind(trace.SpanKindClient))
+	m := u.Method()
+	ctx, span := tracer().Start(ctx, m.String()+" "+u.target, trace.WithSpanKind(trace.SpanKindClient))
 	if span.IsRecording() {
+		switch m {
+		case journal.MethodRead:
+			span.SetAttributes(attribute.String("mcp.resource.uri", u.target))
+		case journal.MethodPrompt:
+			span.SetAttributes(attribute.String("gen_ai.prompt.name", u.target))
+		default:
+			span.SetAttributes(attribute.String("gen_ai.tool.name", u.Tool), attribute.String("gen_ai.operation.name", "execute_tool"))
+		}
 		span.SetAttributes(
-			attribute.String("mcp.method.name", "tools/call"),
-			attribute.String("gen_ai.tool.name", u.Tool),
-			attribute.String("gen_ai.operation.name", "execute_tool"),
+			attribute.String("mcp.method.name", m.String()),
 			attribute.String(AttrServer, u.Server),
 			attribute.String(AttrRunID, r.run.ID.String()),
 			attribute.String(AttrStep, u.ID),
@@ -454,7 +493,7 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 // call is send's work, inside the attempt's span.
 func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.Intent, args json.RawMessage) (turn, error) {
 	started := r.e.now()
-	r.emit(Event{Kind: StepStarted, Run: r.run.ID, Step: u.ID, Item: u.item, Server: u.Server, Tool: u.Tool, Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt})
+	r.emit(Event{Kind: StepStarted, Run: r.run.ID, Step: u.ID, Item: u.item, Server: u.Server, Tool: u.target, Method: u.Method(), Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt})
 	progress := func(p, total float64, msg string) {
 		r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: u.ID, Item: u.item, Invocation: intent.ID, Attempt: intent.Attempt, Progress: p, Total: total, Message: msg, Elapsed: r.e.now().Sub(started)})
 	}
@@ -463,27 +502,29 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		// On expiry go-sdk sends notifications/cancelled to the server.
 		callCtx, cancel = context.WithTimeout(ctx, u.Timeout)
 	}
-	var res *mcp.CallToolResult
+	var res *answer
 	var callErr error
 	class := replay.ClassNotDelivered // interrupted before the call left
 	if ctx.Err() == nil {
 		sent := r.e.now()
-		res, callErr = sess.Call(upstream.WithAsker(callCtx, r.asker(callCtx, u, intent)), intent, u.Tool, args, progress)
-		r.called(u.Server, u.Tool, r.e.now().Sub(sent))
+		res, callErr = r.request(callCtx, u, sess, intent, args, progress)
+		if u.Method() == journal.MethodCall {
+			r.called(u.Server, u.Tool, r.e.now().Sub(sent))
+		}
 		class = upstream.Classify(callErr)
 	} else {
 		callErr = fmt.Errorf("not sent: %w", ctx.Err())
 	}
 	cancel()
-	if callErr == nil && res.NeedsInput() {
-		if len(res.InputRequests) > 0 {
-			return r.inputRequired(ctx, u, sess, intent, res)
+	if callErr == nil && res.call != nil && res.call.NeedsInput() {
+		if len(res.call.InputRequests) > 0 {
+			return r.inputRequired(ctx, u, sess, intent, res.call)
 		}
 		// input_required asking nothing: the server shed load before
 		// running the tool.
 		callErr, class = errors.New("the server shed load (input_required with no input requests): the tool did not run"), replay.ClassRejected
 	}
-	if callErr == nil && res.IsError {
+	if callErr == nil && res.isError {
 		class = replay.ClassToolError
 	}
 	// end is the step's end after this attempt, with the invocation's state.
@@ -497,8 +538,8 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		// error.type is the conventions' failure attribute: the class,
 		// never the upstream text.
 		trace.SpanFromContext(ctx).SetAttributes(attribute.String(AttrFailure, class.String()), attribute.String("error.type", class.String()))
-	} else if res.IsError {
-		detail = api.OneLine(resultText(res), 200)
+	} else if res.isError {
+		detail = api.OneLine(api.ContentText(res.content), 200)
 		trace.SpanFromContext(ctx).SetAttributes(attribute.String("error.type", class.String()))
 	}
 
@@ -522,17 +563,22 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		return end(*rv.end, journal.StateIntent), nil
 	case rv.unknown != nil:
 		// The call may have run and will not be sent again: its outcome is
-		// unknown, now, not on some later resume.
-		o := journal.Outcome{State: journal.StateOutcomeUnknown, Error: outcomeUnknown, Failure: class, Detail: detail, Decision: rv.unknown}
+		// unknown, now, not on some later resume (a read's fails).
+		inv, err := r.j.Invocation(intent.ID)
+		if err != nil {
+			return turn{}, err
+		}
+		state, e, stop := notCleared(inv)
+		o := journal.Outcome{State: state, Error: e, Failure: class, Detail: detail, Decision: rv.unknown}
 		if err := r.j.Finish(intent, o); err != nil {
 			return turn{}, err
 		}
 		r.decided(ctx, rv.unknown)
-		return end(*blocked(intent.ID), journal.StateOutcomeUnknown), nil
+		return end(*stop, state), nil
 	}
 	if class.ResultArrived() {
 		// The outcome rides with the run's next write (durable.go).
-		result, value := r.result(res)
+		result, value := r.result(u.Method(), res)
 		// A tool error is the attempt's outcome too (failure tool_error).
 		if err := r.j.FinishLater(intent, journal.Outcome{State: journal.StateCompleted, Result: result, Failure: class, Decision: rv.declined}); err != nil {
 			return turn{}, err
@@ -580,14 +626,15 @@ func (r *runner) lost(ctx context.Context, u unit, intent journal.Intent, class 
 	}
 	r.decided(ctx, o.Decision)
 	if next == nil {
-		return turn{end: blocked(intent.ID)}, nil
+		_, _, end := notCleared(inv)
+		return turn{end: end}, nil
 	}
 	return another(next), nil
 }
 
 // lossOutcome is the outcome to journal for an attempt whose connection
 // failed, with the send-time decision, and the cause of the next attempt
-// (nil: the outcome is unknown).
+// (nil: the outcome is unknown — or, for a read, failed: notCleared).
 func lossOutcome(inv *journal.Invocation, class replay.Class) (journal.Outcome, *cause) {
 	o := journal.Outcome{State: journal.StateIntent, Failure: class}
 	if class.NotDelivered() {
@@ -597,7 +644,7 @@ func lossOutcome(inv *journal.Invocation, class replay.Class) (journal.Outcome, 
 	d := replay.Judge(sendTimeView(inv), inv.Tally().AgainstBudget)
 	o.Decision = &journal.Decision{Verdict: d.Verdict, Reason: string(d.Reason), View: verdict.SendTime}
 	if d.Verdict != replay.Replay {
-		o.State, o.Error = journal.StateOutcomeUnknown, outcomeUnknown
+		o.State, o.Error, _ = notCleared(inv)
 		return o, nil
 	}
 	return o, &cause{kind: causeLost}
@@ -671,7 +718,7 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 	// attempt was sent under, and a call that may have run is repeated only
 	// if the send-time snapshot and the current view are both safe.
 	trust := r.e.Trust(u.Server)
-	tool, toolErr := sess.Tool(ctx, u.Tool)
+	tool, toolErr := rediscover(ctx, u, sess)
 	next := &cause{kind: causeRetry, trust: trust, annotations: inv.Annotations}
 	if toolErr == nil {
 		next.annotations = tool.Annotations
@@ -679,7 +726,7 @@ func (r *runner) retry(ctx context.Context, u unit, sess Session, intent journal
 	var rv retryVerdict
 	reason := "retry_requested"
 	if mayHaveRun {
-		d := replay.JudgeBoth(sendTimeView(inv), view(trust, tool.Annotations, toolErr != nil), tally.AgainstBudget)
+		d := replay.JudgeBoth(sendTimeView(inv), view(inv.Method, trust, tool.Annotations, toolErr != nil), tally.AgainstBudget)
 		if d.Verdict != replay.Replay {
 			// The call may have run and the tool is not safe to repeat.
 			rv.unknown = &journal.Decision{Verdict: verdict.OutcomeUnknown, Reason: string(d.Reason), View: verdict.Current}
@@ -734,6 +781,21 @@ func completed(u unit, value map[string]any) stepResult {
 // failure maps a failure that is not a connection loss to the invocation's
 // state and the step's result.
 func (r *runner) failure(u unit, class replay.Class, callErr error) (journal.State, stepResult) {
+	if m := u.Method(); m.Reads() {
+		// A read changes nothing: what matters is that it failed.
+		what := requestText(m, u.target)
+		switch class {
+		case replay.ClassAborted:
+			return journal.StateAborted, stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted while the %s of %s was in flight", u.name(), sentNoun(m), what)}}
+		case replay.ClassTimedOut:
+			return journal.StateTimedOut, failed(CodeTimedOut, "step %s: timed out while the %s of %s was in flight", u.name(), sentNoun(m), what)
+		case replay.ClassRejected:
+			return journal.StateFailed, failed(CodeRejected, "step %s: server refused the %s of %s: %v", u.name(), sentNoun(m), what, callErr)
+		case replay.ClassTooLarge:
+			return journal.StateFailed, failed(CodeResultTooLarge, "step %s: the answer to the %s of %s was lost: %v", u.name(), sentNoun(m), what, callErr)
+		}
+		return journal.StateFailed, failed(CodeServerError, "step %s: server returned an error for the %s of %s: %v", u.name(), sentNoun(m), what, callErr)
+	}
 	switch class {
 	case replay.ClassAborted:
 		return journal.StateAborted, stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted while the call was in flight; it may have run", u.name())}}
@@ -752,18 +814,17 @@ func blocked(id journal.ID) *stepResult {
 	return &stepResult{status: journal.RunBlocked, err: outcomeUnknown, invocation: id, state: journal.StateOutcomeUnknown}
 }
 
-// result is a call's result as the journal keeps it (secrets redacted,
-// large values capped) and as expressions see it (resultValue): its JSON is
-// encoded once for both.
-func (r *runner) result(res *mcp.CallToolResult) (*journal.Result, map[string]any) {
-	content, structured := resultJSON(res)
-	value := resultValue(content, structured, res.IsError)
-	out := &journal.Result{IsError: res.IsError}
-	if content != nil {
-		out.Content = journal.CapJSON(r.redact(content), r.e.limit())
+// result is a request's result as the journal keeps it (secrets
+// redacted, large values capped) and as expressions see it (valueOf): its
+// JSON is encoded once for both.
+func (r *runner) result(m journal.Method, res *answer) (*journal.Result, map[string]any) {
+	value := valueOf(m, res.content, res.structured, res.isError)
+	out := &journal.Result{IsError: res.isError}
+	if res.content != nil {
+		out.Content = journal.CapJSON(r.redact(res.content), r.e.limit())
 	}
-	if structured != nil {
-		out.StructuredContent = journal.CapJSON(r.redact(structured), r.e.limit())
+	if res.structured != nil {
+		out.StructuredContent = journal.CapJSON(r.redact(res.structured), r.e.limit())
 	}
 	return out, value
 }

@@ -9,6 +9,15 @@
 // journal with journal.Invocation.Tally. The [Engine] owns the run loop and
 // reports progress as [Event]s; it never prints.
 //
+// A step with resource: or prompt: sends a resources/read or a
+// prompts/get (its journal.Method) through the same loop, journaled the
+// same way, through a session that is a [Reader]. A read changes nothing:
+// the replay rule sends it again after a lost connection or a crash
+// whatever trust and annotations say, within its replay budget, and one
+// whose budget is spent fails rather than blocking the run. Later steps
+// see a read's contents and text, a prompt's description, messages and
+// text (reads.go).
+//
 // A step with approve: has a gate after its condition and before anything
 // of it is journaled: until an operator decides, the run stops blocked
 // ([CodeApprovalRequired]) with the request journaled on the run; approved,

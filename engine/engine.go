@@ -192,8 +192,11 @@ type Event struct {
 	Workflow string
 	Step     string
 	// Item is the for_each item index, or -1.
-	Item       int
+	Item int
+	// Tool is what the step's request addresses: the tool's name, or (by
+	// Method) the resource's URI or the prompt's name.
 	Tool       string
+	Method     journal.Method
 	Server     string
 	Invocation journal.ID
 	State      journal.State
@@ -350,6 +353,10 @@ type unit struct {
 	*workflow.Step
 	item      int // -1 without for_each
 	itemValue any
+	// target is what the unit's request addresses, as journaled: the
+	// tool's name, the prompt's, or the resource's URI as evaluated
+	// (secret values scrubbed).
+	target string
 }
 
 // name is the unit as people see it: the step id, with [i] for an item.
@@ -492,7 +499,10 @@ func failedValue(e *journal.Error) map[string]any {
 func (r *runner) runStep(ctx context.Context, st *workflow.Step) (stepResult, error) {
 	ctx, span := tracer().Start(ctx, "mcpflow.step")
 	if span.IsRecording() { // with tracing off, no attribute is built
-		span.SetAttributes(attribute.String(AttrStep, st.ID), attribute.String(AttrServer, st.Server), attribute.String("gen_ai.tool.name", st.Tool))
+		span.SetAttributes(attribute.String(AttrStep, st.ID), attribute.String(AttrServer, st.Server))
+		if st.Tool != "" {
+			span.SetAttributes(attribute.String("gen_ai.tool.name", st.Tool))
+		}
 	}
 	out, err := r.step(ctx, st)
 	if span.IsRecording() {
@@ -611,7 +621,8 @@ func (r *runner) skip(u unit) (stepResult, error) {
 	if _, done := r.prior[unitKey{u.ID, -1}]; done {
 		return stepResult{value: value, status: journal.RunSucceeded}, nil
 	}
-	inv := &journal.Invocation{RunID: r.run.ID, Step: u.ID, Item: -1, Server: u.Server, Tool: u.Tool}
+	u.target = r.scrub(u.Target())
+	inv := &journal.Invocation{RunID: r.run.ID, Step: u.ID, Item: -1, Server: u.Server, Tool: u.target, Method: u.Method()}
 	if err := r.j.SkipLater(inv); err != nil {
 		return stepResult{}, err
 	}
@@ -624,10 +635,12 @@ func (r *runner) skip(u unit) (stepResult, error) {
 func (r *runner) unit(ctx context.Context, u unit) (stepResult, error) {
 	var out stepResult
 	var err error
+	u.target = u.Target()
 	if inv, ok := r.prior[unitKey{u.ID, u.item}]; ok {
+		u.target = inv.Tool
 		out, err = r.resumeUnit(ctx, u, inv)
 	} else {
-		out, err = r.begin(ctx, u)
+		out, err = r.begin(ctx, &u)
 	}
 	if err == nil {
 		r.finished(u, out)
@@ -643,7 +656,7 @@ func (r *runner) finished(u unit, out stepResult) {
 	if out.invocation.IsZero() {
 		return
 	}
-	r.emitDurable(Event{Kind: StepFinished, Run: r.run.ID, Step: u.ID, Item: u.item, Server: u.Server, Tool: u.Tool,
+	r.emitDurable(Event{Kind: StepFinished, Run: r.run.ID, Step: u.ID, Item: u.item, Server: u.Server, Tool: u.target, Method: u.Method(),
 		Invocation: out.invocation, State: out.state, Attempt: out.attempt, Elapsed: out.elapsed, Text: out.text, Err: out.err})
 }
 
@@ -807,8 +820,9 @@ func resultJSON(res *mcp.CallToolResult) (content, structured json.RawMessage) {
 	return content, structured
 }
 
-// resultValue is what expressions see of a result, live or journaled:
-// content, its text parts joined, and structuredContent.
+// resultValue is what expressions see of a tool's result, live or
+// journaled: content, its text parts joined, and structuredContent (see
+// valueOf for every method).
 func resultValue(content, structured json.RawMessage, isError bool) map[string]any {
 	v := newValue(isError, false)
 	var items any

@@ -87,7 +87,7 @@ func (r *runner) resumeUnit(ctx context.Context, u unit, inv *journal.Invocation
 	var next *cause
 	switch p.Kind {
 	case PlanCompleted:
-		out := completed(u, journaledValue(inv.Result))
+		out := completed(u, journaledValue(inv.Method, inv.Result))
 		out.text = "(journaled result)"
 		return stands(out)
 	case PlanBlocked:
@@ -117,13 +117,15 @@ func (r *runner) resumeUnit(ctx context.Context, u unit, inv *journal.Invocation
 			}
 		case c == nil:
 			// Aborted or timed out, and not safe to send again: its
-			// outcome is unknown, journaled, never to be re-decided.
-			if err := r.j.Decide(inv.ID, *o.Decision, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
+			// outcome is unknown (a read's fails), journaled, never to be
+			// re-decided.
+			if err := r.j.Decide(inv.ID, *o.Decision, o.State, o.Error); err != nil {
 				return stepResult{}, err
 			}
 		}
 		if c == nil {
-			return *blocked(inv.ID), nil
+			_, _, end := notCleared(inv)
+			return *end, nil
 		}
 		next = c
 	}
@@ -153,12 +155,13 @@ func (r *runner) arguments(u unit, inv *journal.Invocation) (json.RawMessage, *s
 	return args, nil
 }
 
-// journaledValue rebuilds what expressions see of a journaled result.
-func journaledValue(res *journal.Result) map[string]any {
+// journaledValue rebuilds what expressions see of a journaled result of a
+// request of method m.
+func journaledValue(m journal.Method, res *journal.Result) map[string]any {
 	if res == nil {
-		return newValue(false, false)
+		return valueOf(m, nil, nil, false)
 	}
-	return resultValue(res.Content, res.StructuredContent, res.IsError)
+	return valueOf(m, res.Content, res.StructuredContent, res.IsError)
 }
 
 // ResumeInputs are a run's inputs for Resume: the journaled ones, with the

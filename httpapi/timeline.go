@@ -223,7 +223,7 @@ func (a axis) timeAt(x float64) time.Time {
 }
 
 func rowOf(inv *journal.Invocation, live bool, now time.Time, pos func(time.Time) float64) timelineRow {
-	r := timelineRow{ID: inv.ID, Label: stepLabel(inv), Tool: inv.Server + "/" + inv.Tool, State: stateName(inv)}
+	r := timelineRow{ID: inv.ID, Label: stepLabel(inv), Tool: api.TargetOf(inv), State: stateName(inv)}
 	if len(inv.Attempts) == 0 {
 		r.NoBar, r.Left = true, pos(inv.CreatedAt)
 		r.Title = fmt.Sprintf("%s — %s: %s, nothing sent", r.Label, r.Tool, r.State)

@@ -61,6 +61,7 @@ func newUI() (*ui, error) {
 		"pct":       pct,
 		"step":      func(inv journal.Invocation) string { return stepLabel(&inv) },
 		"state":     func(inv journal.Invocation) string { return stateName(&inv) },
+		"target":    func(inv journal.Invocation) string { return api.TargetOf(&inv) },
 		"attempts":  func(inv journal.Invocation) string { return api.AttemptsText(&inv) },
 		"kind":      kindText,
 		"kindTitle": kindTitle,

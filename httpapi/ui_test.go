@@ -441,3 +441,34 @@ steps:
 		t.Error("the run page shows the secret")
 	}
 }
+
+// TestUIShowsReads: a run that reads a resource and gets a prompt shows
+// each as what it is — on the run page, the invocation page and through
+// the API, with its method.
+func TestUIShowsReads(t *testing.T) {
+	r := newRig(t, nil)
+	h := r.srv.Handler(false)
+	file := r.workflow("reads.yaml", `name: reads
+steps:
+  - {id: notes, server: demo, resource: "file:///demo/notes.txt"}
+  - {id: ask, server: demo, prompt: review, with: {text: "${{ steps.notes.text }}"}}
+`)
+	req := httptest.NewRequest(http.MethodPost, "/api/runs", strings.NewReader(`{"file": "`+file+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	res, body := do(t, h, req)
+	var started api.Started
+	if res.StatusCode != http.StatusAccepted || json.Unmarshal([]byte(body), &started) != nil {
+		t.Fatalf("submit: %d %s", res.StatusCode, body)
+	}
+	rep := r.waitStatus(started.Run, journal.RunSucceeded)
+	_, body = get(t, h, "/runs/"+started.Run)
+	mustContain(t, "the run page", body, "resource demo file:///demo/notes.txt", "prompt demo review", "note 8")
+	read := rep.Invocations[0].ID.String()
+	_, body = get(t, h, "/invocations/"+read)
+	mustContain(t, "the invocation page", body, "<code>resource demo file:///demo/notes.txt</code>")
+	_, body = get(t, h, "/api/invocations/"+read)
+	var inv api.InvocationDetail
+	if err := json.Unmarshal([]byte(body), &inv); err != nil || inv.Method != "resources/read" || inv.Tool != "file:///demo/notes.txt" {
+		t.Errorf("GET /api/invocations/%s: %v %s", read, err, body)
+	}
+}

@@ -4,7 +4,8 @@
 // contract and the writer's rules — and no engine itself:
 //
 //   - the records: [Run] (one execution of a workflow, with the [Approval]
-//     gates of its steps), [Invocation] (one logical tools/call, with its
+//     gates of its steps), [Invocation] (one logical request — a
+//     tools/call, or a resources/read or prompts/get: its [Method] — with its
 //     [Attempt]s — each with why it was sent, its [AttemptKind], and what
 //     its outcome proved, its failure class; [Invocation.Tally] is the one
 //     count of them — replay [Decision]s and operator [Resolution]s), their

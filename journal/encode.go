@@ -26,7 +26,7 @@ func marshalInv(inv *Invocation) ([]byte, error) {
 // invSize is a little more than the size of inv's record, and of the
 // checksum that seal appends to it: one allocation holds both.
 func invSize(inv *Invocation) int {
-	n := 512 + len(inv.Step) + len(inv.Server) + len(inv.Tool) + rawSize(inv.Arguments) + len(inv.ArgumentsDigest) +
+	n := 512 + len(inv.Step) + len(inv.Server) + len(inv.Tool) + len(inv.Method) + rawSize(inv.Arguments) + len(inv.ArgumentsDigest) +
 		rawSize(inv.Annotations) + len(inv.Trust.WorkspaceSource) + len(inv.IdempotencyKey) + len(inv.Sealed)
 	for _, a := range inv.Attempts {
 		n += 192 + len(a.Kind) + len(a.Failure) + len(a.Detail) + rawSize(a.Annotations)
@@ -84,6 +84,10 @@ func (e *recordEncoder) inv(inv *Invocation) {
 	e.str(inv.Server)
 	e.lit(`,"tool":`)
 	e.str(inv.Tool)
+	if inv.Method != "" {
+		e.lit(`,"method":`)
+		e.str(string(inv.Method))
+	}
 	if len(inv.Arguments) > 0 {
 		e.lit(`,"arguments":`)
 		e.raw(inv.Arguments)

@@ -66,6 +66,9 @@ func randInv(r *rand.Rand) *Invocation {
 	inv := &Invocation{ID: id(), RunID: id(), Step: str(), Item: r.IntN(5) - 1, Server: str(), Tool: str(),
 		Arguments: raw(), ArgumentsDigest: str(), Annotations: raw(), Trust: trust, IdempotencyKey: str(),
 		State: state(), Sealed: str(), ToolError: r.IntN(2) == 0, CreatedAt: tm(), UpdatedAt: tm()}
+	if r.IntN(2) == 0 {
+		inv.Method = []Method{MethodRead, MethodPrompt, Method(str())}[r.IntN(3)]
+	}
 	if n := r.IntN(4) - 1; n >= 0 {
 		inv.Attempts = make([]Attempt, n)
 		for i := range inv.Attempts {

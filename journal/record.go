@@ -99,7 +99,8 @@ func (r *Run) PendingApprovals() []Approval {
 	return out
 }
 
-// Invocation is one logical tools/call: one step (or one fan-out item) of a
+// Invocation is one logical request — a tools/call, or a resources/read or
+// prompts/get (Method says which): one step (or one fan-out item) of a
 // run. Retries, replays, first deliveries and operators' retries are
 // further attempts of the same invocation (Attempt.Kind says which; Tally
 // counts them) and share its idempotency key.
@@ -110,7 +111,12 @@ type Invocation struct {
 	// Item is the fan-out item index, or -1 for a plain step.
 	Item   int    `json:"item"`
 	Server string `json:"server"`
-	Tool   string `json:"tool"`
+	// Tool is what the request addresses: the tool's name (tools/call),
+	// the prompt's (prompts/get) or the resource's URI (resources/read).
+	Tool string `json:"tool"`
+	// Method is the request; empty (MethodCall) for a tools/call, and in
+	// every record written before other requests were journaled.
+	Method Method `json:"method,omitempty"`
 	// Arguments as sent (secrets redacted unless the journal is Sealed),
 	// large values capped.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
@@ -328,7 +334,10 @@ type Decision struct {
 	View verdict.View `json:"view"`
 }
 
-// Result is a tool's result, capped.
+// Result is a tool's result, capped. For a resources/read or a
+// prompts/get (Invocation.Method), StructuredContent is the request's
+// whole result as the server sent it — {"contents": […]}, or
+// {"description": …, "messages": […]} — and Content is empty.
 type Result struct {
 	Content           json.RawMessage `json:"content,omitempty"`
 	StructuredContent json.RawMessage `json:"structured_content,omitempty"`

@@ -511,8 +511,9 @@ func (w *Writer) Interrupted(id ID, o Outcome) error {
 
 // Decide journals a replay decision on an invocation whose last attempt has
 // ended — in flight (for example the re-check after rediscovery), or aborted
-// or timed out (judged on resume, and then only to StateOutcomeUnknown) —
-// and moves it to state (StateIntent keeps an in-flight one in flight).
+// or timed out (judged on resume, and then only to StateOutcomeUnknown, or
+// for a read, which changes nothing, StateFailed) — and moves it to state
+// (StateIntent keeps an in-flight one in flight).
 // Durable when it returns nil.
 func (w *Writer) Decide(id ID, d Decision, state State, e *Error) error {
 	now := w.now().UTC()
@@ -532,8 +533,8 @@ func (w *Writer) Decide(id ID, d Decision, state State, e *Error) error {
 		if last == nil || last.EndedAt == nil {
 			return fmt.Errorf("invocation %s: decide before the attempt has ended: %w", id.Short(), ErrTransition)
 		}
-		if old.State != StateIntent && state != StateOutcomeUnknown {
-			return fmt.Errorf("invocation %s is %s: a decision can only make its outcome unknown, not %s: %w", id.Short(), old.State, state, ErrTransition)
+		if old.State != StateIntent && state != StateOutcomeUnknown && (state != StateFailed || !old.Method.Reads()) {
+			return fmt.Errorf("invocation %s is %s: a decision can only make its outcome unknown (or a read's failed), not %s: %w", id.Short(), old.State, state, ErrTransition)
 		}
 		if err := checkTransition(id, old.State, state); err != nil {
 			return err

@@ -34,6 +34,7 @@ const (
 	ReasonBudgetSpent           Reason = "budget_spent"                         // the invocation has used its replays
 	ReasonToolMissing           Reason = "tool_missing"                         // the tool is gone after rediscovery (Judge)
 	ReasonMalformedAnnotations  Reason = "malformed_annotations"                // the annotations object does not parse (Judge)
+	ReasonReadRequest           Reason = "read_request"                         // Replay: a resources/read or prompts/get, which changes nothing
 )
 
 // MaxReplays is the default number of replays per invocation.
@@ -46,8 +47,12 @@ type Input struct {
 	ServerTrusted    bool
 	WorkspaceTrusted bool
 	Annotations      *Annotations // as declared; nil = none sent
-	Replays          int          // replays already made for this invocation, counted from the journal
-	Budget           int          // replays allowed; 0 means MaxReplays, negative allows none
+	// Read: the request only reads (a resources/read or a prompts/get):
+	// sending it again repeats no side effect, so neither trust nor
+	// annotations are asked for. Never set for a tools/call.
+	Read    bool
+	Replays int // replays already made for this invocation, counted from the journal
+	Budget  int // replays allowed; 0 means MaxReplays, negative allows none
 }
 
 // Decision is a verdict with its reason.
@@ -64,6 +69,12 @@ type Decision struct {
 // the first that fails gives OutcomeUnknown with its reason: server trust,
 // workspace trust, annotations present, Safe, then the budget (Replays >=
 // budget). If all pass the verdict is Replay with Safe's reason.
+//
+// A read (Input.Read: a resources/read or a prompts/get) changed nothing
+// that sending it again could repeat: for ClassLost only the budget is
+// checked, and the verdict is Replay with ReasonReadRequest, whatever
+// trust and annotations say. The budget still bounds it, so that a server
+// that breaks the connection on every read is not read from forever.
 func Decide(in Input) Decision {
 	switch in.Class {
 	case ClassLost:
@@ -71,6 +82,16 @@ func Decide(in Input) Decision {
 		return Decision{NotApplicable, ReasonNotDelivered}
 	default:
 		return Decision{NotApplicable, ReasonNotConnectionLoss}
+	}
+	budget := in.Budget
+	if budget == 0 {
+		budget = MaxReplays
+	}
+	if in.Read {
+		if in.Replays >= budget {
+			return Decision{OutcomeUnknown, ReasonBudgetSpent}
+		}
+		return Decision{Replay, ReasonReadRequest}
 	}
 	if !in.ServerTrusted {
 		return Decision{OutcomeUnknown, ReasonServerNotTrusted}
@@ -81,10 +102,6 @@ func Decide(in Input) Decision {
 	safe, reason := Safe(in.Annotations)
 	if !safe {
 		return Decision{OutcomeUnknown, reason}
-	}
-	budget := in.Budget
-	if budget == 0 {
-		budget = MaxReplays
 	}
 	if in.Replays >= budget {
 		return Decision{OutcomeUnknown, ReasonBudgetSpent}
@@ -124,7 +141,8 @@ func Both(sendTime, fresh Decision) Decision {
 }
 
 // View is one view of a tool, as the replay rule judges it: the two trust
-// gates and the tool's annotations exactly as they came over the wire.
+// gates and the tool's annotations exactly as they came over the wire —
+// or of a read (a resources/read or a prompts/get), which needs neither.
 type View struct {
 	ServerTrusted    bool
 	WorkspaceTrusted bool
@@ -133,6 +151,9 @@ type View struct {
 	Annotations json.RawMessage
 	// Missing: the tool is not listed (any more).
 	Missing bool
+	// Read: the request only reads (Input.Read); trust, annotations and
+	// Missing are then not looked at.
+	Read bool
 }
 
 // Judge applies the replay rule to one view of a tool whose call may have
@@ -141,8 +162,11 @@ type View struct {
 // every send-time snapshot and every fresh view with it, and `mcpflow
 // servers tools` shows it. A missing tool is ReasonToolMissing; annotations
 // that do not parse declare nothing: once both trust gates pass, they are
-// ReasonMalformedAnnotations.
+// ReasonMalformedAnnotations. A read is Decide's: Replay within the budget.
 func Judge(v View, replays int) Decision {
+	if v.Read {
+		return Decide(Input{Class: ClassLost, Read: true, Replays: replays})
+	}
 	if v.Missing {
 		return Decision{OutcomeUnknown, ReasonToolMissing}
 	}

@@ -2,6 +2,7 @@ package replay_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -105,6 +106,10 @@ func expect(in replay.Input) replay.Decision {
 		return replay.Decision{Verdict: replay.NotApplicable, Reason: "not_delivered"}
 	case in.Class != replay.ClassLost: // rule 1
 		return replay.Decision{Verdict: replay.NotApplicable, Reason: "not_a_connection_loss"}
+	case in.Read && in.Replays >= 3: // a read changes nothing, but is bounded
+		return replay.Decision{Verdict: replay.OutcomeUnknown, Reason: "budget_spent"}
+	case in.Read: // trust and annotations are not asked of a read
+		return replay.Decision{Verdict: replay.Replay, Reason: "read_request"}
 	case !in.ServerTrusted: // rule 2
 		return replay.Decision{Verdict: replay.OutcomeUnknown, Reason: "server_not_trusted"}
 	case !in.WorkspaceTrusted: // rule 3
@@ -144,41 +149,85 @@ func TestDecideAllInputs(t *testing.T) {
 			}
 		}
 	}
-	var cases, replays int
+	var cases, replays, readReplays int
 	reasons := map[replay.Reason]int{}
 	for _, a := range shapes {
 		for _, class := range failure.All {
 			for _, serverTrusted := range []bool{false, true} {
 				for _, workspaceTrusted := range []bool{false, true} {
 					for _, n := range []int{0, 2, 3} {
-						in := replay.Input{
-							Class:            class,
-							ServerTrusted:    serverTrusted,
-							WorkspaceTrusted: workspaceTrusted,
-							Annotations:      a,
-							Replays:          n,
-						}
-						got, want := replay.Decide(in), expect(in)
-						if got != want {
-							t.Errorf("Decide(%+v) with annotations %+v = %+v, want %+v", in, a, got, want)
-						}
-						cases++
-						reasons[got.Reason]++
-						if got.Verdict == replay.Replay {
-							replays++
+						for _, read := range []bool{false, true} {
+							in := replay.Input{
+								Class:            class,
+								ServerTrusted:    serverTrusted,
+								WorkspaceTrusted: workspaceTrusted,
+								Annotations:      a,
+								Read:             read,
+								Replays:          n,
+							}
+							got, want := replay.Decide(in), expect(in)
+							if got != want {
+								t.Errorf("Decide(%+v) with annotations %+v = %+v, want %+v", in, a, got, want)
+							}
+							cases++
+							reasons[got.Reason]++
+							switch {
+							case got.Verdict == replay.Replay && read:
+								readReplays++
+							case got.Verdict == replay.Replay:
+								replays++
+							}
 						}
 					}
 				}
 			}
 		}
 	}
-	// (1 + 27 shapes x 3 openWorld) x 9 classes x 2 x 2 trust x 3 counts;
-	// Replay only for 10 shapes x 3 openWorld, both trusted, Lost, 2 counts.
-	if len(shapes) != 82 || cases != 8856 || replays != 60 {
-		t.Errorf("%d shapes, %d cases, %d replays; want 82, 8856 and 60", len(shapes), cases, replays)
+	// (1 + 27 shapes x 3 openWorld) x 9 classes x 2 x 2 trust x 3 counts x
+	// 2 (a call, a read). A call replays only for 10 shapes x 3 openWorld,
+	// both trusted, Lost, 2 counts; a read for every shape and trust, Lost,
+	// 2 counts: the rule for calls is what it was.
+	if len(shapes) != 82 || cases != 17712 || replays != 60 || readReplays != 82*4*2 {
+		t.Errorf("%d shapes, %d cases, %d replays of calls, %d of reads; want 82, 17712, 60 and 656", len(shapes), cases, replays, readReplays)
 	}
-	if len(reasons) != 10 {
-		t.Errorf("saw %d distinct reasons, want 10: %v", len(reasons), reasons)
+	if len(reasons) != 11 {
+		t.Errorf("saw %d distinct reasons, want 11: %v", len(reasons), reasons)
+	}
+}
+
+// TestJudgeRead: a read is replayed after a lost connection whatever the
+// server's trust, the workspace's, or the annotations (none, malformed,
+// contradictory), within the same budget as a call; the same views of a
+// call are not.
+func TestJudgeRead(t *testing.T) {
+	views := []replay.View{
+		{},
+		{Annotations: json.RawMessage(`{"readOnlyHint":true,"idempotentHint":false}`)},
+		{Annotations: json.RawMessage(`{"idempotentHint":null}`)},
+		{ServerTrusted: true},
+		{WorkspaceTrusted: true, Missing: true},
+	}
+	for _, v := range views {
+		for _, n := range []int{0, 2, 3} {
+			call := replay.Judge(v, n)
+			v.Read = true
+			got := replay.Judge(v, n)
+			v.Read = false
+			want := replay.Decision{Verdict: replay.Replay, Reason: replay.ReasonReadRequest}
+			if n >= replay.MaxReplays {
+				want = replay.Decision{Verdict: replay.OutcomeUnknown, Reason: replay.ReasonBudgetSpent}
+			}
+			if got != want {
+				t.Errorf("Judge(%+v as a read, %d replays) = %+v, want %+v", v, n, got, want)
+			}
+			if call.Verdict == replay.Replay {
+				t.Errorf("Judge(%+v as a call, %d replays) = %+v: not safe", v, n, call)
+			}
+		}
+	}
+	sendTime, now := replay.View{Read: true}, replay.View{Read: true}
+	if d := replay.JudgeBoth(sendTime, now, 0); d.Verdict != replay.Replay || d.Reason != replay.ReasonReadRequest {
+		t.Errorf("JudgeBoth of two read views = %+v", d)
 	}
 }
 

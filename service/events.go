@@ -23,7 +23,7 @@ var eventKinds = map[engine.EventKind]string{
 func EventOf(ev engine.Event) api.Event {
 	e := api.Event{
 		Kind: eventKinds[ev.Kind], Run: ev.Run.String(), Workflow: ev.Workflow, Step: ev.Step,
-		Server: ev.Server, Tool: ev.Tool, Attempt: ev.Attempt, Progress: ev.Progress, Total: ev.Total,
+		Server: ev.Server, Tool: ev.Tool, Method: string(ev.Method), Attempt: ev.Attempt, Progress: ev.Progress, Total: ev.Total,
 		Message: ev.Message, Text: ev.Text, ElapsedMS: ev.Elapsed.Milliseconds(), Error: ev.Err, At: time.Now().UTC(),
 	}
 	if ev.Item >= 0 && ev.Step != "" {
@@ -47,7 +47,7 @@ func EventOf(ev engine.Event) api.Event {
 // was made from (At aside), for front ends that render engine events.
 func EngineEvent(e api.Event) (engine.Event, error) {
 	ev := engine.Event{
-		Workflow: e.Workflow, Step: e.Step, Item: -1, Server: e.Server, Tool: e.Tool,
+		Workflow: e.Workflow, Step: e.Step, Item: -1, Server: e.Server, Tool: e.Tool, Method: journal.Method(e.Method),
 		Attempt: e.Attempt, Progress: e.Progress, Total: e.Total, Message: e.Message, Text: e.Text,
 		Elapsed: time.Duration(e.ElapsedMS) * time.Millisecond, Err: e.Error,
 		Work: time.Duration(e.WorkMS) * time.Millisecond, Waited: time.Duration(e.WaitedMS) * time.Millisecond,

@@ -76,7 +76,7 @@ func (s *Seen) Report(rep *Report, events func(engine.Event)) {
 			continue
 		}
 		s.states[inv.ID] = inv.State
-		ev := engine.Event{Run: id, Step: inv.Step, Item: inv.Item, Server: inv.Server, Tool: inv.Tool,
+		ev := engine.Event{Run: id, Step: inv.Step, Item: inv.Item, Server: inv.Server, Tool: inv.Tool, Method: inv.Method,
 			Invocation: inv.ID, State: inv.State, Attempt: len(inv.Attempts), Err: inv.Error}
 		if !known {
 			ev.Kind = engine.StepStarted
@@ -85,7 +85,7 @@ func (s *Seen) Report(rep *Report, events func(engine.Event)) {
 		if inv.State != journal.StateIntent {
 			ev.Kind = engine.StepFinished
 			if inv.State == journal.StateCompleted {
-				ev.Text = contentText(inv.Result)
+				ev.Text = contentText(inv.Method, inv.Result)
 			}
 			if n := len(inv.Attempts); n > 0 {
 				if end, ok := api.AttemptEnd(&inv, n-1, false, time.Time{}); ok {
@@ -123,11 +123,11 @@ func (s *Seen) Fresh(ev engine.Event) bool {
 	return true
 }
 
-// contentText is a result's text content as the engine reports a
-// completed call: its text items joined by newlines, nothing shortened.
-func contentText(res *journal.Result) string {
+// contentText is a result's text as the engine reports a completed
+// request (api.ResultText), nothing shortened.
+func contentText(m journal.Method, res *journal.Result) string {
 	if res == nil {
 		return ""
 	}
-	return api.ContentText(res.Content)
+	return api.ResultText(m, res.Content, res.StructuredContent)
 }

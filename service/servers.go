@@ -247,7 +247,10 @@ type ValidateRequest struct {
 	// workspace's files for this command only.
 	TrustWorkspace bool
 	// Discover connects to the servers the steps use and checks that each
-	// tool exists and that literal arguments fit its input schema.
+	// tool exists and that literal arguments fit its input schema; that a
+	// literal resource URI is one the server lists or one of a template's;
+	// that each prompt exists and is given the arguments it requires and
+	// none it does not take.
 	Discover bool
 }
 
@@ -288,10 +291,7 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*workflow.
 		}
 		sess, err := pool.Session(ctx, st.Server)
 		if err == nil {
-			var tool upstream.Tool
-			if tool, err = sess.Tool(ctx, st.Tool); err == nil {
-				err = workflow.CheckLiteralArguments(st, tool)
-			}
+			err = discover(ctx, sess, st)
 		} else {
 			err = fmt.Errorf("server %q: %w", st.Server, err)
 		}
@@ -306,6 +306,29 @@ func (s *Service) Validate(ctx context.Context, req ValidateRequest) (*workflow.
 		return nil, s.lookedFor(err, req.File)
 	}
 	return wf, nil
+}
+
+// discover checks one step against what its server lists (Validate's
+// Discover).
+func discover(ctx context.Context, sess *upstream.Session, st *workflow.Step) error {
+	switch st.Method() {
+	case journal.MethodRead:
+		if uri, ok := st.LiteralResource(); ok {
+			return sess.CheckResource(ctx, uri)
+		}
+		return nil // known only when the run gets there
+	case journal.MethodPrompt:
+		p, err := sess.Prompt(ctx, st.Prompt)
+		if err != nil {
+			return err
+		}
+		return workflow.CheckPromptArguments(st, p)
+	}
+	tool, err := sess.Tool(ctx, st.Tool)
+	if err != nil {
+		return err
+	}
+	return workflow.CheckLiteralArguments(st, tool)
 }
 
 // verdictNow is the replay verdict a lost call of tool would get under

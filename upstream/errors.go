@@ -10,6 +10,11 @@ var (
 	ErrUnknownServer = errors.New("unknown server")
 	// ErrUnknownTool: the server does not list a tool of that name.
 	ErrUnknownTool = errors.New("unknown tool")
+	// ErrUnknownResource: the server lists no resource of that URI, and
+	// none of its resource templates matches it.
+	ErrUnknownResource = errors.New("unknown resource")
+	// ErrUnknownPrompt: the server does not list a prompt of that name.
+	ErrUnknownPrompt = errors.New("unknown prompt")
 	// ErrConfig: a server entry or a servers file is malformed.
 	ErrConfig = errors.New("invalid server configuration")
 	// ErrUnsetVariable: a ${VAR} reference names an environment variable
@@ -59,10 +64,13 @@ func (e *ConfigError) Message() string {
 
 func (e *ConfigError) Unwrap() error { return ErrConfig }
 
-// ArgsError reports arguments that fail a tool's input schema.
-// errors.Is(err, ErrInvalidArgs) holds.
+// ArgsError reports arguments that fail a tool's input schema, or that a
+// prompt does not take (Prompt). errors.Is(err, ErrInvalidArgs) holds.
 type ArgsError struct {
+	// Tool names the tool, or the prompt.
 	Tool string
+	// Prompt: the arguments are a prompt's.
+	Prompt bool
 	// Field is the path of the failing argument ("name", "address.zip",
 	// "tags[2]"); "" when the arguments as a whole are wrong.
 	Field  string
@@ -70,10 +78,14 @@ type ArgsError struct {
 }
 
 func (e *ArgsError) Error() string {
-	if e.Field == "" {
-		return fmt.Sprintf("tool %s: arguments: %s", e.Tool, e.Reason)
+	what := "tool"
+	if e.Prompt {
+		what = "prompt"
 	}
-	return fmt.Sprintf("tool %s: argument %s: %s", e.Tool, e.Field, e.Reason)
+	if e.Field == "" {
+		return fmt.Sprintf("%s %s: arguments: %s", what, e.Tool, e.Reason)
+	}
+	return fmt.Sprintf("%s %s: argument %s: %s", what, e.Tool, e.Field, e.Reason)
 }
 
 func (e *ArgsError) Unwrap() error { return ErrInvalidArgs }

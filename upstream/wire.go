@@ -13,7 +13,8 @@ import (
 
 // wireTransport wraps a transport to see the messages as they cross the
 // wire: it keeps the raw tools/list results (so annotations are known as
-// declared, absent fields absent) and counts tools/call requests written.
+// declared, absent fields absent) and counts tools/call requests written,
+// and resources/read and prompts/get requests.
 type wireTransport struct {
 	inner mcp.Transport
 	tap   *wireTap
@@ -28,6 +29,7 @@ type wireTap struct {
 	tooLarge atomic.Bool
 
 	calls atomic.Int64
+	reads atomic.Int64 // resources/read and prompts/get
 
 	// secrets are scrubbed from log messages (notifications/message) as
 	// they are read: a message the server sent before its answer to a call
@@ -160,6 +162,8 @@ func (c *wireConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if req != nil && req.ID.IsValid() {
 		if req.Method == "tools/call" {
 			c.tap.calls.Add(1)
+		} else if req.Method == "resources/read" || req.Method == "prompts/get" {
+			c.tap.reads.Add(1)
 		}
 		c.tap.mu.Lock()
 		if req.Method == "tools/list" {
@@ -182,9 +186,10 @@ func (c *wireConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 }
 
 // cancelWritten pays what is owed for a notifications/cancelled just
-// written (or tried), unless it names a request still pending that is not
-// a tools/call (a cancelled tools/list owes nothing). One naming a request
-// already answered pays too: its answer and its cancellation crossed.
+// written (or tried), unless it names a request still pending that owes
+// none (see owesCancel: a cancelled tools/list owes nothing). One naming a
+// request already answered pays too: its answer and its cancellation
+// crossed.
 func (t *wireTap) cancelWritten(params json.RawMessage) {
 	var p struct {
 		RequestID any `json:"requestId"`
@@ -200,9 +205,16 @@ func (t *wireTap) cancelWritten(params json.RawMessage) {
 	defer t.mu.Unlock()
 	method, pending := t.pending[id.Raw()]
 	delete(t.pending, id.Raw())
-	if !pending || method == "tools/call" {
+	if !pending || owesCancel(method) {
 		t.settleLocked(-1)
 	}
+}
+
+// owesCancel reports whether a request of method, cancelled, is owed its
+// notifications/cancelled: a tools/call (Session.Call), a resources/read
+// or a prompts/get (ReadResource, GetPrompt) — the requests a step sends.
+func owesCancel(method string) bool {
+	return method == "tools/call" || method == "resources/read" || method == "prompts/get"
 }
 
 func (c *wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {

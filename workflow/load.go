@@ -180,8 +180,11 @@ func (l *loader) boolean(n *yaml.Node, what string) (bool, bool) {
 var (
 	workflowKeys = []string{"name", "description", "inputs", "env", "servers", "roots", "steps", "outputs"}
 	inputKeys    = []string{"type", "description", "required", "default", "secret"}
-	stepKeys     = []string{"id", "name", "server", "tool", "with", "if", "for_each", "concurrency", "timeout", "retry", "continue_on_error", "approve", "elicit"}
+	stepKeys     = []string{"id", "name", "server", "tool", "resource", "prompt", "with", "if", "for_each", "concurrency", "timeout", "retry", "continue_on_error", "approve", "elicit"}
 	retryKeys    = []string{"attempts", "backoff"}
+	resourceKeys = []string{"server", "uri"}
+	// targetKeys are the step keys of which a step has exactly one.
+	targetKeys = []string{"tool", "resource", "prompt"}
 )
 
 var idPattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`)
@@ -578,8 +581,18 @@ func (l *loader) step(sn *yaml.Node, i int, sc scope) *Step {
 	if !ok {
 		return st
 	}
-	l.require(m, "id", "server", "tool")
+	l.require(m, "id")
 	f := m.values
+	// resource: {server, uri} names the server itself.
+	res, resourceServer := f["resource"], false
+	if res != nil && res.Kind == yaml.MappingNode {
+		for i := 0; i < len(res.Content); i += 2 {
+			resourceServer = resourceServer || res.Content[i].Value == "server"
+		}
+	}
+	if !resourceServer {
+		l.require(m, "server")
+	}
 	if v, ok := f["id"]; ok {
 		if id, ok := l.str(v, what+".id"); ok {
 			st.ID = id
@@ -593,12 +606,48 @@ func (l *loader) step(sn *yaml.Node, i int, sc scope) *Step {
 			}
 		}
 	}
+	l.target(m, what)
 	if v, ok := f["name"]; ok {
 		st.Name, _ = l.str(v, what+".name")
 	}
-	if v, ok := f["server"]; ok {
+	_, loop := f["for_each"]
+	server, serverAt := f["server"], what
+	if v, ok := f["tool"]; ok {
+		st.at.tool = posOf(v)
+		st.Tool, _ = l.str(v, what+".tool")
+	}
+	if v, ok := f["prompt"]; ok {
+		st.at.tool = posOf(v)
+		if st.Prompt, _ = l.str(v, what+".prompt"); st.Prompt == "" && v.Kind == yaml.ScalarNode && v.Tag != "!!null" {
+			l.fail(v, "%s.prompt: expected the name of a prompt, found an empty string", what)
+		}
+	}
+	if v, ok := f["resource"]; ok {
+		st.at.tool = posOf(v)
+		uri := v
+		if v.Kind == yaml.MappingNode {
+			// resource: {server, uri}: the server given here, not twice.
+			if rm, ok := l.fields(v, what+".resource", resourceKeys...); ok {
+				l.require(rm, resourceKeys...)
+				if s, ok := rm.values["server"]; ok {
+					if server != nil {
+						l.fail(s, "%s.resource.server: the step names its server twice (server: and resource.server); keep one", what)
+					}
+					server, serverAt = s, what+".resource"
+				}
+				uri = rm.values["uri"]
+			} else {
+				uri = nil
+			}
+		}
+		if uri != nil {
+			st.at.tool = posOf(uri)
+			st.Resource, st.resourceText = l.resource(uri, what, scope{wf: wf, earlier: sc.earlier, later: sc.later, loop: loop})
+		}
+	}
+	if v := server; v != nil {
 		st.at.server = posOf(v)
-		if name, ok := l.str(v, what+".server"); ok {
+		if name, ok := l.str(v, serverAt+".server"); ok {
 			st.Server = name
 			if _, known := wf.Servers[name]; !known && !l.badServers[name] {
 				names := l.serverNames(wf)
@@ -611,14 +660,9 @@ func (l *loader) step(sn *yaml.Node, i int, sc scope) *Step {
 			}
 		}
 	}
-	if v, ok := f["tool"]; ok {
-		st.at.tool = posOf(v)
-		st.Tool, _ = l.str(v, what+".tool")
-	}
 	if v, ok := f["if"]; ok {
 		st.If = l.condition(v, what+".if", sc)
 	}
-	_, loop := f["for_each"]
 	if v, ok := f["for_each"]; ok {
 		st.ForEach = l.forEach(v, what+".for_each", sc)
 	}
@@ -654,6 +698,9 @@ func (l *loader) step(sn *yaml.Node, i int, sc scope) *Step {
 	}
 	if v, ok := f["elicit"]; ok {
 		switch {
+		case f["resource"] != nil || f["prompt"] != nil:
+			// mcpflow answers questions asked during a tools/call only.
+			l.fail(v, "%s.elicit: only a tool: step answers a server's questions (elicit: is for the questions asked during a tool call)", what)
 		case v.Kind == yaml.ScalarNode && (v.Value == "decline" || v.Value == "cancel"):
 			st.ElicitAction = v.Value
 		case v.Kind == yaml.MappingNode:
@@ -664,13 +711,79 @@ func (l *loader) step(sn *yaml.Node, i int, sc scope) *Step {
 		}
 	}
 	if w, ok := f["with"]; ok {
-		if w.Kind != yaml.MappingNode {
+		switch {
+		case f["resource"] != nil:
+			l.fail(w, "%s.with: a resource read takes no arguments (with: is for tool: and prompt:)", what)
+		case w.Kind != yaml.MappingNode:
 			l.fail(w, "%s.with: expected a mapping of arguments, found %s", what, yamlpos.KindName(w))
-		} else {
+		default:
 			st.With = l.value(w, what+".with", scope{wf: wf, earlier: sc.earlier, later: sc.later, loop: loop})
+			if f["prompt"] != nil {
+				l.promptArguments(w, what+".with")
+			}
 		}
 	}
 	return st
+}
+
+// target checks that a step has exactly one of tool:, resource: and
+// prompt:. A step with none is told so unless an unknown key of it was
+// taken for one (its error says it); a step with more than one is told
+// at each after the first, in the order they are written.
+func (l *loader) target(m *mapping, what string) {
+	var given []string
+	for _, k := range targetKeys {
+		if _, ok := m.values[k]; ok {
+			given = append(given, k)
+		}
+	}
+	slices.SortFunc(given, func(a, b string) int {
+		pa, pb := posOf(m.values[a]), posOf(m.values[b])
+		if pa.line != pb.line {
+			return pa.line - pb.line
+		}
+		return pa.col - pb.col
+	})
+	switch {
+	case len(given) == 0 && !m.guessed["tool"] && !m.guessed["resource"] && !m.guessed["prompt"]:
+		l.fail(m.node, "%s: missing one of \"tool\", \"resource\" or \"prompt\" (a step calls a tool, reads a resource or gets a prompt)", what)
+	case len(given) > 1:
+		for _, k := range given[1:] {
+			l.fail(m.values[k], "%s.%s: a step has exactly one of tool:, resource: and prompt:, and this one has %s: too", what, k, given[0])
+		}
+	}
+}
+
+// resource reads a step's resource URI: a string, possibly with ${{ … }}
+// expressions. It returns the value and the URI as written; a nil value
+// when it has errors.
+func (l *loader) resource(n *yaml.Node, what string, sc scope) (*Value, string) {
+	s, ok := l.str(n, what+".resource")
+	if !ok {
+		return nil, ""
+	}
+	if strings.TrimSpace(s) == "" {
+		l.fail(n, "%s.resource: expected a URI, found an empty string", what)
+		return nil, ""
+	}
+	mark := len(l.errs)
+	v := l.value(n, what+".resource", sc)
+	if l.failedSince(mark) {
+		return nil, ""
+	}
+	return v, s
+}
+
+// promptArguments checks a prompt step's with: holds what MCP sends as a
+// prompt's arguments: values that are text (a number or a boolean is sent
+// as its text), never a mapping, a list or null.
+func (l *loader) promptArguments(w *yaml.Node, what string) {
+	for i := 0; i+1 < len(w.Content); i += 2 {
+		k, v := w.Content[i], w.Content[i+1]
+		if v.Kind != yaml.ScalarNode || v.Tag == "!!null" {
+			l.fail(v, "%s: prompt argument %s: expected a string, found %s (prompt arguments are strings)", what, k.Value, yamlpos.KindName(v))
+		}
+	}
 }
 
 // forEach reads a step's for_each: a list, or an expression yielding one.

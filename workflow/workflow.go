@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/upstream"
 )
 
@@ -60,13 +61,24 @@ const (
 	TypeArray   InputType = "array"
 )
 
-// Step is one tool call of a workflow, or one per item with ForEach.
+// Step is one request of a workflow — a tool call, a resource read or a
+// prompt get — or one per item with ForEach.
 type Step struct {
 	ID     string
 	Name   string
 	Server string
-	Tool   string
-	// With holds the arguments, possibly containing ${{ … }} expressions.
+	// Exactly one of Tool, Resource and Prompt is set: the tool a
+	// tools/call calls, the URI a resources/read reads (possibly with
+	// ${{ … }} expressions; it yields a string), or the prompt a
+	// prompts/get gets. Method says which.
+	Tool     string
+	Resource *Value
+	Prompt   string
+	// resourceText is resource: as written.
+	resourceText string
+	// With holds the arguments, possibly containing ${{ … }} expressions:
+	// a tool's, or a prompt's (whose values are strings: see
+	// PromptArguments). A resource read has none.
 	With *Value
 	// If, when set, must be true for the step to run; otherwise it is
 	// journaled as skipped.
@@ -94,9 +106,90 @@ type Step struct {
 	// answer, and the run then waits for an operator's (mcpflow answer).
 	Elicit       *Value
 	ElicitAction string
-	// at is where the step's server: and tool: are written (zero for a
-	// step built in Go): an error found after Load points there.
+	// at is where the step's server: and its tool:, resource: or prompt:
+	// are written (zero for a step built in Go): an error found after
+	// Load points there.
 	at struct{ server, tool position }
+}
+
+// Method is the request the step sends: journal.MethodCall for tool:,
+// MethodRead for resource:, MethodPrompt for prompt:.
+func (s *Step) Method() journal.Method {
+	switch {
+	case s.Resource != nil:
+		return journal.MethodRead
+	case s.Prompt != "":
+		return journal.MethodPrompt
+	}
+	return journal.MethodCall
+}
+
+// Target is what the step's request addresses, as written: the tool's
+// name, the prompt's, or the resource's URI (with its ${{ … }}
+// expressions unevaluated).
+func (s *Step) Target() string {
+	switch {
+	case s.Resource != nil:
+		return s.resourceText
+	case s.Prompt != "":
+		return s.Prompt
+	}
+	return s.Tool
+}
+
+// LiteralResource is the URI a resource step reads when it holds no
+// expression (ok false otherwise, or for a step that reads none).
+func (s *Step) LiteralResource() (uri string, ok bool) {
+	if s.Resource == nil || s.Resource.HasExpressions() {
+		return "", false
+	}
+	v, err := s.Resource.Eval(context.Background(), Vars{})
+	uri, ok = v.(string)
+	return uri, ok && err == nil
+}
+
+// PromptArguments are a prompt step's arguments as MCP sends them: with:
+// evaluated (args), each value a string. A number or a boolean is sent as
+// its text; null, a list or a mapping is an error naming the argument.
+func PromptArguments(args any) (map[string]string, error) {
+	m, ok := args.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("prompt arguments are %s, not a mapping", Text(args))
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		switch v.(type) {
+		case string, float64, bool, int, int64:
+			out[k] = Text(v)
+		default:
+			return nil, fmt.Errorf("prompt argument %s is %s, not a string (prompt arguments are strings)", k, kindOf(v))
+		}
+	}
+	return out, nil
+}
+
+// kindOf names the JSON kind of v, never its value (it may be a secret).
+func kindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "a mapping"
+	case []any:
+		return "a list"
+	}
+	return "not text"
+}
+
+// CheckPromptArguments checks a prompt step's arguments by name against
+// the prompt (validate --discover): every required one is given, no other
+// than those it takes.
+func CheckPromptArguments(st *Step, p upstream.Prompt) error {
+	var names []string
+	if st.With != nil {
+		names = st.With.keys
+	}
+	return p.CheckArguments(names)
 }
 
 // Retry says how often to try a call again after a tool error (isError).
@@ -171,8 +264,9 @@ func (w *Workflow) CheckRoots(workspace string) error {
 // StepError is err, found for step st after Load (by validate --discover),
 // at the place in the workflow's file it is about: the argument a
 // *upstream.ArgsError names (or the nearest value around it that is
-// written: with:, else tool:), the step's tool: for upstream.ErrUnknownTool,
-// else its server:. The message is "step ID: err".
+// written: with:, else tool: or prompt:), the step's tool:, resource: or
+// prompt: for upstream.ErrUnknownTool, ErrUnknownResource and
+// ErrUnknownPrompt, else its server:. The message is "step ID: err".
 func (w *Workflow) StepError(st *Step, err error) *PosError {
 	at := st.at.server
 	var ae *upstream.ArgsError
@@ -182,7 +276,7 @@ func (w *Workflow) StepError(st *Step, err error) *PosError {
 		if st.With != nil {
 			at = st.With.find(ae.Field)
 		}
-	case errors.Is(err, upstream.ErrUnknownTool):
+	case errors.Is(err, upstream.ErrUnknownTool), errors.Is(err, upstream.ErrUnknownResource), errors.Is(err, upstream.ErrUnknownPrompt):
 		at = st.at.tool
 	}
 	return &PosError{File: w.Path, Line: at.line, Column: at.col, Msg: fmt.Sprintf("step %s: %v", st.ID, err)}

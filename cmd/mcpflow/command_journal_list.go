@@ -74,7 +74,7 @@ func runJournalList(o *journalListOptions) error {
 		t := newTable(w, "ID", "RUN", "STEP", "SERVER", "TOOL", "STATE", "ATTEMPTS", "CREATED", "ERROR")
 		now := time.Now()
 		for _, inv := range invs {
-			t.row(inv.ID.Short(), inv.RunID.Short(), stepName(&inv), inv.Server, inv.Tool, stateText(&inv), fmt.Sprint(len(inv.Attempts)), o.g.times.ago(now, inv.CreatedAt), errorText(&inv))
+			t.row(inv.ID.Short(), inv.RunID.Short(), stepName(&inv), inv.Server, toolText(&inv), stateText(&inv), fmt.Sprint(len(inv.Attempts)), o.g.times.ago(now, inv.CreatedAt), errorText(&inv))
 		}
 		if err := t.flush(); err != nil {
 			return err

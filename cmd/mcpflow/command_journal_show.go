@@ -61,10 +61,18 @@ func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload
 	f.add("Invocation", inv.ID.String())
 	f.add("Run", inv.RunID.String())
 	f.add("Step", stepName(inv))
-	f.add("Tool", inv.Server+"/"+inv.Tool)
+	if inv.Method.Reads() {
+		f.add("Request", api.TargetOf(inv))
+	} else {
+		f.add("Tool", api.TargetOf(inv))
+	}
 	f.add("State", inv.State.String())
 	f.add("Idempotency", inv.IdempotencyKey)
-	f.add("Annotations", annotationsText(inv.Annotations))
+	if inv.Method.Reads() {
+		f.add("Annotations", "none needed: a "+inv.Method.String()+" changes nothing, and is always safe to repeat")
+	} else {
+		f.add("Annotations", annotationsText(inv.Annotations))
+	}
 	f.add("Trust", trust)
 	f.add("Arguments", inv.ArgumentsDigest)
 	if inv.Error != nil {
@@ -109,7 +117,7 @@ func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload
 		fmt.Fprintln(w, "\nArguments:")
 		block(w, "  ", jsonText(inv.Arguments))
 		if inv.Result != nil {
-			showResult(w, inv.Result)
+			showResult(w, inv.Method, inv.Result)
 		}
 	}
 	return nil
@@ -117,13 +125,20 @@ func showInvocation(w io.Writer, tf timeFormat, inv *journal.Invocation, payload
 
 // showResult prints a result as journal show does: its content rendered
 // (contentLines), its structured content as JSON, and whether it was a
-// tool error. -o json shows the result exactly as journaled.
-func showResult(w io.Writer, r *journal.Result) {
+// tool error; a read's or a prompt's result rendered (readLines). -o json
+// shows the result exactly as journaled.
+func showResult(w io.Writer, m journal.Method, r *journal.Result) {
 	head := "Result:"
 	if r.IsError {
 		head = "Result (tool error):"
 	}
 	fmt.Fprintln(w, head)
+	if m.Reads() {
+		for _, l := range readLines(m, r.StructuredContent) {
+			fmt.Fprintln(w, strings.TrimRight("  "+l, " "))
+		}
+		return
+	}
 	for _, l := range contentLines(r.Content) {
 		fmt.Fprintln(w, strings.TrimRight("  "+l, " "))
 	}

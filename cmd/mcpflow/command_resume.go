@@ -181,7 +181,7 @@ func reportBlocked(w io.Writer, rep *service.Report) {
 	example := "ID"
 	waiting := rep.Waiting()
 	for _, inv := range waiting {
-		fmt.Fprintf(w, "  waiting for you: invocation %s, step %s, %s/%s (%s)\n", inv.ID.Short(), stepName(&inv), inv.Server, inv.Tool, inv.State)
+		fmt.Fprintf(w, "  waiting for you: invocation %s, step %s, %s (%s)\n", inv.ID.Short(), stepName(&inv), api.TargetOf(&inv), inv.State)
 		if what := whatHappened(&inv); what != "" {
 			fmt.Fprintf(w, "    what happened: %s\n", what)
 		}

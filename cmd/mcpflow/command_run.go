@@ -196,7 +196,15 @@ func reportEnd(w io.Writer, rep *service.Report) {
 		fmt.Fprintf(w, "mcpflow: run %s was interrupted; continue it with: mcpflow resume %s\n", rep.Run.ID.Short(), rep.Run.ID.Short())
 	case journal.RunFailed:
 		if e := rep.Run.Error; e != nil && e.Code == engine.CodeServerUnavailable {
-			fmt.Fprintf(w, "mcpflow: once the server is back, continue it with: mcpflow resume %s\n", rep.Run.ID.Short())
+			// A read that failed after its replays stands failed: only an
+			// operator's retry sends it again.
+			retry := ""
+			for _, inv := range rep.Invocations {
+				if inv.State == journal.StateFailed && inv.Method.Reads() {
+					retry = " --retry-failed"
+				}
+			}
+			fmt.Fprintf(w, "mcpflow: once the server is back, continue it with: mcpflow resume %s%s\n", rep.Run.ID.Short(), retry)
 		}
 	}
 }
@@ -207,6 +215,7 @@ type plannedView struct {
 	Item      *int            `json:"item"`
 	Server    string          `json:"server"`
 	Tool      string          `json:"tool"`
+	Method    string          `json:"method,omitempty"` // resources/read or prompts/get; absent for a tools/call
 	Arguments json.RawMessage `json:"arguments"`
 	Skipped   bool            `json:"skipped"`
 	Approval  *approvalAsk    `json:"approval"`
@@ -226,7 +235,7 @@ func reportDryRun(g *globals, s ioStreams, calls []service.PlannedCall) error {
 	views := make([]plannedView, len(calls))
 	problems := 0
 	for i, c := range calls {
-		v := plannedView{Step: c.Step, Server: c.Server, Tool: c.Tool, Arguments: c.Arguments, Skipped: c.Skipped, Pending: c.Pending, Problem: c.Problem}
+		v := plannedView{Step: c.Step, Server: c.Server, Tool: c.Tool, Method: string(c.Method), Arguments: c.Arguments, Skipped: c.Skipped, Pending: c.Pending, Problem: c.Problem}
 		if c.Item >= 0 {
 			item := c.Item
 			v.Item = &item
@@ -270,7 +279,7 @@ func reportDryRun(g *globals, s ioStreams, calls []service.PlannedCall) error {
 				}
 				note = joinNote(ask, note)
 			}
-			t.row(unitName(v.Step, itemOr(v.Item)), v.Server+"/"+v.Tool, args, replayText, note)
+			t.row(unitName(v.Step, itemOr(v.Item)), api.Target(journal.Method(v.Method), v.Server, v.Tool), args, replayText, note)
 		}
 		if err := t.flush(); err != nil {
 			return err

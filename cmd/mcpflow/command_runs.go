@@ -66,7 +66,7 @@ func showRun(w io.Writer, tf timeFormat, run *journal.Run, invs []journal.Invoca
 	} else {
 		t := newTable(w, "STEP", "INVOCATION", "TOOL", "STATE", "ATTEMPTS", "DURATION", "ERROR")
 		for _, inv := range invs {
-			t.row(stepName(&inv), inv.ID.Short(), inv.Server+"/"+inv.Tool, stateText(&inv), attemptsText(&inv), callTime(&inv, run.Status == journal.RunRunning, now), errorText(&inv))
+			t.row(stepName(&inv), inv.ID.Short(), api.TargetOf(&inv), stateText(&inv), attemptsText(&inv), callTime(&inv, run.Status == journal.RunRunning, now), errorText(&inv))
 		}
 		if err := t.flush(); err != nil {
 			return err

@@ -12,17 +12,18 @@ import (
 func newServersCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "servers",
-		Short: "List configured MCP servers and their tools",
+		Short: "List configured MCP servers and their tools, resources and prompts",
 		Long: `List the MCP servers configured in the workspace's mcpflow.yaml (and its
 imports), in --servers FILE, and — with --workflow FILE — in a workflow.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return usageError("missing subcommand: try 'mcpflow servers list' or 'mcpflow servers tools NAME'")
+			return usageError("missing subcommand: try 'mcpflow servers list', 'mcpflow servers tools NAME', 'mcpflow servers resources NAME' or 'mcpflow servers prompts NAME'")
 		},
 	}
 	var workflow string
 	cmd.PersistentFlags().StringVar(&workflow, "workflow", "", "also the servers a workflow file declares")
-	cmd.AddCommand(newServersListCommand(g, &workflow, nil), newServersToolsCommand(g, &workflow, nil))
+	cmd.AddCommand(newServersListCommand(g, &workflow, nil), newServersToolsCommand(g, &workflow, nil),
+		newServersResourcesCommand(g, &workflow, nil), newServersPromptsCommand(g, &workflow, nil))
 	return cmd
 }
 

@@ -31,7 +31,10 @@ by position; each names the file, line and column.
 
 With --discover, also connect to the servers the steps use and check that each
 tool exists (naming the ones that do) and that literal arguments match the
-tool's input schema; those errors join the same list. Nothing is called.
+tool's input schema; that a literal resource URI is one the server lists or one
+of its templates'; and that each prompt exists and is given the arguments it
+requires and none it does not take. Those errors join the same list. Nothing is
+called or read.
 
 With -o json, the result is {file, valid, workflow, steps, discovered, errors},
 errors a list of {file, line, column, message}.`,
@@ -44,7 +47,7 @@ errors a list of {file, line, column, message}.`,
 			return runValidate(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().BoolVar(&o.discover, "discover", false, "connect to the servers and check tools and arguments")
+	cmd.Flags().BoolVar(&o.discover, "discover", false, "connect to the servers and check tools, resources, prompts and arguments")
 	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this command only: --discover may start the servers its files define")
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -110,7 +111,7 @@ func completeInvocationIDs(g *globals) cobra.CompletionFunc {
 		var out []cobra.Completion
 		for _, inv := range invs {
 			if id := inv.ID.String(); strings.HasPrefix(id, toComplete) {
-				out = append(out, cobra.CompletionWithDesc(id, stepName(&inv)+" "+inv.Server+"/"+inv.Tool+" "+inv.State.String()))
+				out = append(out, cobra.CompletionWithDesc(id, stepName(&inv)+" "+api.TargetOf(&inv)+" "+inv.State.String()))
 			}
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
@@ -202,6 +203,8 @@ func addCompletions(root *cobra.Command, g *globals) {
 	find("journal", "show").ValidArgsFunction = completeInvocationIDs(g)
 	find("journal", "resolve").ValidArgsFunction = completeInvocationIDs(g)
 	find("servers", "tools").ValidArgsFunction = completeServerTools(g)
+	find("servers", "resources").ValidArgsFunction = completeServerNames(g)
+	find("servers", "prompts").ValidArgsFunction = completeServerNames(g)
 	find("call").ValidArgsFunction = completeServerTools(g)
 	_ = find("journal", "resolve").RegisterFlagCompletionFunc("as", fixedCompletions("completed", "failed", "retry"))
 	_ = find("journal", "list").RegisterFlagCompletionFunc("state", fixedCompletions("intent", "completed", "tool_error", "failed", "outcome_unknown", "aborted", "timed_out", "skipped", "retry_approved"))

@@ -115,6 +115,52 @@ func (c contentItem) lines() []string {
 	return []string{"[" + cmp.Or(c.Type, "untyped") + " content]"}
 }
 
+// readLines renders a read's or a prompt's journaled result for people,
+// one string a line: each of a resource's contents as contentLines shows
+// an embedded resource ([resource URI MIME], then the first lines of its
+// text, or [blob MIME SIZE]); a prompt's description, then each message as
+// ROLE: and its content, indented. A result the journal did not keep (over
+// its size limit), or that does not read, is shown as it is.
+func readLines(m journal.Method, structured json.RawMessage) []string {
+	if api.IsNull(structured) {
+		return nil
+	}
+	if m == journal.MethodRead {
+		var res struct {
+			Contents []json.RawMessage `json:"contents"`
+		}
+		if json.Unmarshal(structured, &res) != nil || res.Contents == nil {
+			return contentLines(structured)
+		}
+		var out []string
+		for _, c := range res.Contents {
+			out = append(out, contentLines(json.RawMessage(`[{"type":"resource","resource":`+string(c)+`}]`))...)
+		}
+		return out
+	}
+	var res struct {
+		Description string `json:"description"`
+		Messages    []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if json.Unmarshal(structured, &res) != nil || res.Messages == nil {
+		return contentLines(structured)
+	}
+	var out []string
+	if res.Description != "" {
+		out = append(out, "description: "+res.Description)
+	}
+	for _, msg := range res.Messages {
+		out = append(out, cmp.Or(msg.Role, "(no role)")+":")
+		for _, l := range contentLines(json.RawMessage("[" + string(msg.Content) + "]")) {
+			out = append(out, "  "+l)
+		}
+	}
+	return out
+}
+
 // printResult prints a result as call shows it: its content, and its
 // structured content when no text content says the same (the MCP
 // specification asks tools to mirror structured content in text).

@@ -75,3 +75,26 @@ func TestPrintResult(t *testing.T) {
 		}
 	}
 }
+
+// TestReadLines: a read's contents are shown as embedded resources, a
+// prompt's messages by role, and a result the journal did not keep says so.
+func TestReadLines(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		m          journal.Method
+		structured string
+		want       []string
+	}{
+		{"text and blob", journal.MethodRead, `{"contents":[{"uri":"file:///n","mimeType":"text/plain","text":"a\nb"},{"uri":"file:///b","blob":"AAECAwQFBgc="}]}`,
+			[]string{"[resource file:///n text/plain]", "  a", "  b", "[resource file:///b]", "  [blob application/octet-stream 8 B]"}},
+		{"prompt", journal.MethodPrompt, `{"description":"d","messages":[{"role":"user","content":{"type":"text","text":"hi\nthere"}},{"role":"assistant","content":{"type":"image","mimeType":"image/png","data":"AAAA"}}]}`,
+			[]string{"description: d", "user:", "  hi", "  there", "assistant:", "  [image/png 3 B]"}},
+		{"prompt without a description", journal.MethodPrompt, `{"messages":[]}`, nil},
+		{"not kept", journal.MethodRead, `{"truncated":true,"bytes":70000,"digest":"sha256:00"}`, []string{"[content of 70 KB not kept: over the journal's size limit]"}},
+		{"none", journal.MethodRead, ``, nil},
+	} {
+		if got := readLines(tc.m, json.RawMessage(tc.structured)); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -112,6 +112,16 @@ func TestGolden(t *testing.T) {
 		{"servers-tools-json", func() []string {
 			return []string{"servers", "tools", "demo", "--workflow", hello, "-o", "json", "--trust-workspace"}
 		}},
+		{"servers-resources", func() []string { return []string{"servers", "resources", "demo", "--workflow", hello} }},
+		{"servers-resources-json", func() []string {
+			return []string{"servers", "resources", "demo", "--workflow", hello, "-o", "json"}
+		}},
+		{"servers-prompts", func() []string { return []string{"servers", "prompts", "demo", "--workflow", hello} }},
+		{"servers-prompts-json", func() []string { return []string{"servers", "prompts", "demo", "--workflow", hello, "-o", "json"} }},
+		{"servers-prompts-unknown-server", func() []string { return []string{"servers", "prompts", "dmeo", "--workflow", hello} }},
+		{"complete-servers-resources", func() []string {
+			return []string{"__complete", "servers", "resources", "--workflow", hello, ""}
+		}},
 		{"trust-list-empty", func() []string { return []string{"trust", "list"} }},
 		{"trust-add", func() []string { return []string{"trust", "add"} }},
 		{"trust-list", func() []string { return []string{"trust", "list", "-o", "json"} }},

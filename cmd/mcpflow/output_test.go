@@ -278,6 +278,10 @@ func TestOutputColumnsOf(t *testing.T) {
 		{"steps:\n  - {id: a_long_step_name_here, server: a_server_with_a_long_name, tool: upper}\n", 21, 31},
 		{"steps:\n  - {id: fan_out_items, server: s, tool: t, for_each: '${{ inputs.xs }}'}\n", 18, toolColumn},
 		{"not: [valid", nameColumn, toolColumn},
+		// A read's column is what the lines show: resource SERVER URI.
+		{"steps:\n  - {id: a, server: demo, resource: 'file:///demo/notes.txt'}\n", nameColumn, 36},
+		{"steps:\n  - {id: a, resource: {server: demo, uri: 'file:///demo/notes.txt'}}\n", nameColumn, 36},
+		{"steps:\n  - {id: a, server: demo, prompt: a_prompt_with_a_long_name}\n", nameColumn, 37},
 	} {
 		if n, tl := columnsOf([]byte(tc.src)).widths(); n != tc.name || tl != tc.tool {
 			t.Errorf("columnsOf(%q) = %d, %d; want %d, %d", tc.src, n, tl, tc.name, tc.tool)

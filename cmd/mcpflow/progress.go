@@ -155,10 +155,12 @@ const forEachRoom = len("[999]")
 func columnsOf(definition []byte) columns {
 	var wf struct {
 		Steps []struct {
-			ID      string    `yaml:"id"`
-			Server  string    `yaml:"server"`
-			Tool    string    `yaml:"tool"`
-			ForEach yaml.Node `yaml:"for_each"`
+			ID       string    `yaml:"id"`
+			Server   string    `yaml:"server"`
+			Tool     string    `yaml:"tool"`
+			Prompt   string    `yaml:"prompt"`
+			Resource yaml.Node `yaml:"resource"`
+			ForEach  yaml.Node `yaml:"for_each"`
 		} `yaml:"steps"`
 	}
 	var c columns
@@ -171,7 +173,18 @@ func columnsOf(definition []byte) columns {
 			name += forEachRoom
 		}
 		c.name = max(c.name, name)
-		c.tool = max(c.tool, runewidth.StringWidth(st.Server+"/"+st.Tool))
+		target := api.Target(journal.MethodCall, st.Server, st.Tool)
+		switch {
+		case st.Prompt != "":
+			target = api.Target(journal.MethodPrompt, st.Server, st.Prompt)
+		case st.Resource.Kind == yaml.ScalarNode:
+			target = api.Target(journal.MethodRead, st.Server, st.Resource.Value)
+		case st.Resource.Kind == yaml.MappingNode:
+			var r struct{ Server, URI string }
+			st.Resource.Decode(&r)
+			target = api.Target(journal.MethodRead, r.Server, r.URI)
+		}
+		c.tool = max(c.tool, runewidth.StringWidth(target))
 	}
 	return c
 }
@@ -208,7 +221,7 @@ func finishedLine(ev engine.Event, cols columns, state func(string) string, scre
 	nameW, toolW := cols.widths()
 	head := "step " + pad(unitName(ev.Step, ev.Item), nameW) + " "
 	st := pad(stateLabel(ev), stateColumn)
-	tail := fmt.Sprintf(" %s %8s", pad(ev.Server+"/"+ev.Tool, toolW), round(ev.Elapsed))
+	tail := fmt.Sprintf(" %s %8s", pad(api.Target(ev.Method, ev.Server, ev.Tool), toolW), round(ev.Elapsed))
 	if ev.Attempt > 1 {
 		tail += fmt.Sprintf("  attempt %d", ev.Attempt)
 	}
@@ -446,6 +459,7 @@ type liveUnit struct {
 	mu       sync.Mutex
 	server   string
 	tool     string
+	method   journal.Method
 	retrying bool // between a failed attempt and the next
 	attempt  int
 	started  time.Time
@@ -487,7 +501,7 @@ func (d *liveDisplay) event(ev engine.Event) {
 	case engine.StepStarted:
 		u := d.unit(ev)
 		u.mu.Lock()
-		u.server, u.tool, u.retrying, u.attempt = ev.Server, ev.Tool, false, ev.Attempt
+		u.server, u.tool, u.method, u.retrying, u.attempt = ev.Server, ev.Tool, ev.Method, false, ev.Attempt
 		u.started, u.progress, u.total, u.message = d.opts.now(), 0, 0, ""
 		u.mu.Unlock()
 		if u.bar != nil {
@@ -603,7 +617,7 @@ func (d *liveDisplay) stop() {
 	now := d.opts.now()
 	for _, u := range left {
 		u.mu.Lock()
-		ev := engine.Event{Step: u.step, Item: u.item, Server: u.server, Tool: u.tool, State: journal.StateIntent, Attempt: u.attempt, Elapsed: now.Sub(u.started)}
+		ev := engine.Event{Step: u.step, Item: u.item, Server: u.server, Tool: u.tool, Method: u.method, State: journal.StateIntent, Attempt: u.attempt, Elapsed: now.Sub(u.started)}
 		u.mu.Unlock()
 		if !d.opts.rowsOnly {
 			d.print(finishedLine(ev, d.opts.columns, d.pal.eventState(ev), d.screenWidth()) + "\n")
@@ -677,7 +691,7 @@ func (d *liveDisplay) unit(ev engine.Event) *liveUnit {
 	// Rows are ordered by step, then item, whatever order concurrent items
 	// start in.
 	u := &liveUnit{step: ev.Step, item: ev.Item, priority: ord<<20 | min(ev.Item+1, 1<<20-1),
-		server: ev.Server, tool: ev.Tool, attempt: ev.Attempt, started: d.opts.now()}
+		server: ev.Server, tool: ev.Tool, method: ev.Method, attempt: ev.Attempt, started: d.opts.now()}
 	gauge := mpb.BarStyle().FillerMeta(d.pal.good).TipMeta(d.pal.good).Build()
 	spin := mpb.SpinnerStyle().PositionLeft().Meta(d.pal.busy).Build()
 	filler := mpb.BarFillerFunc(func(w io.Writer, st decor.Statistics) error {
@@ -723,9 +737,14 @@ func (u *liveUnit) left(width int, now time.Time, pal palette, cols columns) (ra
 	elapsed := fmt.Sprintf("%8s", now.Sub(u.started).Truncate(100*time.Millisecond))
 	// "step NAME STATE SERVER/TOOL ELAPSED ", then the bar and the tail.
 	fixed := len("step ") + 1 + len(state) + 1 + 1 + runewidth.StringWidth(elapsed) + 1
-	nameW, toolW := cols.fit(unitName(u.step, u.item), u.server+"/"+u.tool, width-fixed-minBarWidth-runewidth.StringWidth(u.tail()))
+	target := api.Target(u.method, u.server, u.tool)
+	nameW, toolW := cols.fit(unitName(u.step, u.item), target, width-fixed-minBarWidth-runewidth.StringWidth(u.tail()))
 	head := "step " + pad(shortUnitName(u.step, u.item, nameW), nameW) + " "
-	rest := " " + pad(shortToolName(u.server, u.tool, toolW), toolW) + " " + elapsed + " "
+	short := runewidth.Truncate(target, toolW, "…")
+	if u.method == journal.MethodCall {
+		short = shortToolName(u.server, u.tool, toolW)
+	}
+	rest := " " + pad(short, toolW) + " " + elapsed + " "
 	return head + state + rest, head + style(state) + rest
 }
 

@@ -54,6 +54,7 @@ var throughServer = map[string]struct {
 	"crash-resume": {skip: "it crashes the process that holds a call in flight by killing mcpflow run (-9, in the background); " +
 		"through a server that kills only a client, and the run goes on in the server (server.txtar kills the server instead). " +
 		"Its fault (hang-after-commit on upper) would have to be the server's, and would hang the replay of resume as well"},
+	"reads":         {},
 	"resume-prompt": {later: true},
 	"server":        {skip: "it starts and kills servers of its own, on the workspace's socket"},
 	"trust-replay": {

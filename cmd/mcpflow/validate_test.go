@@ -137,3 +137,45 @@ steps:
 		t.Errorf("validate --discover: exit %d, want %d\n%s--- want lines starting\n%s", r.code, exitUsage, r.stderr, strings.Join(want, "\n"))
 	}
 }
+
+// TestValidateDiscoverChecksReads: with --discover, a literal resource URI
+// must be one the server lists or one of its templates', and a prompt must
+// exist and be given its required arguments and no others; each miss
+// names what exists and the closest, at its line and column. A URI with
+// an expression is known only when the run gets there.
+func TestValidateDiscoverChecksReads(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	file := c.workflow("reads.yaml", `name: reads
+inputs:
+  who: {default: Ada}
+servers: {demo: {builtin: demo}}
+steps:
+  - {id: notes, server: demo, resource: "file:///demo/note.txt"}
+  - {id: hello, server: demo, resource: "demo://greeting/Ada"}
+  - {id: later, server: demo, resource: "file:///${{ inputs.who }}"}
+  - {id: ask, server: demo, prompt: reviw, with: {text: x}}
+  - {id: bare, server: demo, prompt: review}
+  - {id: extra, server: demo, prompt: review, with: {text: x, fokus: tone}}
+  - {id: good, server: demo, prompt: review, with: {text: x, focus: tone}}
+`)
+	r := c.run("validate", "--discover", file)
+	want := []string{
+		`mcpflow: ` + file + `:6:41: step notes: unknown resource "file:///demo/note.txt" on server "demo" (did you mean "file:///demo/notes.txt"? it has: file:///demo/logo.bin, file:///demo/notes.txt, demo://greeting/{name})`,
+		`mcpflow: ` + file + `:9:37: step ask: unknown prompt "reviw" on server "demo" (did you mean "review"? it has: review)`,
+		`mcpflow: ` + file + `:10:38: step bare: prompt review: argument text: missing (required)`,
+		`mcpflow: ` + file + `:11:70: step extra: prompt review: argument fokus: not an argument of the prompt (did you mean "focus"?)`,
+	}
+	if got := strings.TrimSuffix(r.stderr, "\n"); r.code != exitUsage || got != strings.Join(want, "\n") {
+		t.Errorf("validate --discover: exit %d, want %d\n%s\n--- want\n%s", r.code, exitUsage, got, strings.Join(want, "\n"))
+	}
+	ok := c.workflow("ok.yaml", `name: ok
+servers: {demo: {builtin: demo}}
+steps:
+  - {id: notes, resource: {server: demo, uri: "file:///demo/notes.txt"}}
+  - {id: ask, server: demo, prompt: review, with: {text: "${{ steps.notes.text }}"}}
+`)
+	if r := c.run("validate", "--discover", ok); r.code != 0 {
+		t.Errorf("validate --discover ok.yaml: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -146,3 +146,7 @@ func thousands(n int) string {
 	}
 	return s
 }
+
+// toolText is the TOOL column of an invocation beside its SERVER: the
+// tool's name, or what a read addresses ("resource URI", "prompt NAME").
+func toolText(inv *journal.Invocation) string { return api.TargetName(inv.Method, inv.Tool) }

@@ -48,6 +48,19 @@
 // versions the server speaks: with 2025-11-25, clients initialize as before
 // 2026-07-28.
 //
+// # Resources and prompts
+//
+// Reads change nothing and leave no ledger line.
+//
+//	resource                   contents
+//	file:///demo/notes.txt     text/plain: "note 1" to "note 8", a line each
+//	file:///demo/logo.bin      application/octet-stream: the bytes 0 to 7 (blob "AAECAwQFBgc=")
+//	demo://greeting/{name}     a template; text/plain "Hello, NAME!"
+//
+//	prompt   arguments                          messages
+//	review   text (required), focus (optional)  user: "Please review the following text[, focusing on FOCUS]:\n\nTEXT",
+//	                                            assistant: "I will review it."; description "A review of a text"
+//
 // go-sdk servers always send readOnlyHint and idempotentHint, false or not.
 // The demo server instead rewrites its tools/list results to the declared
 // shapes, with receiving middleware that wraps the SDK's result in a type
@@ -84,7 +97,10 @@
 // # Faults
 //
 // Config.Fault injects a failure into every call of Config.FaultTool (every
-// tool if empty):
+// tool if empty), or into every read of the resource (or template) or get of
+// the prompt it names — never into a read when it is empty. A read commits
+// nothing: the -after-commit modes fire without a ledger line, and a drop
+// exits:
 //
 //	exit-after-commit       append the ledger line, then exit with status 17 without replying
 //	exit-after-commit-once  the same, only if <ledger>.fault-fired does not exist yet;

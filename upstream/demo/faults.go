@@ -107,7 +107,7 @@ func newDemo(cfg Config) (*demo, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := declared[cfg.FaultTool]; cfg.FaultTool != "" && !ok {
+	if _, ok := declared[cfg.FaultTool]; cfg.FaultTool != "" && !ok && !slices.Contains(readTargets, cfg.FaultTool) {
 		return nil, fmt.Errorf("%w %q for --fault-tool", ErrUnknownTool, cfg.FaultTool)
 	}
 	overrides := map[string]json.RawMessage{}

@@ -28,7 +28,7 @@ type Config struct {
 	SSEAddr    string        // --sse 127.0.0.1:PORT  : serve the older SSE transport at path /sse
 	Ledger     string        // --ledger PATH (env MCPFLOW_DEMO_LEDGER); default DefaultLedger relative to cwd
 	Fault      string        // --fault MODE (env MCPFLOW_DEMO_FAULT); see the package documentation
-	FaultTool  string        // --fault-tool NAME (env MCPFLOW_DEMO_FAULT_TOOL); "" = every tool
+	FaultTool  string        // --fault-tool NAME (env MCPFLOW_DEMO_FAULT_TOOL); "" = every tool; a resource's URI or the prompt's name aims at reads
 	AfterFault string        // --after-fault MODE (env MCPFLOW_DEMO_AFTER_FAULT): how a new process behaves once a -once fault fired
 	Delay      time.Duration // --delay D (env MCPFLOW_DEMO_DELAY): sleep before executing each call
 	PageSize   int           // --page-size N (env MCPFLOW_DEMO_PAGE_SIZE): tools/list page size, 0 = SDK default
@@ -80,7 +80,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Ledger, "ledger", ledger, "execution ledger `file` (env MCPFLOW_DEMO_LEDGER)")
 	fs.StringVar(&c.Fault, "fault", os.Getenv("MCPFLOW_DEMO_FAULT"), "inject a fault `mode`: exit-after-commit[-once], exit-before-commit, drop-after-commit[-once], hang-after-commit, rpc-error-after-commit, reject-before-commit (env MCPFLOW_DEMO_FAULT)")
 	fs.StringVar(&c.AfterFault, "after-fault", os.Getenv("MCPFLOW_DEMO_AFTER_FAULT"), "once a -once fault has fired, a new server process `behaves`: strip-annotations, remove-tool or refuse (env MCPFLOW_DEMO_AFTER_FAULT)")
-	fs.StringVar(&c.FaultTool, "fault-tool", os.Getenv("MCPFLOW_DEMO_FAULT_TOOL"), "apply the fault only to calls of `tool` (default every tool; env MCPFLOW_DEMO_FAULT_TOOL)")
+	fs.StringVar(&c.FaultTool, "fault-tool", os.Getenv("MCPFLOW_DEMO_FAULT_TOOL"), "apply the fault only to calls of `tool`, or to reads of a resource URI or gets of a prompt (default every tool; env MCPFLOW_DEMO_FAULT_TOOL)")
 	fs.DurationVar(&c.Delay, "delay", delay, "sleep before executing each call (env MCPFLOW_DEMO_DELAY)")
 	fs.IntVar(&c.PageSize, "page-size", pageSize, "tools/list page size, 0 = SDK default (env MCPFLOW_DEMO_PAGE_SIZE)")
 	var ann []string

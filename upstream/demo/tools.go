@@ -293,6 +293,7 @@ func (d *demo) newServer(drop dropFunc) *mcp.Server {
 		InputSchema: transferSchema, Annotations: declared["transfer"].sdk()}, d.transfer(drop))
 	s.AddTool(&mcp.Tool{Name: "roots", Description: "List the client's roots (asked for with the call's input requests, or during the call).",
 		InputSchema: json.RawMessage(`{"type":"object","additionalProperties":false}`), Annotations: declared["roots"].sdk()}, d.roots)
+	d.addReads(s)
 	return s
 }
 
@@ -303,16 +304,12 @@ func mediaResult() *mcp.CallToolResult {
 	png := append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, 5300-8)...)
 	wav := append([]byte("RIFF"), make([]byte, 12000-4)...)
 	size := int64(1532)
-	var notes strings.Builder
-	for i := 1; i <= 8; i++ {
-		fmt.Fprintf(&notes, "note %d\n", i)
-	}
 	return &mcp.CallToolResult{Content: []mcp.Content{
 		&mcp.TextContent{Text: "every content type"},
 		&mcp.ImageContent{Data: png, MIMEType: "image/png"},
 		&mcp.AudioContent{Data: wav, MIMEType: "audio/wav"},
 		&mcp.ResourceLink{URI: "file:///demo/report.md", Name: "report.md", Title: "Quarterly report", MIMEType: "text/markdown", Size: &size},
-		&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///demo/notes.txt", MIMEType: "text/plain", Text: notes.String()}},
+		&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: notesURI, MIMEType: "text/plain", Text: notesText()}},
 		&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "file:///demo/logo.bin", MIMEType: "application/octet-stream", Blob: make([]byte, 2048)}},
 	}}
 }
