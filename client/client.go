@@ -330,19 +330,9 @@ func (c *Client) Approve(ctx context.Context, req service.ApproveRequest) (*serv
 	if req.As == journal.ApprovalRejected {
 		verb = "/reject"
 	}
-	var st *eventStream
-	if !req.NoContinue {
-		// Subscribed before the decision, so that no event of the run it
-		// continues is missed.
-		var err error
-		if st, err = c.subscribe("/api/events"); err != nil {
-			return nil, err
-		}
-	}
-	closeStream := func() {
-		if st != nil {
-			st.close()
-		}
+	st, closeStream, err := c.subscribeFirst(req.NoContinue)
+	if err != nil {
+		return nil, err
 	}
 	var d api.Decided
 	body := api.DecisionRequest{Step: req.Step, Reason: req.Reason, NoContinue: req.NoContinue}
@@ -385,21 +375,29 @@ func (c *Client) Approve(ctx context.Context, req service.ApproveRequest) (*serv
 	return rep, nil
 }
 
+// subscribeFirst subscribes to the server's events before a decision that
+// may continue a run (unless noContinue), so that no event of the run it
+// continues is missed; closeStream ends the subscription, if any.
+func (c *Client) subscribeFirst(noContinue bool) (st *eventStream, closeStream func(), err error) {
+	if !noContinue {
+		if st, err = c.subscribe("/api/events"); err != nil {
+			return nil, nil, err
+		}
+	}
+	return st, func() {
+		if st != nil {
+			st.close()
+		}
+	}, nil
+}
+
 // Answer journals an answer through the server, which continues the run
 // the answer leaves nothing to wait for (unless req.NoContinue); the run is
 // then followed here to its end, as Approve follows it.
 func (c *Client) Answer(ctx context.Context, req service.AnswerRequest) (*service.AnswerReport, error) {
-	var st *eventStream
-	if !req.NoContinue {
-		var err error
-		if st, err = c.subscribe("/api/events"); err != nil {
-			return nil, err
-		}
-	}
-	closeStream := func() {
-		if st != nil {
-			st.close()
-		}
+	st, closeStream, err := c.subscribeFirst(req.NoContinue)
+	if err != nil {
+		return nil, err
 	}
 	body := api.AnswerRequest{Step: req.Step, Key: req.Key, Action: req.Action, Content: req.Content, Fields: req.Fields, NoContinue: req.NoContinue}
 	if req.Item >= 0 {

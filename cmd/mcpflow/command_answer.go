@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -111,16 +110,7 @@ type answerResult struct {
 }
 
 func runAnswer(ctx context.Context, o *answerOptions) error {
-	var (
-		svc  service.API
-		done func()
-		err  error
-	)
-	if o.noContinue || o.g.served() {
-		svc, done, err = o.g.backend(writeJournal)
-	} else {
-		svc, done, err = o.g.owner("mcpflow answer", o.Err)
-	}
+	svc, done, err := continuing(o.g, o.noContinue, "answer", o.Err)
 	if err != nil {
 		return err
 	}
@@ -145,13 +135,8 @@ func runAnswer(ctx context.Context, o *answerOptions) error {
 	}
 	rep, err := svc.Answer(ctx, req)
 	progress.close()
-	var detached *service.DetachedError
-	if errors.As(err, &detached) {
-		got, err := afterInterrupt(o.ioStreams, svc, err, nil, false, func() progressSink { return progressFor(o.g, o.Out, cols) })
-		if err != nil {
-			return err
-		}
-		return reportRun(o.g, o.ioStreams, got)
+	if handled, err := followDetached(o.g, o.ioStreams, svc, err, cols); handled {
+		return err
 	}
 	if err != nil {
 		return err
@@ -185,14 +170,7 @@ func runAnswer(ctx context.Context, o *answerOptions) error {
 		}
 		return nil
 	})
-	if err := ignoreClosedOutput(err); err != nil {
-		return err
-	}
-	if c := rep.Continued; c != nil {
-		reportEnd(o.Err, c)
-		return &exitError{code: statusCode(c.Run.Status)}
-	}
-	return nil
+	return continuedEnd(o.Err, rep.Continued, err)
 }
 
 // redactedResponse is the answer as shown: secret fields redacted.

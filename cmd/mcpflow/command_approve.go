@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -89,18 +88,7 @@ func (o *approvalOptions) verb() string {
 }
 
 func runApproval(ctx context.Context, o *approvalOptions) error {
-	var (
-		svc  service.API
-		done func()
-		err  error
-	)
-	if o.noContinue || o.g.served() {
-		svc, done, err = o.g.backend(writeJournal)
-	} else {
-		// The run may go on here: this command holds the journal for it,
-		// and serves it meanwhile, as resume does.
-		svc, done, err = o.g.owner("mcpflow "+o.verb(), o.Err)
-	}
+	svc, done, err := continuing(o.g, o.noContinue, o.verb(), o.Err)
 	if err != nil {
 		return err
 	}
@@ -118,15 +106,8 @@ func runApproval(ctx context.Context, o *approvalOptions) error {
 	}
 	rep, err := svc.Approve(ctx, req)
 	progress.close()
-	var detached *service.DetachedError
-	if errors.As(err, &detached) {
-		// Interrupted while following the run in mcpflow server: the
-		// decision is journaled, the run goes on there.
-		got, err := afterInterrupt(o.ioStreams, svc, err, nil, false, func() progressSink { return progressFor(o.g, o.Out, cols) })
-		if err != nil {
-			return err
-		}
-		return reportRun(o.g, o.ioStreams, got)
+	if handled, err := followDetached(o.g, o.ioStreams, svc, err, cols); handled {
+		return err
 	}
 	if err != nil {
 		return err
@@ -154,14 +135,7 @@ func runApproval(ctx context.Context, o *approvalOptions) error {
 		_, err := fmt.Fprint(w, approvalNext(rep, o.noContinue))
 		return err
 	})
-	if err := ignoreClosedOutput(err); err != nil {
-		return err
-	}
-	if c := rep.Continued; c != nil {
-		reportEnd(o.Err, c)
-		return &exitError{code: statusCode(c.Run.Status)}
-	}
-	return nil
+	return continuedEnd(o.Err, rep.Continued, err)
 }
 
 // decisionLine says what was decided, by whom and why.
