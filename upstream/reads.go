@@ -13,6 +13,7 @@ import (
 	"github.com/mcpflow/mcpflow/internal/didyoumean"
 	mcpmeta "github.com/mcpflow/mcpflow/internal/meta"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -211,7 +212,18 @@ func (s *Session) ReadResource(ctx context.Context, uri string, meta map[string]
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	res, err := s.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri, Meta: s.requestMeta(meta)})
+	if err == nil && res.NeedsInput() {
+		return nil, errReadNeedsInput("resources/read")
+	}
 	return res, s.ended(ctx, err)
+}
+
+// errReadNeedsInput: a server answered a read with input_required (MCP
+// multi-round-trip requests), which mcpflow answers for tool calls only:
+// the server did not serve the read, so it is a rejection (not run),
+// never a read with no contents.
+func errReadNeedsInput(method string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "the server asked for input to answer " + method + " (input_required); mcpflow answers input requests for tool calls only"}
 }
 
 // GetPrompt sends one prompts/get of the prompt name with args. meta is
@@ -221,6 +233,9 @@ func (s *Session) GetPrompt(ctx context.Context, name string, args map[string]st
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	res, err := s.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args, Meta: s.requestMeta(meta)})
+	if err == nil && res.NeedsInput() {
+		return nil, errReadNeedsInput("prompts/get")
+	}
 	return res, s.ended(ctx, err)
 }
 
