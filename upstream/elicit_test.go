@@ -4,11 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/upstream"
 )
 
@@ -59,5 +61,29 @@ func TestURLElicitationCompletedByTheServer(t *testing.T) {
 	// No call in flight with an asker: refused, not hung.
 	if _, err := sess.Call(context.Background(), "login", nil, nil, nil); err == nil {
 		t.Error("a question with nobody to ask was answered")
+	}
+}
+
+// TestReadAnsweredWithInputRequired: a server that answers resources/read
+// with input_required (protocol 2026-07-28) has not served the read: the
+// session says so as a rejection, never as a read with no contents.
+func TestReadAnsweredWithInputRequired(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "asks", Version: "1"}, nil)
+	s.AddResource(&mcp.Resource{URI: "file:///secret.txt", Name: "secret"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{InputRequests: mcp.InputRequestMap{"why": &mcp.ElicitParams{Message: "Why?"}}}, nil
+	})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(hs.Close)
+	sess, err := upstream.Connect(context.Background(), &upstream.Server{Name: "asks", URL: hs.URL}, &upstream.Options{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	if v := sess.ProtocolVersion(); v != "2026-07-28" {
+		t.Skipf("negotiated %s: no input_required to test", v)
+	}
+	res, err := sess.ReadResource(context.Background(), "file:///secret.txt", nil)
+	if err == nil || upstream.Classify(err) != replay.ClassRejected || !strings.Contains(err.Error(), "input_required") {
+		t.Errorf("read: %+v, %v (class %s), want a rejection naming input_required", res, err, upstream.Classify(err))
 	}
 }
