@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/elicit"
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
@@ -126,4 +128,44 @@ func (s *Server) uiAnswer(w http.ResponseWriter, r *http.Request) {
 		text += " The call goes on with it."
 	}
 	done(w, r, "/runs/"+rep.Run.ID.String(), "ok", text)
+}
+
+// questionRow is one request a server made of a call, as the invocation
+// page lists it: what was asked, and the answer, who gave it and when.
+type questionRow struct {
+	Attempt  int
+	Method   string
+	Text     string // the question's message, or what the request is
+	URL      string
+	Answer   string // the response, secret fields redacted; "" while unanswered
+	By       string
+	At       time.Time
+	Answered bool
+}
+
+// questionRows lists inv's requests in the order asked.
+func questionRows(inv *journal.Invocation) []questionRow {
+	var out []questionRow
+	for _, in := range api.RedactedInputs(inv) {
+		reqs, err := in.Parsed()
+		if err != nil {
+			continue
+		}
+		for _, r := range reqs {
+			row := questionRow{Attempt: in.Attempt, Method: r.Method, Text: r.Method}
+			switch r.Method {
+			case elicit.Method:
+				if q, err := elicit.Parse(r.Params); err == nil {
+					row.Text, row.URL = q.Message, q.URL
+				}
+			case engine.MethodApprove:
+				row.Text = "Send the server's sampling request to the provider?"
+			}
+			if a := in.Answer(r.Key); a != nil {
+				row.Answered, row.Answer, row.By, row.At = true, prettyJSON(a.Response), a.By, a.At
+			}
+			out = append(out, row)
+		}
+	}
+	return out
 }

@@ -472,6 +472,9 @@ type invocationPage struct {
 	Resolvable              bool
 	Form                    resolveForm
 	FormError               string
+	// Questions are what the server asked during the call, with the
+	// answers (secret fields redacted).
+	Questions []questionRow
 }
 
 // attemptRow is one attempt of an invocation: how it ended
@@ -527,6 +530,7 @@ func (s *Server) showInvocation(w http.ResponseWriter, r *http.Request, status i
 	case journal.StateOutcomeUnknown, journal.StateAborted, journal.StateTimedOut:
 		p.Resolvable = true
 	}
+	p.Questions = questionRows(inv)
 	s.render(w, status, "invocation", p)
 }
 

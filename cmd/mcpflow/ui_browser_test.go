@@ -775,6 +775,14 @@ func TestBrowserAnswerGoesOn(t *testing.T) {
 	if len(rows) != 2 || rows[0]["tool"] != "transfer" {
 		t.Fatalf("ledger: %v", rows)
 	}
+	// The invocation's page lists the question and who answered it.
+	_, steps := apiRun(t, base, run)
+	b.do("the invocation", chromedp.Navigate(base+"/invocations/"+fmt.Sprint(steps[0]["id"])),
+		chromedp.WaitVisible(chromedp.CSS(`table.questions`)))
+	if got := b.text("table.questions tbody"); !strings.Contains(got, "Transfer 25 to acme?") || !strings.Contains(got, "INV-42") || !strings.Contains(got, "by ") {
+		t.Errorf("questions on the invocation page: %q", got)
+	}
+	shot("ui-answer-invocation.png")
 }
 
 // TestBrowserAnswerDuringTheCall: server-everything (npm) asks during the
