@@ -34,7 +34,10 @@ steps:
 	if r.code != 0 {
 		t.Fatalf("run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if took > 3*time.Second {
+	// Stopped one after the other, the waiting alone is four seconds;
+	// together, about two, and a loaded 2-core CI machine under -race
+	// has been seen to add one and a half more (3.4 s).
+	if took >= 4*time.Second {
 		t.Errorf("mcpflow took %s to exit with two servers that ignore the end of their input", took.Round(time.Millisecond))
 	}
 }
