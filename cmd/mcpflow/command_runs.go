@@ -124,14 +124,20 @@ func waitingFor(run *journal.Run, invs []journal.Invocation) string {
 		return "approval of step " + p[0].Step
 	}
 	rep := service.Report{Run: run, Invocations: invs}
-	var steps []string
+	var steps, asking []string
 	for _, inv := range rep.Waiting() {
 		steps = append(steps, stepName(&inv))
 	}
-	if len(steps) == 0 {
-		return ""
+	for _, inv := range rep.WaitingInput() {
+		asking = append(asking, stepName(&inv))
 	}
-	return "resolution of " + strings.Join(steps, ", ")
+	switch {
+	case len(steps) > 0:
+		return "resolution of " + strings.Join(steps, ", ")
+	case len(asking) > 0:
+		return "answer to step " + strings.Join(asking, ", ")
+	}
+	return ""
 }
 
 // attemptsText is the ATTEMPTS column: how many, and why those after the

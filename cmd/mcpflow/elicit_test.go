@@ -51,6 +51,9 @@ func TestElicitationAnsweredByOperatorAndWorkflow(t *testing.T) {
 		t.Fatalf("%d transfers before the answer", n)
 	}
 	id := runID(t, r.stdout)
+	if list := c.run("runs", "list"); !strings.Contains(list.stdout, "answer to step pay") {
+		t.Errorf("runs list does not say what the run waits for:\n%s", list.stdout)
+	}
 	show := c.run("runs", "show", id)
 	for _, want := range []string{"awaiting_input", `elicitation/create "Transfer 25 to acme?"`, "confirm        boolean, required  make the transfer", "answer: mcpflow answer "} {
 		if !strings.Contains(show.stdout, want) {
