@@ -17,11 +17,10 @@
 //     from the files as they are at each decision.
 //   - A run's sessions answer their servers' sampling requests with the
 //     provider the workspace's mcpflow.yaml names (package sampling),
-//     every request through one function (sampler.createMessage, where the
-//     exchange is to be journaled and approved); sessions made only to look
-//     declare the capability and refuse every request. The requests and
-//     answers are not journaled yet, and a request under approve: true is
-//     refused.
+//     every request through one function (sampler.send), which the engine
+//     calls for the call that asked, once the request is journaled (and,
+//     under approve: true, approved); sessions made only to look declare
+//     the capability and refuse every request.
 //   - Cancel reaches only runs going in this process.
 //   - Errors a user can fix by changing the request wrap [ErrInvalid].
 package service
