@@ -68,5 +68,5 @@ func (s *Service) connectToList(ctx context.Context, req ToolsRequest) (*upstrea
 	if err := s.mayStart(srv, req.TrustWorkspace); err != nil {
 		return nil, &invalidError{msg: err.Error(), cause: err}
 	}
-	return upstream.Connect(ctx, srv, &upstream.Options{Workspace: s.o.Workspace, Self: s.o.Self})
+	return upstream.Connect(ctx, srv, s.lookOptions())
 }

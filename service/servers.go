@@ -199,25 +199,12 @@ type ToolsReport struct {
 // Tools connects to a server and judges each of its tools under the replay
 // rule, with trust as the engine would read it for a run now.
 func (s *Service) Tools(ctx context.Context, req ToolsRequest) (*ToolsReport, error) {
-	set, err := s.ServerSet(req.Workflow)
-	if err != nil {
-		return nil, err
-	}
-	srv, err := set.Lookup(req.Server)
-	if err != nil {
-		if d, err := s.leftOut(req.Server, err); d != nil || req.Workflow != "" {
-			return nil, err
-		}
-		return nil, invalid("%v; servers a workflow declares need --workflow FILE", err)
-	}
-	if err := s.mayStart(srv, req.TrustWorkspace); err != nil {
-		return nil, &invalidError{msg: err.Error(), cause: err}
-	}
-	sess, err := upstream.Connect(ctx, srv, s.lookOptions())
+	sess, err := s.connectToList(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	defer sess.Close()
+	srv := sess.Server()
 	tools, err := sess.Tools(ctx)
 	if err != nil {
 		return nil, err
