@@ -30,9 +30,6 @@ const (
 	ByMcpflow  = "mcpflow"
 )
 
-// methodListRoots is the MCP method of a request for the client's roots.
-const methodListRoots = "roots/list"
-
 // inputRequired journals a result that asked for input (MCP
 // multi-round-trip requests, input_required) as the attempt's outcome:
 // the call stays in flight, decided to continue once every request is
@@ -55,7 +52,7 @@ func (r *runner) inputRequired(ctx context.Context, u unit, sess Session, intent
 	var why string // why the step's own answer was not given
 	approvals := map[string]journal.InputRequest{}
 	for _, q := range reqs {
-		if q.Method == methodListRoots {
+		if q.Method == upstream.MethodListRoots {
 			// The session's own roots: what it declares to the server.
 			if s := SessionOf(sess); s != nil {
 				b, err := json.Marshal(s.Roots())
@@ -66,7 +63,7 @@ func (r *runner) inputRequired(ctx context.Context, u unit, sess Session, intent
 				continue
 			}
 		}
-		if q.Method == MethodCreateMessage {
+		if q.Method == upstream.MethodCreateMessage {
 			switch {
 			case r.e.Sample == nil:
 				out := failed(CodeServerError, "step %s: the server asked for sampling, and no provider is configured (a sampling: section in mcpflow.yaml); the tool did not run", u.name())
@@ -210,7 +207,7 @@ func WaitsForPerson(in *journal.Input) []string {
 		if in.Answer(q.Key) != nil {
 			continue
 		}
-		if q.Method == MethodCreateMessage {
+		if q.Method == upstream.MethodCreateMessage {
 			continue // mcpflow sends it to the provider (once approved)
 		}
 		out = append(out, q.Key)
@@ -273,7 +270,7 @@ func (r *runner) asker(callCtx context.Context, u unit, intent journal.Intent) *
 				return nil, err
 			}
 			key := fmt.Sprintf("sampling-%d", n.Add(1))
-			reqs := map[string]journal.InputRequest{key: {Method: MethodCreateMessage, Params: params}}
+			reqs := map[string]journal.InputRequest{key: {Method: upstream.MethodCreateMessage, Params: params}}
 			if r.e.SampleApprove {
 				reqs[key+ApprovalSuffix] = journal.InputRequest{Method: MethodApprove, Params: approvalParams}
 			}
@@ -301,14 +298,13 @@ func (r *runner) asker(callCtx context.Context, u unit, intent journal.Intent) *
 	return a
 }
 
-// Sampling: the method of a server's request, and the approval mcpflow
-// asks of an operator before it sends one to the provider (sampling:
-// approve: true), journaled as a request of its own beside it, under the
-// sampling request's key and ApprovalSuffix.
+// The approval mcpflow asks of an operator before it sends a sampling
+// request to the provider (sampling: approve: true), journaled as a
+// request of its own beside it, under the sampling request's key and
+// ApprovalSuffix.
 const (
-	MethodCreateMessage = "sampling/createMessage"
-	MethodApprove       = "mcpflow/approve"
-	ApprovalSuffix      = ".approval"
+	MethodApprove  = "mcpflow/approve"
+	ApprovalSuffix = ".approval"
 )
 
 // approvalParams is the question of a sampling approval.
@@ -403,7 +399,7 @@ func (r *runner) fulfil(ctx context.Context, u unit, inv *journal.Invocation) (*
 	}
 	for _, q := range reqs {
 		a := w.Answer(q.Key + ApprovalSuffix)
-		if q.Method != MethodCreateMessage || w.Answer(q.Key) != nil || a == nil {
+		if q.Method != upstream.MethodCreateMessage || w.Answer(q.Key) != nil || a == nil {
 			continue
 		}
 		if !approved(a.Response) {

@@ -79,8 +79,10 @@ func TestReadAnsweredWithInputRequired(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sess.Close() })
+	// A stateless streamable HTTP server speaks 2026-07-28, the protocol
+	// of input_required (go-sdk-facts.md).
 	if v := sess.ProtocolVersion(); v != "2026-07-28" {
-		t.Skipf("negotiated %s: no input_required to test", v)
+		t.Fatalf("negotiated %s: no input_required to test", v)
 	}
 	res, err := sess.ReadResource(context.Background(), "file:///secret.txt", nil)
 	if err == nil || upstream.Classify(err) != replay.ClassRejected || !strings.Contains(err.Error(), "input_required") {

@@ -210,8 +210,12 @@ func (s *Sampling) notHere(file string) *ConfigError {
 		Msg: "sampling: only the workspace's " + WorkspaceFile + " configures sampling (expected servers: only in this file)"}
 }
 
-// methodCreateMessage is the method of a server's sampling request.
-const methodCreateMessage = "sampling/createMessage"
+// The methods of what a server asks of mcpflow, besides elicitation
+// (package elicit): a sampling request, and a request for its roots.
+const (
+	MethodCreateMessage = "sampling/createMessage"
+	MethodListRoots     = "roots/list"
+)
 
 // CodeSamplingRefused is the JSON-RPC error code of SamplingRefusal: the
 // one the MCP specification gives a client that declines a sampling
@@ -243,7 +247,7 @@ func (r *samplingRefusal) Unwrap() []error { return []error{r.rpc, ErrNoSampling
 // CreateMessage" (code -31001).
 func refuseSampling(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == methodCreateMessage {
+		if method == MethodCreateMessage {
 			return nil, SamplingRefusal()
 		}
 		return next(ctx, method, req)

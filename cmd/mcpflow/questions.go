@@ -8,6 +8,7 @@ import (
 	"github.com/mcpflow/mcpflow/elicit"
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // printQuestions prints the questions servers asked during the run's calls
@@ -108,7 +109,7 @@ func questionText(inv *journal.Invocation) string {
 		return "a question mcpflow cannot read"
 	}
 	for _, r := range reqs {
-		if in.Answer(r.Key) != nil || r.Method == engine.MethodCreateMessage {
+		if in.Answer(r.Key) != nil || r.Method == upstream.MethodCreateMessage {
 			continue
 		}
 		if r.Method == engine.MethodApprove {
