@@ -10,7 +10,8 @@ import (
 // object per event).
 type Event struct {
 	// Kind is run_started, step_started, step_progress, step_finished or
-	// run_finished (a run's progress), or EventApproval.
+	// run_finished (a run's progress), or a person's decision on it:
+	// EventApproval, EventAnswer (see OfPerson).
 	Kind       string  `json:"kind"`
 	Run        string  `json:"run"`
 	Workflow   string  `json:"workflow,omitempty"`
@@ -47,3 +48,9 @@ const EventApproval = "approval_decided"
 // server asked during a step's call: Step, and Text saying who answered
 // which question (never the answer).
 const EventAnswer = "input_answered"
+
+// OfPerson reports whether e is a person's decision on a run (an approval,
+// an answer) rather than the run's progress, which a follower of the run
+// passes over: a decision that continues the run makes the run report its
+// own progress.
+func (e Event) OfPerson() bool { return e.Kind == EventApproval || e.Kind == EventAnswer }

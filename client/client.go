@@ -671,7 +671,7 @@ func (c *Client) follow(ctx context.Context, st *eventStream, id journal.ID, eve
 				}
 				continue
 			}
-			if e.Run != id.String() || e.Kind == api.EventApproval {
+			if e.Run != id.String() || e.OfPerson() {
 				continue // another run's, or a decision: not progress
 			}
 			ev, err := service.EngineEvent(e)

@@ -75,7 +75,7 @@ func TestElicitationAnsweredByOperatorAndWorkflow(t *testing.T) {
 	}
 	r = c.run("answer", id, "pay", "--field", "confirm=true", "--field", "reference=INV-42")
 	if r.code != 0 || !strings.Contains(r.stdout, "answered (accept)") || !strings.Contains(r.stdout, "succeeded") {
-		t.Fatalf("answer: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		t.Fatalf("answer: exit %d\nstdout: %q\nstderr: %q", r.code, r.stdout, r.stderr)
 	}
 	if got := c.run("answer", id, "pay", "--field", "confirm=false"); got.code != 2 {
 		t.Errorf("a second answer: exit %d, want 2 (an answer is final)\n%s", got.code, got.stderr)
@@ -322,5 +322,25 @@ func TestRootsAskedThroughInputRequests(t *testing.T) {
 		if in := invs[0].Inputs; len(in) != 1 || len(in[0].Answers) != 1 || in[0].Answers[0].By != "mcpflow" || invs[0].Attempts[1].Kind != journal.KindContinuation {
 			t.Errorf("%q: inputs %+v, attempts %+v", tc.roots, in, invs[0].Attempts)
 		}
+	}
+}
+
+// TestAnswerThroughServer: with mcpflow server serving the journal,
+// mcpflow answer is its client: the server journals the answer and
+// continues the run, which the command follows to its end and exits as
+// the run does.
+func TestAnswerThroughServer(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	c.workflow("pay.yaml", payWorkflow)
+	base := startServer(t, c)
+	run := submitFile(t, base, "pay.yaml", nil)
+	waitBlocked(t, base, run)
+	r := c.run("answer", run, "pay", "--field", "confirm=true")
+	if r.code != 0 || !strings.Contains(r.stdout, "answered (accept)") {
+		t.Fatalf("answer: exit %d\nstdout: %q\nstderr: %q", r.code, r.stdout, r.stderr)
+	}
+	if status, _ := apiRun(t, base, run); status != "succeeded" || c.ledgerCount("transfer") != 2 {
+		t.Errorf("run %s with %d transfers, want succeeded with 2", status, c.ledgerCount("transfer"))
 	}
 }

@@ -125,7 +125,7 @@
       state.title = "live updates: reconnecting";
     }
   };
-  ["run_started", "step_started", "step_finished", "run_finished", "approval_decided"].forEach(function (kind) {
+  ["run_started", "step_started", "step_finished", "run_finished", "approval_decided", "input_answered"].forEach(function (kind) {
     source.addEventListener(kind, function () {
       schedule(200);
     });
