@@ -351,28 +351,47 @@ func (c *Client) Approve(ctx context.Context, req service.ApproveRequest) (*serv
 		return nil, fmt.Errorf("mcpflow server: approval of run %q: %w", d.RunID, err)
 	}
 	rep := &service.ApproveReport{Run: &journal.Run{ID: id}, Approval: a, Continues: d.Continued || d.NotContinued != nil}
-	if !d.Continued {
+	rep.Continued, err = c.settle(ctx, st, closeStream, id, d.Continued, d.NotContinued, req.Events,
+		func(detail *service.Report, notContinued error) {
+			rep.Run, rep.NotContinued = detail.Run, notContinued
+			rep.Continues = rep.Continues || service.Continues(detail.Run)
+		},
+		func() {
+			if req.Decided != nil {
+				req.Decided(rep)
+			}
+		})
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// settle ends a decision the server journaled on run id (an approval, an
+// answer). When the server did not continue the run, the stream closes and
+// the run is read as the decision left it, for what it waits for now:
+// left is handed it, with why the run did not go on. Then tell tells the
+// front end, and a run the server continues is followed here to its end
+// (the report returned; nil when it was not continued).
+func (c *Client) settle(ctx context.Context, st *eventStream, closeStream func(), id journal.ID, continued bool, notContinued *api.ErrorBody,
+	events func(engine.Event), left func(detail *service.Report, notContinued error), tell func()) (*service.Report, error) {
+	if !continued {
 		closeStream()
-		// The run as the decision left it, for what it waits for now.
 		detail, err := c.RunDetail(id.String())
 		if err != nil {
 			return nil, err
 		}
-		rep.Run = detail.Run
-		rep.Continues = rep.Continues || service.Continues(detail.Run)
-		if e := d.NotContinued; e != nil {
-			rep.NotContinued = &service.Error{Code: e.Code, Message: e.Message, Values: e.Fields}
+		var why error
+		if e := notContinued; e != nil {
+			why = &service.Error{Code: e.Code, Message: e.Message, Values: e.Fields}
 		}
+		left(detail, why)
 	}
-	if req.Decided != nil {
-		req.Decided(rep)
+	tell()
+	if !continued {
+		return nil, nil
 	}
-	if d.Continued {
-		if rep.Continued, err = c.follow(ctx, st, id, req.Events); err != nil {
-			return nil, err
-		}
-	}
-	return rep, nil
+	return c.follow(ctx, st, id, events)
 }
 
 // subscribeFirst subscribes to the server's events before a decision that
@@ -416,25 +435,18 @@ func (c *Client) Answer(ctx context.Context, req service.AnswerRequest) (*servic
 	inv, _ := journal.ParseID(d.Invocation)
 	rep := &service.AnswerReport{Run: &journal.Run{ID: id}, Invocation: inv, Continues: d.Continued || d.NotContinued != nil,
 		Answer: journal.Answer{Key: d.Key, Response: d.Response, By: d.By, At: d.At}}
-	if !d.Continued {
-		closeStream()
-		detail, err := c.RunDetail(id.String())
-		if err != nil {
-			return nil, err
-		}
-		rep.Run = detail.Run
-		rep.Continues = rep.Continues || detail.InputAnswered()
-		if e := d.NotContinued; e != nil {
-			rep.NotContinued = &service.Error{Code: e.Code, Message: e.Message, Values: e.Fields}
-		}
-	}
-	if req.Answered != nil {
-		req.Answered(rep)
-	}
-	if d.Continued {
-		if rep.Continued, err = c.follow(ctx, st, id, req.Events); err != nil {
-			return nil, err
-		}
+	rep.Continued, err = c.settle(ctx, st, closeStream, id, d.Continued, d.NotContinued, req.Events,
+		func(detail *service.Report, notContinued error) {
+			rep.Run, rep.NotContinued = detail.Run, notContinued
+			rep.Continues = rep.Continues || detail.InputAnswered()
+		},
+		func() {
+			if req.Answered != nil {
+				req.Answered(rep)
+			}
+		})
+	if err != nil {
+		return nil, err
 	}
 	return rep, nil
 }
