@@ -209,6 +209,9 @@ func (r *runner) evalArgs(ctx context.Context, u unit) (json.RawMessage, *stepRe
 	if u.Method().Reads() {
 		return r.readArgs(ctx, u)
 	}
+	if u.Args != nil {
+		return u.Args, nil
+	}
 	var argv any = map[string]any{}
 	if u.With != nil {
 		v, err := u.With.Eval(ctx, r.vars(u))
@@ -494,8 +497,12 @@ func (r *runner) send(ctx context.Context, u unit, sess Session, intent journal.
 func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.Intent, args json.RawMessage) (turn, error) {
 	started := r.e.now()
 	r.emit(Event{Kind: StepStarted, Run: r.run.ID, Step: u.ID, Item: u.item, Server: u.Server, Tool: u.target, Method: u.Method(), Invocation: intent.ID, State: journal.StateIntent, Attempt: intent.Attempt})
+	fw := forwardOf(ctx)
 	progress := func(p, total float64, msg string) {
 		r.emit(Event{Kind: StepProgress, Run: r.run.ID, Step: u.ID, Item: u.item, Invocation: intent.ID, Attempt: intent.Attempt, Progress: p, Total: total, Message: msg, Elapsed: r.e.now().Sub(started)})
+		if fw != nil && fw.Progress != nil {
+			fw.Progress(p, total, msg)
+		}
 	}
 	callCtx, cancel := ctx, context.CancelFunc(func() {})
 	if u.Timeout > 0 {
@@ -588,6 +595,7 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		if done.err == nil {
 			done.text = workflow.Text(value["text"])
 		}
+		done.call = res.call
 		return end(done, journal.StateCompleted), nil
 	}
 	state, failure := r.failure(u, class, callErr)
@@ -596,6 +604,7 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		return turn{}, err
 	}
 	r.decided(ctx, rv.declined)
+	failure.sent = callErr
 	return end(failure, state), nil
 }
 

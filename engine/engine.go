@@ -93,6 +93,15 @@ func (m mcpSession) Call(ctx context.Context, in journal.Intent, tool string, ar
 	}
 	meta := map[string]any{MetaIdempotencyKey: in.IdempotencyKey}
 	injectMeta(ctx, meta) // traceparent, tracestate, baggage: unprefixed (SEP-414)
+	if f := forwardOf(ctx); f != nil {
+		// The client's own _meta, under ours; its progress token is
+		// replaced by the session's (progress comes back through f).
+		for k, v := range f.Meta {
+			if _, ours := meta[k]; !ours && k != "progressToken" {
+				meta[k] = v
+			}
+		}
+	}
 	if c := in.Continuation; c != nil {
 		// The answers to what the previous attempt's result asked for,
 		// as journaled, with the server's state.
@@ -794,6 +803,12 @@ type stepResult struct {
 	attempt    int
 	elapsed    time.Duration // of the newest attempt sent
 	text       string        // a completed call's text content, as it came
+	// call is a completed call's result as it came, when it came now (not
+	// from the journal): what a proxy passes back to its client.
+	call *mcp.CallToolResult
+	// sent is the error a failed send returned, as it came (a JSON-RPC
+	// error of the server's): what a proxy passes back to its client.
+	sent error
 }
 
 func failed(code, format string, args ...any) stepResult {

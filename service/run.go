@@ -300,6 +300,11 @@ func (s *Service) journaledWorkflow(run *journal.Run) (*workflow.Workflow, strin
 	if err != nil {
 		return nil, "", err
 	}
+	if server, ok := workflow.ProxyServer(run.Workflow, run.Source); ok {
+		// A proxy session's steps are the calls the journal holds.
+		wf, err := s.proxyWorkflow(run, server, external)
+		return wf, ws, err
+	}
 	wf, err := workflow.Load(run.Source, run.Definition, external)
 	if err != nil {
 		return nil, "", fmt.Errorf("run %s: journaled definition: %w", run.ID.Short(), err)

@@ -65,6 +65,11 @@ type Options struct {
 	// back to the server as the JSON-RPC error's message: it must hold no
 	// secret.
 	CreateMessage func(ctx context.Context, server string, req *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
+	// Peer, when set, is the client the session stands in for (mcpflow
+	// proxy): the session declares the peer's capabilities, and passes the
+	// server's requests and notifications on to it (see Peer).
+	// CreateMessage is then not used.
+	Peer Peer
 }
 
 // DefaultConnectTimeout bounds starting and initializing a session whose
@@ -167,7 +172,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		s.release()
 		return nil, err
 	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "mcpflow", Version: Version}, &mcp.ClientOptions{
+	copts := &mcp.ClientOptions{
 		// Roots are declared even when there are none (roots: []): a
 		// server that confines itself to its roots then refuses every
 		// path instead of falling back to its own. They are fixed for the
@@ -206,8 +211,15 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		// Declared only with a provider (Options.CreateMessage), which
 		// go-sdk adds to Capabilities; without one, refuseSampling answers.
 		CreateMessageHandler: s.sample(o.CreateMessage),
-	})
-	if o.CreateMessage == nil {
+	}
+	if o.Peer != nil {
+		s.peerOptions(o.Peer, copts)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpflow", Version: Version}, copts)
+	switch {
+	case o.Peer != nil:
+		client.AddReceivingMiddleware(peerRoots(o.Peer))
+	case o.CreateMessage == nil:
 		client.AddReceivingMiddleware(refuseSampling)
 	}
 	client.AddRoots(roots...) // before Connect: no session to notify

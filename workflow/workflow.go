@@ -80,6 +80,10 @@ type Step struct {
 	// a tool's, or a prompt's (whose values are strings: see
 	// PromptArguments). A resource read has none.
 	With *Value
+	// Args, when set, are the arguments exactly as a client sent them
+	// (mcpflow proxy): never written in YAML, sent byte for byte instead
+	// of With.
+	Args json.RawMessage
 	// If, when set, must be true for the step to run; otherwise it is
 	// journaled as skipped.
 	If *Expression

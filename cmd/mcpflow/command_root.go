@@ -84,6 +84,7 @@ server and the workspace are trusted — otherwise the call is marked outcome un
 		newAnswerCommand(g, nil),
 		newValidateCommand(g, nil),
 		newCallCommand(g, nil),
+		newProxyCommand(g, nil),
 		newServersCommand(g),
 		newTrustCommand(g),
 		newRunsCommand(g),

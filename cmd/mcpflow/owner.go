@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpflow/mcpflow/client"
 	"github.com/mcpflow/mcpflow/door"
+	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -95,4 +97,64 @@ func (g *globals) whileHeld(ctx context.Context, s ioStreams, wait bool, fn func
 		}
 		g.serving = nil // asked again: the owner may be gone
 	}
+}
+
+// proxyService returns the service a proxy session works through, the
+// journal its run writes, and where the run's events go. A proxy calls its
+// server on a session of its own (a stdio server's state lives in the
+// process the proxy started), so it runs the engine here whoever holds the
+// journal: it holds the journal itself when it is free, serving it on the
+// workspace socket meanwhile (owned is then true: no other process can be
+// running a session of it), and is refused while another process holds it.
+func (g *globals) proxyService(command string, warn io.Writer) (p proxied, err error) {
+	if g.served() {
+		h, _ := client.Probe(g.socketPath())
+		if h.Owner != nil {
+			return p, busyOf(h.Owner)
+		}
+		return p, fmt.Errorf("%w: mcpflow server holds the journal; mcpflow proxy cannot write through it yet", journal.ErrLocked)
+	}
+	if journal.IsPostgres(g.journalPath) {
+		p.svc, p.done, err = g.service(writeJournal)
+		return p, err
+	}
+	var srv atomic.Pointer[door.Server]
+	g.onOpen = func(svc *service.Service) {
+		s, err := door.Own(svc, g.workspace, g.socketPath(), osUser(), command)
+		if err != nil {
+			fmt.Fprintf(warn, "mcpflow: not serving the journal to other commands (%v): they will find it locked until this command ends\n", err)
+			return
+		}
+		srv.Store(s)
+	}
+	svc, closeSvc, err := g.service(writeJournal)
+	if err != nil {
+		return p, err
+	}
+	return proxied{svc: svc, owned: true,
+		publish: func(ev engine.Event) {
+			if s := srv.Load(); s != nil {
+				s.Publish(ev)
+			}
+		},
+		done: func() {
+			if s := srv.Load(); s != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				s.Stop(ctx)
+			}
+			closeSvc()
+		}}, nil
+}
+
+// proxied is what proxyService returns.
+type proxied struct {
+	svc *service.Service
+	// remote is the journal over the socket of the process that holds it
+	// (nil: the service's own).
+	remote engine.Journal
+	// owned: this process holds the journal alone.
+	owned   bool
+	publish func(engine.Event)
+	done    func()
 }

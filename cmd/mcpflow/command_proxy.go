@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/proxy"
+	"github.com/mcpflow/mcpflow/service"
+	"github.com/mcpflow/mcpflow/upstream"
+)
+
+type proxyOptions struct {
+	ioStreams
+	g              *globals
+	server         string
+	trustWorkspace bool
+}
+
+func newProxyCommand(g *globals, runF func(context.Context, *proxyOptions) error) *cobra.Command {
+	o := &proxyOptions{g: g}
+	cmd := &cobra.Command{
+		Use:   "proxy SERVER",
+		Short: "Stand in front of one MCP server for any MCP client, journaling every tool call",
+		Long: `Serve MCP on stdin and stdout in front of SERVER, a server configured in the
+workspace, for an MCP client (Claude Desktop, Claude Code, Cursor, VS Code,
+Gemini CLI, Qwen Code): configure the client to start mcpflow proxy where it
+started the server.
+
+Everything the client and the server say passes through: tools, resources,
+prompts, completions, subscriptions, log messages, progress, list changes, and
+the server's elicitation, sampling and roots requests, which go to the client.
+Each tools/call is a step of the session's run (workflow proxy:SERVER, the
+client's name and version as its inputs): its intent is journaled before it is
+forwarded, with the client's _meta and the idempotency key, and its outcome
+before the client sees it. 'mcpflow runs list', 'journal list', the web UI and
+/metrics show the calls of agents like any others.
+
+When the connection to the server is lost, the replay rule decides, with the
+same trust gates as a workflow: a call safe to send again is sent again after
+reconnecting; otherwise the client receives a tool error with the stable
+MCPFLOW_OUTCOME_UNKNOWN text, and the invocation waits for an operator's
+'mcpflow journal resolve'. A proxy killed mid-call leaves its intent: the next
+proxy of the same server (or 'mcpflow resume --all') settles it under the
+rule, before serving.
+
+Logs go to stderr; stdout is the MCP connection.`,
+		Example: `  mcpflow proxy demo
+  claude mcp add memory -- mcpflow --workspace ~/work proxy memory`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.ioStreams, o.server = streams(cmd), args[0]
+			if runF != nil {
+				return runF(cmd.Context(), o)
+			}
+			return runProxy(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this session only")
+	return cmd
+}
+
+func runProxy(ctx context.Context, o *proxyOptions) error {
+	p, err := o.g.proxyService("mcpflow proxy "+o.server, o.Err)
+	if err != nil {
+		return err
+	}
+	defer p.done()
+	set, err := p.svc.External(o.g.workspace)
+	if err != nil {
+		return err
+	}
+	if _, err := set.Lookup(o.server); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if p.owned {
+		// Sessions a killed proxy left running are no one's now.
+		reps, err := p.svc.SettleProxies(ctx, o.server, p.publish)
+		for _, rep := range reps {
+			fmt.Fprintf(o.Err, "mcpflow proxy: settled run %s left running by an earlier proxy: %s\n", rep.Run.ID.Short(), rep.Run.Status)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	px := proxy.New(func(ctx context.Context, client *mcp.Implementation, peer upstream.Peer) (proxy.Session, error) {
+		return p.svc.OpenProxy(ctx, service.ProxyRequest{Server: o.server, ClientName: client.Name, ClientVersion: client.Version,
+			Peer: peer, Journal: p.remote, TrustWorkspace: o.trustWorkspace, Events: p.publish})
+	}, versionOf())
+	in, _ := o.In.(io.ReadCloser)
+	if in == nil {
+		in = io.NopCloser(o.In)
+	}
+	err = px.Server().Run(ctx, &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{o.Out}})
+	run, cerr := px.Close()
+	if run != nil && run.Status == journal.RunBlocked {
+		fmt.Fprintf(o.Err, "mcpflow proxy: run %s is blocked: a call's outcome is unknown; see 'mcpflow runs show %s' and resolve it with 'mcpflow journal resolve'\n", run.ID.Short(), run.ID.Short())
+	}
+	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed)) {
+		err = nil // the client went away: the session's end
+	}
+	return errors.Join(err, cerr)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }

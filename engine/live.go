@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/workflow"
+)
+
+// Live is a run whose steps are not known in advance: a proxy session
+// (mcpflow proxy), where each tools/call a client makes is one more step,
+// journaled and sent by the same attempt loop, under the same replay rule
+// and trust gates, as a workflow's. Calls may go concurrently. End ends
+// the run.
+type Live struct {
+	r      *runner
+	server string
+	span   trace.Span
+
+	mu      sync.Mutex
+	calls   int
+	unknown int // calls whose outcome is unknown
+	ended   bool
+
+	// flushing serializes confirmations of the run's queued writes: a
+	// call's answer goes back only once its outcome is durable, even when
+	// another call's flush took it from the queue.
+	flushing sync.Mutex
+}
+
+// Open starts the run of a proxy session of wf (workflow.Proxy), with the
+// client's name and version as its inputs. The run is journaled before
+// Open returns: runs list shows it from the start.
+func (e *Engine) Open(ctx context.Context, wf *workflow.Workflow, inputs map[string]any, workspace string) (*Live, error) {
+	server, ok := workflow.ProxyServer(wf.Name, wf.Path)
+	if !ok {
+		return nil, fmt.Errorf("engine: workflow %q is not a proxy session's", wf.Name)
+	}
+	run := e.newRun(wf, inputs, workspace)
+	_, span := tracer().Start(ctx, "mcpflow.run", trace.WithAttributes(attribute.String(AttrWorkflow, wf.Name)))
+	run.TraceParent = traceParent(span)
+	if err := e.Journal.CreateRun(run); err != nil {
+		span.End()
+		return nil, err
+	}
+	r := newRunner(e, wf, run, inputs, nil)
+	r.start = e.now()
+	e.emit(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
+	return &Live{r: r, server: server, span: span}, nil
+}
+
+// Run is the session's run as it was opened.
+func (l *Live) Run() *journal.Run { return l.r.run }
+
+// Answer is how one call through a Live run ended.
+type Answer struct {
+	// Result is the tool's result as it came (a tool error included); nil
+	// when no result came.
+	Result *mcp.CallToolResult
+	// Err says why there is no result: the stable error of an outcome
+	// unknown, a failure, or a call refused before anything was sent.
+	Err *journal.Error
+	// Failure is the error the server answered a failed call with, as it
+	// came (a *jsonrpc.Error for a JSON-RPC error); nil otherwise. Never
+	// set when the outcome is unknown.
+	Failure error
+	// Invocation is the journaled invocation; zero when the call was
+	// refused before its intent was journaled (an unknown tool, invalid
+	// arguments, a server that did not start): nothing was sent.
+	Invocation journal.ID
+	State      journal.State
+	// Step is the call's step in the run: call-N.
+	Step string
+}
+
+// Forward is what a client that mcpflow stands in for gives a call: its
+// own _meta, sent with the idempotency key (which wins on a clash), and
+// where the call's progress goes.
+type Forward struct {
+	Meta     map[string]any
+	Progress func(progress, total float64, message string)
+}
+
+type forwardKey struct{}
+
+func forwardOf(ctx context.Context) *Forward {
+	f, _ := ctx.Value(forwardKey{}).(*Forward)
+	return f
+}
+
+// Call sends one tools/call of tool with args, exactly as given, as the
+// run's next step: intent journaled before the send, the outcome durable
+// before Call returns, a lost connection judged by the replay rule (a safe
+// call is sent again after reconnecting and rediscovering the tool; an
+// unsafe one ends outcome unknown, for an operator to resolve). The error
+// is the journal's: the call's own failures are in the Answer.
+func (l *Live) Call(ctx context.Context, tool string, args json.RawMessage, fw *Forward) (Answer, error) {
+	l.mu.Lock()
+	if l.ended {
+		l.mu.Unlock()
+		return Answer{}, fmt.Errorf("run %s has ended", l.r.run.ID.Short())
+	}
+	l.calls++
+	st := workflow.ProxyStep(workflow.ProxyCall{Step: fmt.Sprintf("call-%d", l.calls), Tool: tool, Args: args}, l.server)
+	l.mu.Unlock()
+	ctx = trace.ContextWithSpan(ctx, l.span)
+	if fw != nil {
+		ctx = context.WithValue(ctx, forwardKey{}, fw)
+	}
+	out, err := l.r.runStep(ctx, st)
+	if err == nil {
+		l.flushing.Lock()
+		err = l.r.flush()
+		l.flushing.Unlock()
+	}
+	if err != nil {
+		return Answer{}, err
+	}
+	a := Answer{Result: out.call, Invocation: out.invocation, State: out.state, Failure: out.sent, Step: st.ID}
+	if out.call == nil {
+		a.Err = out.err
+		if a.Err == nil {
+			a.Err = &journal.Error{Code: CodeServerUnavailable, Message: fmt.Sprintf("step %s: no result", st.ID)}
+		}
+	}
+	if out.state == journal.StateOutcomeUnknown {
+		l.mu.Lock()
+		l.unknown++
+		l.mu.Unlock()
+	}
+	return a, nil
+}
+
+// End ends the run once its calls returned: blocked when a call's outcome
+// is unknown (an operator resolves it, as any other), otherwise
+// succeeded — a call that failed was answered to the client, and the
+// session went on.
+func (l *Live) End() (*journal.Run, error) {
+	l.mu.Lock()
+	l.ended = true
+	status, runErr := journal.RunSucceeded, (*journal.Error)(nil)
+	if l.unknown > 0 {
+		status, runErr = journal.RunBlocked, outcomeUnknown
+	}
+	l.mu.Unlock()
+	defer l.r.returnSecrets()
+	if err := l.r.flush(); err != nil {
+		endRun(l.span, nil, err)
+		return nil, err
+	}
+	run, err := l.r.finish(status, runErr, nil)
+	endRun(l.span, run, err)
+	return run, err
+}

@@ -1,0 +1,399 @@
+// Package proxy is mcpflow proxy: an MCP server that stands in front of one
+// configured server, for any MCP client. Everything the client and the
+// server say passes through (lists, reads, prompts, completions,
+// subscriptions, log messages, progress, list changes; the server's
+// elicitation, sampling and roots requests go to the client), except that
+// each tools/call is a step of the session's run in the journal: its intent
+// durable before it is forwarded, its outcome durable before the client
+// sees it, and a lost connection judged by the replay rule — a safe call is
+// sent again after reconnecting, an unsafe one answers the stable
+// MCPFLOW_OUTCOME_UNKNOWN tool error and waits for an operator.
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/replay"
+	"github.com/mcpflow/mcpflow/upstream"
+)
+
+// Session is what the proxy needs of an open proxy session
+// (service.Proxied): the run its calls are steps of, and the server's
+// session, for everything else.
+type Session interface {
+	Call(ctx context.Context, tool string, args json.RawMessage, fw *engine.Forward) (engine.Answer, error)
+	Upstream(ctx context.Context) (*upstream.Session, error)
+	Reconnect(ctx context.Context, old *upstream.Session) (*upstream.Session, error)
+	Run() *journal.Run
+	Close() (*journal.Run, error)
+}
+
+// Opener opens the session of a client that initialized: it starts (or
+// reaches) the server with the client's capabilities (peer) and journals
+// the run.
+type Opener func(ctx context.Context, client *mcp.Implementation, peer upstream.Peer) (Session, error)
+
+// Proxy is the MCP server one client talks to. It opens its session when
+// the client initializes.
+type Proxy struct {
+	server *mcp.Server
+	open   Opener
+
+	mu     sync.Mutex
+	sess   Session
+	ss     *mcp.ServerSession
+	caps   *mcp.ClientCapabilities
+	opened chan struct{} // closed once the session is open (or failed to)
+	err    error
+}
+
+// New returns the proxy for one client; version is mcpflow's.
+func New(open Opener, version string) *Proxy {
+	p := &Proxy{open: open, opened: make(chan struct{})}
+	p.server = mcp.NewServer(&mcp.Implementation{Name: "mcpflow-proxy", Version: version}, &mcp.ServerOptions{
+		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
+			_, err := pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) { return nil, cs.Subscribe(ctx, req.Params) })
+			return err
+		},
+		UnsubscribeHandler: func(ctx context.Context, req *mcp.UnsubscribeRequest) error {
+			_, err := pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) { return nil, cs.Unsubscribe(ctx, req.Params) })
+			return err
+		},
+	})
+	p.server.AddReceivingMiddleware(p.intercept)
+	return p
+}
+
+// Server is the MCP server to run on the client's transport.
+func (p *Proxy) Server() *mcp.Server { return p.server }
+
+// Close ends the session's run and stops the server: the run blocked if a
+// call's outcome is unknown, succeeded otherwise. It returns the run as
+// committed (nil if no client initialized).
+func (p *Proxy) Close() (*journal.Run, error) {
+	p.mu.Lock()
+	sess := p.sess
+	p.sess = nil
+	p.mu.Unlock()
+	if sess == nil {
+		return nil, nil
+	}
+	return sess.Close()
+}
+
+// Run is the session's run, nil before the client initialized.
+func (p *Proxy) Run() *journal.Run {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sess == nil {
+		return nil
+	}
+	return p.sess.Run()
+}
+
+// intercept answers what the proxy handles itself and passes the rest on.
+func (p *Proxy) intercept(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "initialize":
+			return p.initialize(ctx, next, req)
+		case "tools/call":
+			return p.call(ctx, req)
+		case "tools/list":
+			return p.tools(ctx, req.GetParams().(*mcp.ListToolsParams))
+		case "prompts/list":
+			return pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) {
+				return cs.ListPrompts(ctx, req.GetParams().(*mcp.ListPromptsParams))
+			})
+		case "prompts/get":
+			return pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) {
+				return cs.GetPrompt(ctx, req.GetParams().(*mcp.GetPromptParams))
+			})
+		case "resources/list":
+			return pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) {
+				return cs.ListResources(ctx, req.GetParams().(*mcp.ListResourcesParams))
+			})
+		case "resources/templates/list":
+			return pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) {
+				return cs.ListResourceTemplates(ctx, req.GetParams().(*mcp.ListResourceTemplatesParams))
+			})
+		case "resources/read":
+			return pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) {
+				return cs.ReadResource(ctx, req.GetParams().(*mcp.ReadResourceParams))
+			})
+		case "completion/complete":
+			return pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) {
+				return cs.Complete(ctx, req.GetParams().(*mcp.CompleteParams))
+			})
+		case "logging/setLevel":
+			// The server logs at the client's level; go-sdk notes it too,
+			// for the messages it passes on.
+			if _, err := pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) {
+				return nil, cs.SetLoggingLevel(ctx, req.GetParams().(*mcp.SetLoggingLevelParams))
+			}); err != nil {
+				return nil, err
+			}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// initialize opens the session with what the client said of itself, then
+// answers with the server's capabilities, information and instructions:
+// the client sees the server it configured.
+func (p *Proxy) initialize(ctx context.Context, next mcp.MethodHandler, req mcp.Request) (mcp.Result, error) {
+	params, _ := req.GetParams().(*mcp.InitializeParams)
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	if params == nil || ss == nil {
+		return next(ctx, "initialize", req)
+	}
+	p.mu.Lock()
+	p.ss, p.caps = ss, params.Capabilities
+	p.mu.Unlock()
+	info := params.ClientInfo
+	if info == nil {
+		info = &mcp.Implementation{}
+	}
+	sess, err := p.open(ctx, info, peer{p})
+	p.mu.Lock()
+	p.sess, p.err = sess, err
+	close(p.opened)
+	p.mu.Unlock()
+	if err != nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpflow proxy: " + err.Error()}
+	}
+	res, err := next(ctx, "initialize", req)
+	if err != nil {
+		return res, err
+	}
+	if ir, ok := res.(*mcp.InitializeResult); ok {
+		if up, err := sess.Upstream(ctx); err == nil {
+			if u := up.Initialized(); u != nil {
+				ir.Capabilities = u.Capabilities
+				ir.Instructions = u.Instructions
+				ir.ServerInfo = u.ServerInfo
+			}
+		}
+	}
+	return res, nil
+}
+
+// session waits for the session the client's initialize opens.
+func (p *Proxy) session(ctx context.Context) (Session, error) {
+	select {
+	case <-p.opened:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil {
+		return nil, p.err
+	}
+	if p.sess == nil {
+		return nil, errors.New("the session has ended")
+	}
+	return p.sess, nil
+}
+
+// pass sends a request that is not a tools/call to the server as it came.
+// Such a request is a read or a listing: on a lost connection it is sent
+// once more on a new one.
+func pass[R mcp.Result](ctx context.Context, p *Proxy, send func(cs *mcp.ClientSession) (R, error)) (mcp.Result, error) {
+	sess, err := p.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	up, err := sess.Upstream(ctx)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	res, err := send(up.Client())
+	if err != nil && ctx.Err() == nil && lost(upstream.Classify(err)) {
+		if up, err = sess.Reconnect(ctx, up); err != nil {
+			return nil, unavailable(err)
+		}
+		res, err = send(up.Client())
+	}
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func unavailable(err error) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpflow proxy: the server is unavailable: " + err.Error()}
+}
+
+// tools lists the server's tools, without those its entry in the
+// configuration leaves out (they are never called).
+func (p *Proxy) tools(ctx context.Context, params *mcp.ListToolsParams) (mcp.Result, error) {
+	res, err := pass(ctx, p, func(cs *mcp.ClientSession) (*mcp.ListToolsResult, error) { return cs.ListTools(ctx, params) })
+	if err != nil {
+		return nil, err
+	}
+	lt := res.(*mcp.ListToolsResult)
+	sess, err := p.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	up, err := sess.Upstream(ctx)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	kept := lt.Tools[:0]
+	for _, t := range lt.Tools {
+		if ok, _ := up.Server().Allows(t.Name); ok {
+			kept = append(kept, t)
+		}
+	}
+	lt.Tools = kept
+	return lt, nil
+}
+
+// call is one tools/call: a step of the session's run.
+func (p *Proxy) call(ctx context.Context, req mcp.Request) (mcp.Result, error) {
+	params, _ := req.GetParams().(*mcp.CallToolParamsRaw)
+	if params == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "tools/call without params"}
+	}
+	sess, err := p.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	args := params.Arguments
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage("{}")
+	}
+	fw := &engine.Forward{Meta: params.Meta}
+	if token := params.GetProgressToken(); token != nil {
+		ss, _ := req.GetSession().(*mcp.ServerSession)
+		fw.Progress = func(progress, total float64, message string) {
+			if ss != nil {
+				ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: progress, Total: total, Message: message})
+			}
+		}
+	}
+	a, err := sess.Call(ctx, params.Name, args, fw)
+	if err != nil {
+		// The journal failed: the call was not sent if its intent could
+		// not be written; if its outcome could not, the journal says it
+		// was in flight, and resume settles it.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpflow proxy: the journal could not be written: " + err.Error()}
+	}
+	return answer(a)
+}
+
+// answer is what the client receives for a call that ended as a says.
+func answer(a engine.Answer) (mcp.Result, error) {
+	switch {
+	case a.Result != nil:
+		return a.Result, nil
+	case a.State == journal.StateOutcomeUnknown:
+		return OutcomeUnknown(a.Invocation), nil
+	}
+	var rpc *jsonrpc.Error
+	if errors.As(a.Failure, &rpc) {
+		return nil, rpc // the server's own answer
+	}
+	code := int64(jsonrpc.CodeInternalError)
+	if a.Err != nil && (a.Err.Code == engine.CodeUnknownTool || a.Err.Code == engine.CodeInvalidArguments) {
+		code = jsonrpc.CodeInvalidParams
+	}
+	msg := "the call failed"
+	if a.Err != nil {
+		// The client named no step: the message says what went wrong.
+		msg = strings.TrimPrefix(a.Err.Message, "step "+a.Step+": ")
+	}
+	return nil, &jsonrpc.Error{Code: code, Message: msg}
+}
+
+// OutcomeUnknown is the tool error a client receives for a call that may
+// have run and will not be sent again: the stable text, the invocation an
+// operator resolves, never the arguments nor anything the server said.
+func OutcomeUnknown(inv journal.ID) *mcp.CallToolResult {
+	text := fmt.Sprintf("%s: %s (invocation %s)", replay.Code, replay.Message, inv.Short())
+	return &mcp.CallToolResult{
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: text}},
+		Meta:    mcp.Meta{"mcpflow/code": replay.Code, "mcpflow/invocation": inv.String()},
+	}
+}
+
+// peer is the client as the server's session sees it.
+type peer struct{ p *Proxy }
+
+func (c peer) client() *mcp.ServerSession {
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	return c.p.ss
+}
+
+func (c peer) Capabilities() *mcp.ClientCapabilities {
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	return c.p.caps
+}
+
+func (c peer) Elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	return c.client().Elicit(ctx, params)
+}
+
+func (c peer) CreateMessage(ctx context.Context, params *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	return c.client().CreateMessage(ctx, params)
+}
+
+func (c peer) ListRoots(ctx context.Context, params *mcp.ListRootsParams) (*mcp.ListRootsResult, error) {
+	if params == nil {
+		params = &mcp.ListRootsParams{}
+	}
+	return c.client().ListRoots(ctx, params)
+}
+
+// Notify passes a notification of the server on. go-sdk sends a list
+// change only when its own registry changes: the proxy, which answers
+// lists from the server, touches the registry (a placeholder added and
+// removed, never listed) to have it announce the server's change.
+func (c peer) Notify(ctx context.Context, method string, params mcp.Params) {
+	ss := c.client()
+	if ss == nil {
+		return
+	}
+	s := c.p.server
+	switch method {
+	case "notifications/message":
+		ss.Log(ctx, params.(*mcp.LoggingMessageParams))
+	case "notifications/progress":
+		ss.NotifyProgress(ctx, params.(*mcp.ProgressNotificationParams))
+	case "notifications/elicitation/complete":
+		ss.NotifyElicitationComplete(ctx, params.(*mcp.ElicitationCompleteParams))
+	case "notifications/resources/updated":
+		s.ResourceUpdated(ctx, params.(*mcp.ResourceUpdatedNotificationParams))
+	case "notifications/tools/list_changed":
+		s.AddTool(&mcp.Tool{Name: placeholder, InputSchema: map[string]any{"type": "object"}}, nil)
+		s.RemoveTools(placeholder)
+	case "notifications/prompts/list_changed":
+		s.AddPrompt(&mcp.Prompt{Name: placeholder}, nil)
+		s.RemovePrompts(placeholder)
+	case "notifications/resources/list_changed":
+		s.AddResource(&mcp.Resource{Name: placeholder, URI: "mcpflow-proxy:" + placeholder}, nil)
+		s.RemoveResources("mcpflow-proxy:" + placeholder)
+	}
+}
+
+// placeholder names what the proxy adds to go-sdk's registry to announce
+// a list change; lists are answered by the server, so it is never seen.
+const placeholder = "mcpflow-proxy-list-changed"
+
+// lost reports whether a request failed because the connection was lost.
+func lost(c replay.Class) bool { return c == replay.ClassLost || c == replay.ClassNotDelivered }

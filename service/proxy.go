@@ -1,0 +1,163 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/upstream"
+	"github.com/mcpflow/mcpflow/workflow"
+)
+
+// ProxyRequest opens a proxy session (mcpflow proxy): a run in front of
+// one configured server, whose steps are the tools/call requests a client
+// makes.
+type ProxyRequest struct {
+	Server string
+	// ClientName and ClientVersion are what the client said of itself at
+	// initialize: the run's inputs.
+	ClientName, ClientVersion string
+	// Peer is the client: what the server asks of its client goes to it.
+	Peer upstream.Peer
+	// Journal, when set, is the journal the session writes (the engine's
+	// journal over the socket of the process that holds it); nil: the
+	// service's.
+	Journal engine.Journal
+	// TrustWorkspace is --trust-workspace.
+	TrustWorkspace bool
+	// Events receives the run's events (nil: none).
+	Events func(engine.Event)
+}
+
+// Proxied is an open proxy session: the run (Live) and the server's
+// session, through which everything but tools/call passes as it came.
+type Proxied struct {
+	*engine.Live
+	server string
+	x      *execution
+}
+
+// OpenProxy connects to the server and journals the session's run. The
+// server sees the client's capabilities (req.Peer). Close ends both.
+func (s *Service) OpenProxy(ctx context.Context, req ProxyRequest) (*Proxied, error) {
+	j := req.Journal
+	if j == nil {
+		if err := s.open(); err != nil {
+			return nil, err
+		}
+		j = s.j
+	}
+	set, err := s.External(s.o.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := set.Lookup(req.Server); err != nil {
+		_, err = s.leftOut(req.Server, err)
+		return nil, err
+	}
+	wf, err := workflow.Proxy(req.Server, set, nil)
+	if err != nil {
+		return nil, err
+	}
+	x := s.prepare(set, nil, s.o.Workspace, req.TrustWorkspace)
+	o := s.runOptions(s.o.Workspace, nil)
+	o.Peer = req.Peer
+	x.pool = upstream.NewPool(set, o)
+	// The server starts before the run is journaled: a server that does
+	// not start leaves no run behind.
+	if _, err := x.pool.Session(ctx, req.Server); err != nil {
+		x.close()
+		return nil, err
+	}
+	e := s.engine(x, req.Events)
+	e.Journal = j
+	live, err := e.Open(ctx, wf, map[string]any{"client": req.ClientName, "client_version": req.ClientVersion}, s.o.Workspace)
+	if err != nil {
+		x.close()
+		return nil, err
+	}
+	return &Proxied{Live: live, server: req.Server, x: x}, nil
+}
+
+// Upstream is the server's session now: after a lost connection, the one
+// a call reconnected, or a new one.
+func (p *Proxied) Upstream(ctx context.Context) (*upstream.Session, error) {
+	return p.x.pool.Session(ctx, p.server)
+}
+
+// Reconnect replaces old, a session whose connection was lost, with a new
+// one (bounded by the server's reconnect timeout).
+func (p *Proxied) Reconnect(ctx context.Context, old *upstream.Session) (*upstream.Session, error) {
+	t := p.x.pool.Set()[p.server].ReconnectTimeout
+	if t == 0 {
+		t = upstream.DefaultReconnectTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, t)
+	defer cancel()
+	return p.x.pool.Reconnect(ctx, p.server, old)
+}
+
+// Close ends the run (blocked if a call's outcome is unknown) and stops
+// the server.
+func (p *Proxied) Close() (*journal.Run, error) {
+	run, err := p.End()
+	p.x.close()
+	return run, err
+}
+
+// proxyWorkflow is the workflow of a proxy session's run, as resume needs
+// it: a step per call the journal holds, with its arguments as journaled.
+// A call whose arguments the journal does not hold whole (cut, or a
+// secret redacted) cannot be sent again: resume judges it, and at worst
+// leaves its outcome unknown for an operator.
+func (s *Service) proxyWorkflow(run *journal.Run, server string, set upstream.Set) (*workflow.Workflow, error) {
+	invs, err := s.j.RunInvocations(run.ID)
+	if err != nil {
+		return nil, err
+	}
+	calls := make([]workflow.ProxyCall, 0, len(invs))
+	seen := map[string]bool{}
+	for _, inv := range invs {
+		if seen[inv.Step] {
+			continue
+		}
+		seen[inv.Step] = true
+		calls = append(calls, workflow.ProxyCall{Step: inv.Step, Tool: inv.Tool, Args: inv.Arguments})
+	}
+	wf, err := workflow.Proxy(server, set, calls)
+	if errors.Is(err, upstream.ErrUnknownServer) {
+		return nil, fmt.Errorf("run %s: server %q is no longer configured: %w", run.ID.Short(), server, err)
+	}
+	return wf, err
+}
+
+// SettleProxies resumes the sessions of a proxy of server that were left
+// running (the proxy was killed, maybe mid-call): each call in flight is
+// judged by the replay rule as after any crash — a safe one is sent again,
+// an unsafe one's outcome is unknown, for an operator — and the run ends.
+// Only a process that holds the journal alone may call it: a session left
+// running is then no one's.
+func (s *Service) SettleProxies(ctx context.Context, server string, events func(engine.Event)) ([]*Report, error) {
+	ids, err := s.Resumable()
+	if err != nil {
+		return nil, err
+	}
+	var reps []*Report
+	for _, id := range ids {
+		run, err := s.j.Run(id)
+		if err != nil {
+			return reps, err
+		}
+		if srv, ok := workflow.ProxyServer(run.Workflow, run.Source); !ok || srv != server || run.Status != journal.RunRunning {
+			continue
+		}
+		rep, err := s.Resume(ctx, ResumeRequest{Run: id.String(), Events: events})
+		if err != nil {
+			return reps, fmt.Errorf("settle run %s: %w", id.Short(), err)
+		}
+		reps = append(reps, rep)
+	}
+	return reps, nil
+}
