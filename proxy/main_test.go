@@ -1,0 +1,316 @@
+package proxy_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// mcpflowBin is the mcpflow executable the tests start, built once by
+// TestMain (with the race detector when the tests have it).
+var mcpflowBin string
+
+// repo is the module's root directory.
+var repo string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "go env GOMOD:", err)
+		return 1
+	}
+	repo = filepath.Dir(strings.TrimSpace(string(out)))
+	dir, err := os.MkdirTemp("", "mcpflow-proxy-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	mcpflowBin = filepath.Join(dir, "mcpflow")
+	args := []string{"build", "-o", mcpflowBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "./cmd/mcpflow")...)
+	build.Dir, build.Stdout, build.Stderr = repo, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "go build ./cmd/mcpflow:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// workspace is a fresh workspace whose mcpflow.yaml is config, with its
+// own trust store (XDG_CONFIG_HOME).
+type workspace struct {
+	t      *testing.T
+	dir    string
+	config string
+	env    []string
+}
+
+func newWorkspace(t *testing.T, config string) *workspace {
+	t.Helper()
+	w := &workspace{t: t, dir: t.TempDir(), config: t.TempDir()}
+	if err := os.WriteFile(filepath.Join(w.dir, "mcpflow.yaml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func (w *workspace) environ() []string {
+	return append(append(os.Environ(), "NO_COLOR=1", "XDG_CONFIG_HOME="+w.config), w.env...)
+}
+
+// mcpflow runs an mcpflow command in the workspace and returns its stdout.
+func (w *workspace) mcpflow(args ...string) string {
+	w.t.Helper()
+	cmd := exec.Command(mcpflowBin, append([]string{"--workspace", w.dir}, args...)...)
+	cmd.Env = w.environ()
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		w.t.Fatalf("mcpflow %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
+	}
+	return string(out)
+}
+
+// mcpflowJSON runs an mcpflow command with -o json and decodes its output.
+func (w *workspace) mcpflowJSON(v any, args ...string) {
+	w.t.Helper()
+	out := w.mcpflow(append(args, "-o", "json")...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		w.t.Fatalf("mcpflow %s -o json: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// ledger is the demo server's execution ledger in the workspace: one
+// object per call it executed.
+func (w *workspace) ledger() []map[string]any {
+	w.t.Helper()
+	b, err := os.ReadFile(filepath.Join(w.dir, ".mcpflow", "demo", "ledger.jsonl"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var rows []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var row map[string]any
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			w.t.Fatalf("ledger line %q: %v", line, err)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// node is Node ≥ 22 from examples/npm, and the directory of its packages.
+// Without the install the test is skipped locally and fails in CI, where
+// .ci/run installs it with npm ci.
+func node(t *testing.T) (bin, npm string) {
+	t.Helper()
+	npm = filepath.Join(repo, "examples", "npm")
+	bin = filepath.Join(npm, "node_modules", ".bin", "node")
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("examples/npm/node_modules is missing (.ci/run installs it with npm ci): %v", err)
+		}
+		t.Skipf("needs `cd examples/npm && npm ci`: %v", err)
+	}
+	return bin, npm
+}
+
+// step is one step of examples/npm/mcp-client.mjs.
+type step map[string]any
+
+// line is one line mcp-client.mjs printed.
+type line struct {
+	Op           string          `json:"op"`
+	Ok           json.RawMessage `json:"ok"`
+	Error        *rpcError       `json:"error"`
+	Notification string          `json:"notification"`
+	Server       map[string]any  `json:"server"`
+	Capabilities map[string]any  `json:"capabilities"`
+}
+
+type rpcError struct {
+	Code    *int   `json:"code"`
+	Message string `json:"message"`
+}
+
+// result is the tools/call result of a line.
+func (l line) result(t *testing.T) callResult {
+	t.Helper()
+	if l.Error != nil {
+		t.Fatalf("%s failed: %s", l.Op, l.Error.Message)
+	}
+	var r callResult
+	if err := json.Unmarshal(l.Ok, &r); err != nil {
+		t.Fatalf("%s: %v: %s", l.Op, err, l.Ok)
+	}
+	return r
+}
+
+type callResult struct {
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	StructuredContent map[string]any `json:"structuredContent"`
+	IsError           bool           `json:"isError"`
+	Meta              map[string]any `json:"_meta"`
+	Progress          []struct {
+		Progress float64 `json:"progress"`
+		Total    float64 `json:"total"`
+		Message  string  `json:"message"`
+	} `json:"progress"`
+}
+
+func (r callResult) text() string {
+	var parts []string
+	for _, c := range r.Content {
+		parts = append(parts, c.Text)
+	}
+	return strings.Join(parts, "\n")
+}
+
+// tsClient is the official TypeScript SDK client (mcp-client.mjs) driving
+// mcpflow proxy in the workspace.
+type tsClient struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan line
+	stderr *strings.Builder
+	once   sync.Once
+}
+
+// startClient starts mcp-client.mjs, which starts mcpflow with args (after
+// --workspace) and runs steps.
+func (w *workspace) startClient(steps []step, args ...string) *tsClient {
+	w.t.Helper()
+	bin, npm := node(w.t)
+	spec, err := json.Marshal(map[string]any{
+		"command": mcpflowBin,
+		"args":    append([]string{"--workspace", w.dir}, args...),
+		"steps":   steps,
+		"name":    "proxy-test-client", "version": "4.5.6",
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	cmd := exec.Command(bin, filepath.Join(npm, "mcp-client.mjs"), string(spec))
+	cmd.Env = w.environ()
+	cmd.Dir = w.dir
+	c := &tsClient{t: w.t, cmd: cmd, lines: make(chan line, 64), stderr: &strings.Builder{}}
+	cmd.Stderr = &lockedWriter{w: c.stderr}
+	if c.stdin, err = cmd.StdinPipe(); err != nil {
+		w.t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	go func() {
+		defer close(c.lines)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 16<<20)
+		for sc.Scan() {
+			var l line
+			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+				l = line{Op: "unparsed", Error: &rpcError{Message: sc.Text()}}
+			}
+			c.lines <- l
+		}
+	}()
+	w.t.Cleanup(func() { c.cmd.Process.Kill(); c.wait() })
+	return c
+}
+
+// next is the client's next line that is not a notification.
+func (c *tsClient) next() line {
+	c.t.Helper()
+	timeout := time.After(90 * time.Second)
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				c.t.Fatalf("the client ended early; its stderr:\n%s", c.stderr)
+			}
+			if l.Notification != "" {
+				continue
+			}
+			return l
+		case <-timeout:
+			c.t.Fatalf("no answer from the client in 90s; its stderr:\n%s", c.stderr)
+		}
+	}
+}
+
+// resume lets a client waiting at a wait step go on.
+func (c *tsClient) resume() {
+	c.t.Helper()
+	if _, err := io.WriteString(c.stdin, "go\n"); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// wait waits for the client (and so for mcpflow proxy) to exit.
+func (c *tsClient) wait() error {
+	var err error
+	c.once.Do(func() {
+		for range c.lines {
+		}
+		err = c.cmd.Wait()
+	})
+	return err
+}
+
+// run starts the client with steps and returns every line it printed
+// after connecting, in order, once it exited.
+func (w *workspace) run(steps []step, args ...string) []line {
+	w.t.Helper()
+	c := w.startClient(steps, args...)
+	if l := c.next(); l.Op != "connected" {
+		w.t.Fatalf("first line %+v, want connected", l)
+	}
+	var out []line
+	for range steps {
+		out = append(out, c.next())
+	}
+	if err := c.wait(); err != nil {
+		w.t.Fatalf("client: %v\n%s", err, c.stderr)
+	}
+	return out
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
