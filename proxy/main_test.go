@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -59,19 +60,62 @@ type workspace struct {
 	dir    string
 	config string
 	env    []string
+	tag    string
 }
 
 func newWorkspace(t *testing.T, config string) *workspace {
 	t.Helper()
-	w := &workspace{t: t, dir: t.TempDir(), config: t.TempDir()}
+	w := &workspace{t: t, dir: t.TempDir(), config: t.TempDir(), tag: fmt.Sprintf("%s-%d", t.Name(), time.Now().UnixNano())}
 	if err := os.WriteFile(filepath.Join(w.dir, "mcpflow.yaml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		// No server process may outlive mcpflow proxy, killed or not.
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			pids := tagged(w.tag)
+			if len(pids) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("processes left running: %v", pids)
+				for _, pid := range pids {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 	return w
 }
 
+// tagEnv marks every process a test starts, to find leftovers.
+const tagEnv = "MCPFLOW_PROXY_TEST_TAG"
+
 func (w *workspace) environ() []string {
-	return append(append(os.Environ(), "NO_COLOR=1", "XDG_CONFIG_HOME="+w.config), w.env...)
+	return append(append(os.Environ(), "NO_COLOR=1", "XDG_CONFIG_HOME="+w.config, tagEnv+"="+w.tag), w.env...)
+}
+
+// tagged lists the live processes whose environment holds tag.
+func tagged(tag string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil || pid == os.Getpid() {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil || !strings.Contains(string(env), "\x00"+tagEnv+"="+tag+"\x00") {
+			continue
+		}
+		if stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && strings.Contains(string(stat), ") Z ") {
+			continue // a zombie: exited
+		}
+		pids = append(pids, pid)
+	}
+	return pids
 }
 
 // mcpflow runs an mcpflow command in the workspace and returns its stdout.

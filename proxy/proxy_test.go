@@ -268,3 +268,119 @@ func killMemoryServer(t *testing.T, dir, script string) {
 }
 
 func fmtSscan(s string, pid *int) (int, error) { return fmt.Sscan(s, pid) }
+
+// A proxy killed while a call is in flight leaves the call's intent; the
+// next proxy of the same server settles it under the replay rule before
+// serving: ledger_append, which may have run, is left outcome unknown for
+// an operator, never sent again.
+func TestProxyKilledMidCallIsSettledByTheNextOne(t *testing.T) {
+	w := newWorkspace(t, trustedDemo)
+	w.env = []string{"MCPFLOW_DEMO_FAULT=hang-after-commit", "MCPFLOW_DEMO_FAULT_TOOL=ledger_append"}
+	c := w.startClient([]step{{"op": "call", "tool": "ledger_append", "args": map[string]any{"entry": "pay 10"}}}, "proxy", "demo")
+	if l := c.next(); l.Op != "connected" {
+		t.Fatalf("%+v", l)
+	}
+	waitFor(t, "the ledger row", func() bool { return len(w.ledger()) == 1 })
+	killProcess(t, func(cmdline string) bool {
+		return strings.Contains(cmdline, mcpflowBin+"\x00--workspace\x00"+w.dir+"\x00proxy\x00")
+	})
+	if l := c.next(); l.Error == nil {
+		t.Errorf("the call whose proxy was killed: %+v, want an error", l)
+	}
+	c.wait()
+	runs := w.runs()
+	if len(runs) != 1 || runs[0].Status != "running" || runs[0].Steps[0].State != "intent" {
+		t.Fatalf("after the kill: %+v, want the run running with ledger_append's intent", runs)
+	}
+
+	w.env = nil
+	next := w.startClient([]step{{"op": "call", "tool": "greet", "args": map[string]any{"name": "Ada"}}}, "proxy", "demo")
+	if l := next.next(); l.Op != "connected" {
+		t.Fatalf("%+v", l)
+	}
+	if got := next.next().result(t); got.text() != "Hello, Ada!" {
+		t.Errorf("greet: %+v", got)
+	}
+	if err := next.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(next.stderr.String(), "settled run "+runs[0].ID[:18]) {
+		t.Errorf("the next proxy's stderr:\n%s\nwant it to say it settled run %s", next.stderr, runs[0].ID[:18])
+	}
+	byID := map[string]runJSON{}
+	for _, r := range w.runs() {
+		byID[r.ID] = r
+	}
+	settled := byID[runs[0].ID]
+	if settled.Status != "blocked" || settled.Steps[0].State != "outcome_unknown" {
+		t.Errorf("the killed session's run: %+v, want blocked with ledger_append outcome_unknown", settled)
+	}
+	var appended int
+	for _, row := range w.ledger() {
+		if row["tool"] == "ledger_append" {
+			appended++
+		}
+	}
+	if appended != 1 {
+		t.Errorf("ledger_append executed %d times, want 1", appended)
+	}
+}
+
+// mcpflow resume --all settles a killed proxy's session too: a read-only
+// call on a trusted server is sent again and completes.
+func TestResumeAllSettlesAProxySession(t *testing.T) {
+	w := newWorkspace(t, trustedDemo)
+	w.env = []string{"MCPFLOW_DEMO_FAULT=hang-after-commit", "MCPFLOW_DEMO_FAULT_TOOL=ledger_count"}
+	c := w.startClient([]step{{"op": "call", "tool": "ledger_count"}}, "proxy", "demo", "--trust-workspace")
+	if l := c.next(); l.Op != "connected" {
+		t.Fatalf("%+v", l)
+	}
+	waitFor(t, "the ledger row", func() bool { return len(w.ledger()) == 1 })
+	killProcess(t, func(cmdline string) bool {
+		return strings.Contains(cmdline, mcpflowBin+"\x00--workspace\x00"+w.dir+"\x00proxy\x00")
+	})
+	c.next()
+	c.wait()
+	w.env = nil
+	w.mcpflow("resume", "--all", "--trust-workspace")
+	runs := w.runs()
+	if len(runs) != 1 || runs[0].Status != "succeeded" {
+		t.Fatalf("after resume --all: %+v, want the session's run succeeded", runs)
+	}
+	if s := runs[0].Steps[0]; s.State != "completed" || len(s.Attempts) != 2 {
+		t.Errorf("ledger_count: %+v, want completed on a second attempt", s)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30s for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// killProcess SIGKILLs the one process whose NUL-separated command line
+// matches.
+func killProcess(t *testing.T, match func(cmdline string) bool) {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !match(string(cmdline)) {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	t.Fatal("no process to kill")
+}
