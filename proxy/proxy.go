@@ -53,13 +53,23 @@ type Proxy struct {
 	sess   Session
 	ss     *mcp.ServerSession
 	caps   *mcp.ClientCapabilities
+	proto  string // the protocol version the client asked for
 	opened chan struct{} // closed once the session is open (or failed to)
 	err    error
+
+	// calls are the contexts of the client's tools/call requests in
+	// flight (see peer.on).
+	calls map[uint64]context.Context
+	seq   uint64
+
+	closeOnce sync.Once
+	closedRun *journal.Run
+	closeErr  error
 }
 
 // New returns the proxy for one client; version is mcpflow's.
 func New(open Opener, version string) *Proxy {
-	p := &Proxy{open: open, opened: make(chan struct{})}
+	p := &Proxy{open: open, opened: make(chan struct{}), calls: map[uint64]context.Context{}}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "mcpflow-proxy", Version: version}, &mcp.ServerOptions{
 		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
 			_, err := pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) { return nil, cs.Subscribe(ctx, req.Params) })
@@ -79,16 +89,18 @@ func (p *Proxy) Server() *mcp.Server { return p.server }
 
 // Close ends the session's run and stops the server: the run blocked if a
 // call's outcome is unknown, succeeded otherwise. It returns the run as
-// committed (nil if no client initialized).
+// committed (nil if no client initialized), every time it is called.
 func (p *Proxy) Close() (*journal.Run, error) {
-	p.mu.Lock()
-	sess := p.sess
-	p.sess = nil
-	p.mu.Unlock()
-	if sess == nil {
-		return nil, nil
-	}
-	return sess.Close()
+	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		sess := p.sess
+		p.sess = nil
+		p.mu.Unlock()
+		if sess != nil {
+			p.closedRun, p.closeErr = sess.Close()
+		}
+	})
+	return p.closedRun, p.closeErr
 }
 
 // Run is the session's run, nil before the client initialized.
@@ -158,8 +170,15 @@ func (p *Proxy) initialize(ctx context.Context, next mcp.MethodHandler, req mcp.
 		return next(ctx, "initialize", req)
 	}
 	p.mu.Lock()
-	p.ss, p.caps = ss, params.Capabilities
+	p.ss, p.caps, p.proto = ss, params.Capabilities, params.ProtocolVersion
 	p.mu.Unlock()
+	// The session ends when the client's does: over HTTP, by a DELETE or
+	// its idle timeout. The goroutine is the proxy's; Close is safe to
+	// call again.
+	go func() {
+		ss.Wait()
+		p.Close()
+	}()
 	info := params.ClientInfo
 	if info == nil {
 		info = &mcp.Implementation{}
@@ -284,6 +303,16 @@ func (p *Proxy) call(ctx context.Context, req mcp.Request) (mcp.Result, error) {
 			}
 		}
 	}
+	p.mu.Lock()
+	p.seq++
+	n := p.seq
+	p.calls[n] = ctx
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.calls, n)
+		p.mu.Unlock()
+	}()
 	a, err := sess.Call(ctx, params.Name, args, fw)
 	if err != nil {
 		// The journal failed: the call was not sent if its intent could
@@ -345,11 +374,43 @@ func (c peer) Capabilities() *mcp.ClientCapabilities {
 	return c.p.caps
 }
 
+// on is the context to send what the server asks or says with: that of
+// the client's one tools/call in flight, so that it travels with the call
+// (over HTTP, on the call's own response stream), cancelled with the
+// server's request (ctx). With none or several in flight, the protocol does
+// not say which call it belongs to: it goes as the client's session's own.
+func (c peer) on(ctx context.Context) (context.Context, context.CancelFunc) {
+	c.p.mu.Lock()
+	var call context.Context
+	if len(c.p.calls) == 1 {
+		for _, cc := range c.p.calls {
+			call = cc
+		}
+	}
+	c.p.mu.Unlock()
+	if call == nil {
+		return ctx, func() {}
+	}
+	out, cancel := context.WithCancel(context.WithoutCancel(call))
+	stop := context.AfterFunc(ctx, cancel)
+	return out, func() { stop(); cancel() }
+}
+
+func (c peer) ProtocolVersion() string {
+	c.p.mu.Lock()
+	defer c.p.mu.Unlock()
+	return c.p.proto
+}
+
 func (c peer) Elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error) {
+	ctx, done := c.on(ctx)
+	defer done()
 	return c.client().Elicit(ctx, params)
 }
 
 func (c peer) CreateMessage(ctx context.Context, params *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
+	ctx, done := c.on(ctx)
+	defer done()
 	return c.client().CreateMessage(ctx, params)
 }
 
@@ -357,6 +418,8 @@ func (c peer) ListRoots(ctx context.Context, params *mcp.ListRootsParams) (*mcp.
 	if params == nil {
 		params = &mcp.ListRootsParams{}
 	}
+	ctx, done := c.on(ctx)
+	defer done()
 	return c.client().ListRoots(ctx, params)
 }
 
@@ -370,6 +433,8 @@ func (c peer) Notify(ctx context.Context, method string, params mcp.Params) {
 		return
 	}
 	s := c.p.server
+	ctx, done := c.on(ctx)
+	defer done()
 	switch method {
 	case "notifications/message":
 		ss.Log(ctx, params.(*mcp.LoggingMessageParams))

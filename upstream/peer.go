@@ -16,6 +16,11 @@ import (
 type Peer interface {
 	// Capabilities are the capabilities the peer declared at initialize.
 	Capabilities() *mcp.ClientCapabilities
+	// ProtocolVersion is the protocol version the peer asked for: the
+	// session asks the server for it too, so that both speak alike (a
+	// server on 2026-07-28 may not ask during a call, one on 2025-11-25
+	// may).
+	ProtocolVersion() string
 	Elicit(ctx context.Context, params *mcp.ElicitParams) (*mcp.ElicitResult, error)
 	CreateMessage(ctx context.Context, params *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
 	ListRoots(ctx context.Context, params *mcp.ListRootsParams) (*mcp.ListRootsResult, error)
@@ -87,20 +92,30 @@ func (s *Session) peerOptions(p Peer, o *mcp.ClientOptions) {
 	}
 }
 
-// peerRoots answers roots/list with the peer's roots, when the peer
-// declared roots; otherwise go-sdk's own answer (the session's roots)
-// stands.
-func peerRoots(p Peer) mcp.Middleware {
+// peerRequests hands the server's requests to the peer as they came: an
+// elicitation without go-sdk's own checks of its schema (the client
+// checks what it shows; go-sdk v1.8.0 refuses schemas the specification
+// allows, such as SEP-1330's titled multi-select), and roots/list with the
+// peer's roots when the peer declared roots — otherwise go-sdk's answer
+// (the session's roots) stands.
+func peerRequests(p Peer) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method != "roots/list" {
-				return next(ctx, method, req)
+			switch method {
+			case "elicitation/create":
+				if c := p.Capabilities(); c == nil || c.Elicitation == nil {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "the client declared no elicitation"}
+				}
+				params, _ := req.GetParams().(*mcp.ElicitParams)
+				return p.Elicit(ctx, params)
+			case "roots/list":
+				if c := p.Capabilities(); c == nil || c.RootsV2 == nil {
+					return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the client declared no roots"}
+				}
+				params, _ := req.GetParams().(*mcp.ListRootsParams)
+				return p.ListRoots(ctx, params)
 			}
-			if c := p.Capabilities(); c == nil || c.RootsV2 == nil {
-				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "the client declared no roots"}
-			}
-			params, _ := req.GetParams().(*mcp.ListRootsParams)
-			return p.ListRoots(ctx, params)
+			return next(ctx, method, req)
 		}
 	}
 }

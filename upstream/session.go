@@ -218,7 +218,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpflow", Version: Version}, copts)
 	switch {
 	case o.Peer != nil:
-		client.AddReceivingMiddleware(peerRoots(o.Peer))
+		client.AddReceivingMiddleware(peerRequests(o.Peer))
 	case o.CreateMessage == nil:
 		client.AddReceivingMiddleware(refuseSampling)
 	}
@@ -231,7 +231,11 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cs, err := client.Connect(cctx, transport, nil)
+	var sopts *mcp.ClientSessionOptions
+	if o.Peer != nil {
+		sopts = &mcp.ClientSessionOptions{ProtocolVersion: o.Peer.ProtocolVersion()}
+	}
+	cs, err := client.Connect(cctx, transport, sopts)
 	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
 		err = fmt.Errorf("no answer to initialize within %s (set connect_timeout on the server to wait longer): %w", timeout, err)
 	}

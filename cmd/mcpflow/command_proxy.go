@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -20,6 +24,7 @@ type proxyOptions struct {
 	g              *globals
 	server         string
 	trustWorkspace bool
+	http           string
 }
 
 func newProxyCommand(g *globals, runF func(context.Context, *proxyOptions) error) *cobra.Command {
@@ -49,7 +54,10 @@ MCPFLOW_OUTCOME_UNKNOWN text, and the invocation waits for an operator's
 proxy of the same server (or 'mcpflow resume --all') settles it under the
 rule, before serving.
 
-Logs go to stderr; stdout is the MCP connection.`,
+Logs go to stderr; stdout is the MCP connection. With --http ADDR the proxy
+serves streamable HTTP at http://ADDR/mcp instead, on a loopback address only,
+refusing a Host or Origin that is not local (DNS rebinding): each MCP session
+is a run of its own, ended when the client ends it or after 10 minutes idle.`,
 		Example: `  mcpflow proxy demo
   claude mcp add memory -- mcpflow --workspace ~/work proxy memory`,
 		Args: exactArgs(1),
@@ -62,6 +70,7 @@ Logs go to stderr; stdout is the MCP connection.`,
 		},
 	}
 	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this session only")
+	cmd.Flags().StringVar(&o.http, "http", "", "serve streamable HTTP at http://`ADDR`/mcp (a loopback address; port 0 picks a free one) instead of stdio")
 	return cmd
 }
 
@@ -88,10 +97,14 @@ func runProxy(ctx context.Context, o *proxyOptions) error {
 			return err
 		}
 	}
-	px := proxy.New(func(ctx context.Context, client *mcp.Implementation, peer upstream.Peer) (proxy.Session, error) {
+	open := func(ctx context.Context, client *mcp.Implementation, peer upstream.Peer) (proxy.Session, error) {
 		return p.svc.OpenProxy(ctx, service.ProxyRequest{Server: o.server, ClientName: client.Name, ClientVersion: client.Version,
 			Peer: peer, Journal: p.remote, TrustWorkspace: o.trustWorkspace, Events: p.publish})
-	}, versionOf())
+	}
+	if o.http != "" {
+		return serveProxyHTTP(ctx, o, open)
+	}
+	px := proxy.New(open, versionOf())
 	in, _ := o.In.(io.ReadCloser)
 	if in == nil {
 		in = io.NopCloser(o.In)
@@ -110,3 +123,53 @@ func runProxy(ctx context.Context, o *proxyOptions) error {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// serveProxyHTTP serves the proxy over streamable HTTP on a loopback
+// address until ctx ends: one proxy, and one run, per MCP session.
+func serveProxyHTTP(ctx context.Context, o *proxyOptions, open proxy.Opener) error {
+	host, _, err := net.SplitHostPort(o.http)
+	if err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--http %s: %v", o.http, err)}
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--http %s: mcpflow proxy serves HTTP only on a loopback address (127.0.0.1, ::1 or localhost)", o.http)}
+	}
+	ln, err := net.Listen("tcp", o.http)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	var sessions []*proxy.Proxy
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+		px := proxy.New(open, versionOf())
+		mu.Lock()
+		sessions = append(sessions, px)
+		mu.Unlock()
+		return px.Server()
+	}, &mcp.StreamableHTTPOptions{SessionTimeout: 10 * time.Minute})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(o.Err, "mcpflow proxy: serving MCP for server %s at http://%s/mcp\n", o.server, ln.Addr())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	mu.Lock()
+	defer mu.Unlock()
+	var errs []error
+	for _, px := range sessions {
+		if _, err := px.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return errors.Join(append(errs, err)...)
+}
