@@ -53,7 +53,7 @@ type Proxy struct {
 	sess   Session
 	ss     *mcp.ServerSession
 	caps   *mcp.ClientCapabilities
-	proto  string // the protocol version the client asked for
+	proto  string        // the protocol version the client asked for
 	opened chan struct{} // closed once the session is open (or failed to)
 	err    error
 
