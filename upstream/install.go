@@ -435,11 +435,22 @@ func proxied(n *jsonpos.Node, exe string) (string, bool) {
 	if args == nil {
 		return "", false
 	}
+	workspace := ""
 	for i, a := range args.Items {
-		if a.Kind == jsonpos.String && a.Str == "proxy" {
-			target := "mcpflow proxy"
-			if i+1 < len(args.Items) && args.Items[i+1].Kind == jsonpos.String {
-				target += " " + args.Items[i+1].Str
+		next := ""
+		if i+1 < len(args.Items) && args.Items[i+1].Kind == jsonpos.String {
+			next = args.Items[i+1].Str
+		}
+		switch {
+		case a.Kind != jsonpos.String:
+		case a.Str == "--workspace":
+			workspace = next
+		case strings.HasPrefix(a.Str, "--workspace="):
+			workspace = strings.TrimPrefix(a.Str, "--workspace=")
+		case a.Str == "proxy":
+			target := strings.TrimSpace("mcpflow proxy " + next)
+			if workspace != "" {
+				target += " (workspace " + workspace + ")"
 			}
 			return target, true
 		}
@@ -696,7 +707,7 @@ func (b *builder) text(s string) { b.buf = append(b.buf, s...) }
 // secretLooking are parts of key names whose string values may be secret
 // wherever they are in a file (Claude Code's ~/.claude.json holds more
 // than servers).
-var secretLooking = []string{"token", "secret", "password", "passwd", "apikey", "api_key", "api-key", "auth", "credential", "cookie", "private"}
+var secretLooking = []string{"token", "secret", "password", "passwd", "apikey", "api_key", "api-key", "authorization", "bearer", "credential", "cookie", "private"}
 
 // secretSpans are the values of the file that a diff must not show: the
 // values of every env and headers object that are not only ${VAR}
