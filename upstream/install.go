@@ -359,7 +359,10 @@ func (s scope) String() string {
 
 // plan decides, entry by entry, what becomes of the servers of one object.
 func (pl *planner) plan(servers *jsonpos.Node, sc scope) error {
-	seen := map[string]bool{}
+	count := map[string]int{}
+	for _, f := range servers.Keys {
+		count[f.Name]++
+	}
 	for _, f := range servers.Keys {
 		line, col := jsonpos.LineCol(pl.src, f.Off)
 		e := InstallEntry{Name: f.Name, Scope: sc.String(), At: fmt.Sprintf("%s:%d:%d", pl.o.File, line, col)}
@@ -370,12 +373,11 @@ func (pl *planner) plan(servers *jsonpos.Node, sc scope) error {
 		switch {
 		case f.Name == "":
 			skip("empty server name")
-		case seen[f.Name]:
-			skip("a second entry of this name in the same object (%s reads the last)", pl.c.Title)
+		case count[f.Name] > 1:
+			skip("%d entries of this name in the same object (expected one)", count[f.Name])
 		case n.Kind != jsonpos.Object:
 			skip("expected an object with command or url, found %s", n.KindName())
 		}
-		seen[f.Name] = true
 		if e.Action == InstallSkip {
 			pl.entries = append(pl.entries, e)
 			continue

@@ -117,9 +117,7 @@ func TestPlanInstall(t *testing.T) {
 					t.Errorf("the new file lost the value %q", s)
 				}
 			}
-			if _, err := jsonpos.Parse(in.New); err != nil {
-				t.Fatalf("the new file does not parse: %v\n%s", err, in.New)
-			}
+			checkRoutedImport(t, c, in)
 			again, err := PlanInstall(c.client, in.New, c.opts)
 			if err != nil {
 				t.Fatal(err)
@@ -131,6 +129,36 @@ func TestPlanInstall(t *testing.T) {
 				t.Errorf("routing the new file again proxies %d entries", p)
 			}
 		})
+	}
+}
+
+// checkRoutedImport: mcpflow imports each entry routed, in the new file,
+// as a stdio server that starts the executable with the entry's Args.
+func checkRoutedImport(t *testing.T, c *installCase, in *Install) {
+	t.Helper()
+	root, err := jsonpos.Parse(in.New)
+	if err != nil {
+		t.Fatalf("the new file does not parse: %v\n%s", err, in.New)
+	}
+	p := &jimporter{file: c.opts.File, src: in.New, dialect: c.client.dialect}
+	pl := &planner{c: c.client, o: c.opts, p: p, src: in.New}
+	sets, err := pl.serverSets(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	routed := 0
+	for _, s := range sets {
+		for _, f := range s.servers.Keys {
+			e := in.Entries[routed]
+			routed++
+			if e.Action != InstallProxy {
+				continue
+			}
+			srv, err := p.entry(f.Name, f.Val)
+			if err != nil || srv.Command != installExe || srv.Transport() != TransportStdio || strings.Join(srv.Args, " ") != strings.Join(e.Args, " ") {
+				t.Errorf("entry %s of the new file imports as %+v, %v", f.Name, srv, err)
+			}
+		}
 	}
 }
 

@@ -127,6 +127,9 @@ func writeInstall(w io.Writer, in *upstream.Install, o *installWords) error {
 			name += " (" + e.Scope + ")"
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", name, transport, what)
+		if e.Action == upstream.InstallProxy && e.Scope == "user" {
+			notes = append(notes, fmt.Sprintf("%s: a user-scoped server serves every project; through the proxy, its calls go to %s's journal from all of them", e.Name, o.workspace))
+		}
 		for _, warn := range e.Warnings {
 			notes = append(notes, e.Name+": "+warn)
 		}
@@ -244,7 +247,11 @@ func writeClaudeCommands(w io.Writer, in *upstream.Install, o *installWords) {
 	if filepath.Base(in.File) != ".claude.json" {
 		dir = filepath.Dir(in.File)
 	}
-	fmt.Fprintf(w, "\nOr let Claude Code make the change: run, in %s,\n\n", dir)
+	if filepath.Base(in.File) == ".claude.json" {
+		fmt.Fprintf(w, "\nOr, better for ~/.claude.json (Claude Code rewrites it while it runs), let Claude Code make\nthe change: run, in %s,\n\n", dir)
+	} else {
+		fmt.Fprintf(w, "\nOr let Claude Code make the change: run, in %s,\n\n", dir)
+	}
 	for _, l := range lines {
 		fmt.Fprintf(w, "  %s\n", l)
 	}

@@ -90,12 +90,26 @@ var installCases = []installCase{{
 }
 `,
 }, {
+	name: "claude-code-user", client: "claude-code", file: "~/.claude.json",
+	secrets: []string{"sk-ant-PRIMARYKEY", "local-secret-789"},
+	config: `{
+  "primaryApiKey": "sk-ant-PRIMARYKEY",
+  "mcpServers": {"memory": {"type": "stdio", "command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"], "env": {}}},
+  "projects": {
+    "$WS": {
+      "mcpServers": {"tickets": {"type": "stdio", "command": "tickets-mcp", "args": [], "env": {"TICKETS_TOKEN": "local-secret-789"}}}
+    }
+  }
+}
+`,
+}, {
 	name: "all-proxied", client: "cursor", file: ".cursor/mcp.json",
 	config: `{"mcpServers": {"notion": {"command": "/opt/bin/mcpflow", "args": ["proxy", "notion"]}}}` + "\n",
 }}
 
 // setUpInstall writes the case's files in a new workspace and home, and
 // returns the workspace and the config file.
+// "$WS" in the config is the workspace.
 func setUpInstall(t *testing.T, c installCase) (ws, file string) {
 	t.Helper()
 	ws, home := t.TempDir(), t.TempDir()
@@ -113,6 +127,7 @@ func setUpInstall(t *testing.T, c installCase) (ws, file string) {
 			t.Fatal(err)
 		}
 	}
+	c.config = strings.ReplaceAll(c.config, "$WS", ws)
 	write(file, c.config)
 	if c.yaml != "" {
 		write(filepath.Join(ws, upstream.WorkspaceFile), c.yaml)
@@ -142,6 +157,7 @@ func TestPrintInstall(t *testing.T) {
 	for _, c := range installCases {
 		t.Run(c.name, func(t *testing.T) {
 			ws, file := setUpInstall(t, c)
+			c.config = strings.ReplaceAll(c.config, "$WS", ws)
 			config := ""
 			if c.configFlag {
 				config = file
