@@ -261,9 +261,7 @@ func PlanInstall(c *Client, src []byte, o *InstallOptions) (*Install, error) {
 		return nil, err
 	}
 	for _, s := range sets {
-		if err := pl.plan(s.servers, s.scope); err != nil {
-			return nil, err
-		}
+		pl.plan(s.servers, s.scope)
 	}
 	in := &Install{Client: c, File: o.File, Old: src, Entries: pl.entries}
 	b := &builder{src: src, secrets: secretSpans(root)}
@@ -358,7 +356,7 @@ func (s scope) String() string {
 }
 
 // plan decides, entry by entry, what becomes of the servers of one object.
-func (pl *planner) plan(servers *jsonpos.Node, sc scope) error {
+func (pl *planner) plan(servers *jsonpos.Node, sc scope) {
 	count := map[string]int{}
 	for _, f := range servers.Keys {
 		count[f.Name]++
@@ -366,51 +364,49 @@ func (pl *planner) plan(servers *jsonpos.Node, sc scope) error {
 	for _, f := range servers.Keys {
 		line, col := jsonpos.LineCol(pl.src, f.Off)
 		e := InstallEntry{Name: f.Name, Scope: sc.String(), At: fmt.Sprintf("%s:%d:%d", pl.o.File, line, col)}
-		skip := func(format string, args ...any) {
-			e.Action, e.Reason = InstallSkip, fmt.Sprintf(format, args...)
-		}
-		n := f.Val
-		switch {
-		case f.Name == "":
-			skip("empty server name")
-		case count[f.Name] > 1:
-			skip("%d entries of this name in the same object (expected one)", count[f.Name])
-		case n.Kind != jsonpos.Object:
-			skip("expected an object with command or url, found %s", n.KindName())
-		}
-		if e.Action == InstallSkip {
-			pl.entries = append(pl.entries, e)
-			continue
-		}
-		if target, ok := proxied(n, pl.o.Executable); ok {
-			e.Action, e.Reason = InstallAlready, target
-			pl.entries = append(pl.entries, e)
-			continue
-		}
-		if d, ok := n.Field("disabled"); ok && d.Kind == jsonpos.Bool && d.Bool {
-			skip("disabled in %s", pl.c.Title)
-			pl.entries = append(pl.entries, e)
-			continue
-		}
-		for _, k := range refusedKeys {
-			if _, ok := n.Field(k); ok && e.Action != InstallSkip {
-				skip("%s signs in to this server itself (%q); mcpflow does not do OAuth", pl.c.Title, k)
-			}
-		}
-		if e.Action == InstallSkip {
-			pl.entries = append(pl.entries, e)
-			continue
-		}
-		srv, err := pl.p.entry(f.Name, n)
-		if err != nil {
-			skip("%s", errMessage(err))
-			pl.entries = append(pl.entries, e)
-			continue
-		}
-		pl.route(&e, srv, n)
+		pl.decide(&e, f, count[f.Name])
 		pl.entries = append(pl.entries, e)
 	}
-	return nil
+}
+
+// decide makes e what becomes of the entry f, whose name the object
+// holds count times.
+func (pl *planner) decide(e *InstallEntry, f jsonpos.Field, count int) {
+	skip := func(format string, args ...any) {
+		e.Action, e.Reason = InstallSkip, fmt.Sprintf(format, args...)
+	}
+	n := f.Val
+	switch {
+	case f.Name == "":
+		skip("empty server name")
+		return
+	case count > 1:
+		skip("%d entries of this name in the same object (expected one)", count)
+		return
+	case n.Kind != jsonpos.Object:
+		skip("expected an object with command or url, found %s", n.KindName())
+		return
+	}
+	if target, ok := proxied(n, pl.o.Executable); ok {
+		e.Action, e.Reason = InstallAlready, target
+		return
+	}
+	if d, ok := n.Field("disabled"); ok && d.Kind == jsonpos.Bool && d.Bool {
+		skip("disabled in %s", pl.c.Title)
+		return
+	}
+	for _, k := range refusedKeys {
+		if _, ok := n.Field(k); ok {
+			skip("%s signs in to this server itself (%q); mcpflow does not do OAuth", pl.c.Title, k)
+			return
+		}
+	}
+	srv, err := pl.p.entry(f.Name, n)
+	if err != nil {
+		skip("%s", errMessage(err))
+		return
+	}
+	pl.route(e, srv, n)
 }
 
 // errMessage is a *ConfigError without the file (the entry's position is
