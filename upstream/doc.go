@@ -71,6 +71,17 @@
 // project's disabledMcpjsonServers and enabledMcpjsonServers leave out
 // servers of its .mcp.json ([Disabled]).
 //
+// # Routing a client's servers through mcpflow proxy
+//
+// [PlanInstall] works out, and never writes, the change to a client's
+// file ([Client], [LookupClient], [Client.ConfigFiles]) that makes each of
+// its servers an entry starting "mcpflow --workspace WS proxy NAME": the
+// new file, byte for byte the old one but for the entries routed, its diff
+// with every value that may be a secret shown as <redacted>, and
+// mcpflow.yaml's entries for them, whose literal env and header values
+// become ${VAR} references to variables the new entry passes from the old
+// values. The front end words and prints it.
+//
 // # Trust
 //
 // The replay rule needs two gates, and this package keeps them apart.
@@ -145,6 +156,10 @@
 //   - stderr reaches the log a line at a time (pieces of 64 KiB for longer
 //     lines). After the server exits, its children have a second to close
 //     their copies of its stderr; what they write later is lost.
+//   - [PlanInstall] rewrites an entry whole: comments inside it move to
+//     its top. It treats only env and header values, and strings under
+//     keys named like a token or a key, as secrets: a secret written into
+//     args or a url shows in the diff and the YAML.
 //   - This package never decides whether a call may be replayed: that is
 //     package replay's job.
 package upstream

@@ -29,6 +29,8 @@ var (
 	// ErrNoSampling: a server asked for sampling and mcpflow has no
 	// sampling provider configured (see SamplingRefusal).
 	ErrNoSampling = errors.New("mcpflow has no sampling provider configured")
+	// ErrUnknownClient: no MCP client of that name is known (see Clients).
+	ErrUnknownClient = errors.New("unknown client")
 )
 
 // ConfigError is an error in server configuration at a position in a file.

@@ -336,3 +336,17 @@ func canonicalFile(file string) string {
 	}
 	return abs
 }
+
+// OwnServers reads DIR/mcpflow.yaml as LoadWorkspace does and returns the
+// servers its own servers: defines, by name — not those it imports — and
+// where its servers come from.
+func OwnServers(dir string) (Set, *Source, error) {
+	r, src, err := loadWorkspace(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if src.File == "" || len(r.sets) == 0 {
+		return Set{}, src, nil
+	}
+	return r.sets[len(r.sets)-1], src, nil
+}

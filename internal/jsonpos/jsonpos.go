@@ -26,6 +26,7 @@ import (
 type Node struct {
 	Kind  Kind
 	Off   int     // byte offset of the value's first byte
+	End   int     // byte offset just past the value's last byte
 	Str   string  // String: the value; Number: its text
 	Bool  bool    // Bool
 	Keys  []Field // Object, in source order (duplicates kept)
@@ -148,6 +149,7 @@ func (p *jparser) valueFrom(tok json.Token, off int) (*Node, error) {
 					return nil, err
 				}
 				if d, ok := tok.(json.Delim); ok && d == '}' {
+					n.End = int(p.dec.InputOffset())
 					return n, nil
 				}
 				name, _ := tok.(string)
@@ -165,6 +167,7 @@ func (p *jparser) valueFrom(tok json.Token, off int) (*Node, error) {
 					return nil, err
 				}
 				if d, ok := tok.(json.Delim); ok && d == ']' {
+					n.End = int(p.dec.InputOffset())
 					return n, nil
 				}
 				v, err := p.valueFrom(tok, voff)
@@ -176,6 +179,7 @@ func (p *jparser) valueFrom(tok json.Token, off int) (*Node, error) {
 		}
 		return nil, fmt.Errorf("unexpected %v", t)
 	}
+	n.End = int(p.dec.InputOffset())
 	return n, nil
 }
 
@@ -304,6 +308,46 @@ func StripJSONC(src []byte) []byte {
 			if j < len(out) && (out[j] == '}' || out[j] == ']') {
 				out[i] = ' '
 			}
+		}
+	}
+	return out
+}
+
+// Comments returns the text of each // and /* */ comment that starts in
+// src[from:to], in order. from must not be inside a string (the offset of a
+// value, a key or 0 is fine).
+func Comments(src []byte, from, to int) []string {
+	var out []string
+	to = min(to, len(src))
+	inString := false
+	for i := max(from, 0); i < to; i++ {
+		c := src[i]
+		if inString {
+			switch c {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			inString = true
+		case c == '/' && i+1 < len(src) && src[i+1] == '/':
+			end := bytes.IndexByte(src[i:], '\n')
+			if end < 0 {
+				end = len(src) - i
+			}
+			out = append(out, string(bytes.TrimRight(src[i:i+end], " \t\r")))
+			i += end - 1
+		case c == '/' && i+1 < len(src) && src[i+1] == '*':
+			end := bytes.Index(src[i+2:], []byte("*/"))
+			if end < 0 {
+				return append(out, string(src[i:]))
+			}
+			out = append(out, string(src[i:i+2+end+2]))
+			i += 2 + end + 1
 		}
 	}
 	return out

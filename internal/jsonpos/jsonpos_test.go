@@ -29,3 +29,34 @@ func TestLineCol(t *testing.T) {
 		}
 	}
 }
+
+// TestEnd: every value's End is just past its last byte, so that
+// src[Off:End] is the value's own text.
+func TestEnd(t *testing.T) {
+	src := []byte("{ // c\n  \"a\": [1, \"x\", {\"b\": null}],\n  \"c\": true, /* d */ \"e\": -1.5e3,\n}")
+	root, err := Parse(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var walk func(n *Node)
+	walk = func(n *Node) {
+		text := string(src[n.Off:n.End])
+		var v any
+		if err := json.Unmarshal(StripJSONC([]byte(text)), &v); err != nil {
+			t.Errorf("src[%d:%d] = %q is not one value: %v", n.Off, n.End, text, err)
+		}
+		for _, f := range n.Keys {
+			walk(f.Val)
+		}
+		for _, it := range n.Items {
+			walk(it)
+		}
+	}
+	walk(root)
+	if root.Off != 0 || root.End != len(src) {
+		t.Errorf("root spans %d:%d, want 0:%d", root.Off, root.End, len(src))
+	}
+	if got := Comments(src, 0, len(src)); strings.Join(got, "|") != "// c|/* d */" {
+		t.Errorf("Comments = %q", got)
+	}
+}
