@@ -871,3 +871,18 @@ func yamlEntry(s *Server) *yaml.Node {
 	list("exclude_tools", s.ExcludeTools)
 	return n
 }
+
+// RoutedThroughProxy reports whether srv starts mcpflow proxy itself: an
+// entry a client's configuration routes through the proxy, imported back.
+// Proxying it would start the proxy again, without end.
+func RoutedThroughProxy(srv *Server) bool {
+	if srv.Command == "" || strings.TrimSuffix(strings.ToLower(filepath.Base(srv.Command)), ".exe") != "mcpflow" {
+		return false
+	}
+	for _, a := range srv.Args {
+		if a == "proxy" {
+			return true
+		}
+	}
+	return false
+}

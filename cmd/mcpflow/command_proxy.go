@@ -25,12 +25,14 @@ type proxyOptions struct {
 	server         string
 	trustWorkspace bool
 	http           string
+	install        string
+	config         string
 }
 
 func newProxyCommand(g *globals, runF func(context.Context, *proxyOptions) error) *cobra.Command {
 	o := &proxyOptions{g: g}
 	cmd := &cobra.Command{
-		Use:   "proxy SERVER",
+		Use:   "proxy SERVER | --install CLIENT [--config FILE]",
 		Short: "Stand in front of one MCP server for any MCP client, journaling every tool call",
 		Long: `Serve MCP on stdin and stdout in front of SERVER, a server configured in the
 workspace, for an MCP client (Claude Desktop, Claude Code, Cursor, VS Code,
@@ -57,12 +59,35 @@ rule, before serving.
 Logs go to stderr; stdout is the MCP connection. With --http ADDR the proxy
 serves streamable HTTP at http://ADDR/mcp instead, on a loopback address only,
 refusing a Host or Origin that is not local (DNS rebinding): each MCP session
-is a run of its own, ended when the client ends it or after 10 minutes idle.`,
+is a run of its own, ended when the client ends it or after 10 minutes idle.
+
+--install CLIENT prints, and never writes, the change to a client's
+configuration that routes its MCP servers through mcpflow proxy: the servers: to
+add to mcpflow.yaml (secret values become ${VAR} references the client's entry
+sets), a unified diff of the client's file (secret values shown redacted) and,
+for Claude Code, the equivalent claude mcp commands. CLIENT is one of
+claude-desktop, claude-code, cursor, vscode, gemini or qwen; the workspace's
+own file is read first, else the user's; --config names another.`,
 		Example: `  mcpflow proxy demo
-  claude mcp add memory -- mcpflow --workspace ~/work proxy memory`,
-		Args: exactArgs(1),
+  claude mcp add memory -- mcpflow --workspace ~/work proxy memory
+  mcpflow proxy --install claude-desktop`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case o.install != "" && len(args) > 0:
+				return usageError("--install CLIENT takes no SERVER: it routes every server of the client's configuration")
+			case o.install == "" && o.config != "":
+				return usageError("--config goes with --install CLIENT")
+			case o.install == "" && len(args) != 1:
+				return usageError("mcpflow proxy takes one SERVER, a server configured in the workspace (mcpflow servers list shows them)")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.ioStreams, o.server = streams(cmd), args[0]
+			o.ioStreams = streams(cmd)
+			if o.install != "" {
+				return printInstall(cmd.Context(), o.g, o.Out, o.install, o.config)
+			}
+			o.server = args[0]
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
@@ -70,6 +95,8 @@ is a run of its own, ended when the client ends it or after 10 minutes idle.`,
 		},
 	}
 	cmd.Flags().BoolVar(&o.trustWorkspace, "trust-workspace", false, "trust this workspace for this session only")
+	cmd.Flags().StringVar(&o.install, "install", "", "print the change to `CLIENT`'s configuration that routes its servers through mcpflow proxy (never written)")
+	cmd.Flags().StringVar(&o.config, "config", "", "with --install: the client's configuration `file` (default: the workspace's, else the user's)")
 	cmd.Flags().StringVar(&o.http, "http", "", "serve streamable HTTP at http://`ADDR`/mcp (a loopback address; port 0 picks a free one) instead of stdio")
 	return cmd
 }
@@ -84,8 +111,13 @@ func runProxy(ctx context.Context, o *proxyOptions) error {
 	if err != nil {
 		return err
 	}
-	if _, err := set.Lookup(o.server); err != nil {
+	srv, err := set.Lookup(o.server)
+	if err != nil {
 		return &exitError{code: exitUsage, err: err}
+	}
+	if upstream.RoutedThroughProxy(srv) {
+		// It would start itself, and again, without end.
+		return usageError("server %s starts mcpflow proxy itself: configure the server's own command in mcpflow.yaml (mcpflow proxy --install prints how)", o.server)
 	}
 	if p.owned {
 		// Sessions a killed proxy left running are no one's now.

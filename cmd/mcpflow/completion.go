@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpflow/mcpflow/upstream"
+
 	"github.com/spf13/cobra"
 
 	"github.com/mcpflow/mcpflow/api"
@@ -206,6 +208,8 @@ func addCompletions(root *cobra.Command, g *globals) {
 	find("servers", "resources").ValidArgsFunction = completeServerNames(g)
 	find("servers", "prompts").ValidArgsFunction = completeServerNames(g)
 	find("call").ValidArgsFunction = completeServerTools(g)
+	find("proxy").ValidArgsFunction = completeServerNames(g)
+	_ = find("proxy").RegisterFlagCompletionFunc("install", fixedCompletions(upstream.Clients()...))
 	_ = find("journal", "resolve").RegisterFlagCompletionFunc("as", fixedCompletions("completed", "failed", "retry"))
 	_ = find("journal", "list").RegisterFlagCompletionFunc("state", fixedCompletions("intent", "completed", "tool_error", "failed", "outcome_unknown", "aborted", "timed_out", "skipped", "retry_approved"))
 	_ = find("runs", "list").RegisterFlagCompletionFunc("status", fixedCompletions("running", "succeeded", "failed", "blocked", "cancelled"))
