@@ -71,6 +71,7 @@ type Proxy struct {
 func New(open Opener, version string) *Proxy {
 	p := &Proxy{open: open, opened: make(chan struct{}), calls: map[uint64]context.Context{}}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "mcpflow-proxy", Version: version}, &mcp.ServerOptions{
+		SupportedProtocolVersions: handshakeVersions(),
 		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
 			_, err := pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) { return nil, cs.Subscribe(ctx, req.Params) })
 			return err
@@ -462,3 +463,19 @@ const placeholder = "mcpflow-proxy-list-changed"
 
 // lost reports whether a request failed because the connection was lost.
 func lost(c replay.Class) bool { return c == replay.ClassLost || c == replay.ClassNotDelivered }
+
+// handshakeVersions are the protocol versions the proxy speaks: those
+// before 2026-07-28, every one opened by initialize. On 2026-07-28 a
+// client may skip initialize, and a server asks for input in a call's
+// result (input_required) for the client to continue the call: the proxy
+// does not pass that on yet, so it offers neither, and asks its server for
+// the version its client asked for (see upstream.Peer).
+func handshakeVersions() []string {
+	var vs []string
+	for _, v := range mcp.SupportedProtocolVersions() {
+		if v < "2026-07-28" {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
