@@ -2,7 +2,10 @@
 // journal or over TCP, and returns what the service in the owner's process
 // returned: the same records, the same errors (errors.Is finds the same
 // sentinels: service's table of codes maps them both ways). It is
-// service.API for a front end whose journal another process owns.
+// service.API for a front end whose journal another process owns
+// ([Client]), and engine.Journal for a process that runs the engine on
+// server sessions of its own while another process holds the journal
+// ([Journal], from [Client.Journal]: mcpflow proxy).
 package client
 
 import (
