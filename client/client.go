@@ -50,6 +50,11 @@ var _ service.API = (*Client)(nil)
 // types inputs where the user's files and environment are.
 func New(socket string, local *service.Service) *Client {
 	tr := &http.Transport{
+		// Shorter than the server's idle timeout (httpapi's Limits.Idle,
+		// 120s): the client, not the server, closes a connection left
+		// idle, so that a write (a POST, which is never sent twice) does
+		// not go out on a connection the server is closing.
+		IdleConnTimeout: 30 * time.Second,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			if err := checkSocket(socket); err != nil {
 				return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}
