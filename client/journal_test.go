@@ -1,10 +1,12 @@
 package client_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -134,6 +136,10 @@ func shape(t *testing.T, run *journal.Run, invs []journal.Invocation) string {
 	t.Helper()
 	r := *run
 	r.ID, r.StartedAt, r.UpdatedAt, r.FinishedAt, r.Workspace = journal.ID{}, time.Time{}, time.Time{}, nil, ""
+	r.Approvals = append([]journal.Approval(nil), r.Approvals...)
+	for i := range r.Approvals {
+		r.Approvals[i].RequestedAt = time.Time{}
+	}
 	out := struct {
 		Run         journal.Run
 		Invocations []journal.Invocation
@@ -160,6 +166,10 @@ func shape(t *testing.T, run *journal.Run, invs []journal.Invocation) string {
 		}
 		out.Invocations = append(out.Invocations, inv)
 	}
+	// Items of a fan-out are journaled in the order they start.
+	slices.SortStableFunc(out.Invocations, func(a, b journal.Invocation) int {
+		return cmp.Or(strings.Compare(a.Step, b.Step), cmp.Compare(a.Item, b.Item))
+	})
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		t.Fatal(err)
@@ -248,6 +258,45 @@ func TestEngineThroughTheOwner(t *testing.T) {
 			defer mu.Unlock()
 			if len(finished) != 4 {
 				t.Errorf("%d steps reported finished, want 4 (the skipped one too)", len(finished))
+			}
+		})
+	}
+}
+
+// TestConstructsThroughTheOwner: a fan-out whose items write at once
+// through one Journal, and a gate that stops the run for an approval,
+// journal on the owner what they journal on a journal of their own.
+func TestConstructsThroughTheOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		status    journal.RunStatus
+		invs      int
+	}{
+		{"fan-out", `name: fan
+servers: {demo: {builtin: demo}}
+steps:
+  - {id: shout, server: demo, tool: upper, for_each: ["a", "b", "c", "d"], concurrency: 4, with: {text: "${{ item }}"}}
+  - {id: greet, server: demo, tool: greet, with: {name: Ada}}
+`, journal.RunSucceeded, 5},
+		{"approval", `name: gate
+servers: {demo: {builtin: demo}}
+steps:
+  - {id: greet, server: demo, tool: greet, with: {name: Ada}}
+  - {id: record, server: demo, tool: ledger_append, approve: "Write it?", with: {entry: x}}
+`, journal.RunBlocked, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newOwner(t, nil)
+			run, err := runOn(t, o.journal(), o.ws, tc.src, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotRun, invs := journaled(t, o.store, run.ID)
+			if gotRun.Status != tc.status || len(invs) != tc.invs {
+				t.Fatalf("run %s with %d invocations, want %s with %d (error %v)", gotRun.Status, len(invs), tc.status, tc.invs, gotRun.Error)
+			}
+			if got, want := shape(t, gotRun, invs), local(t, nil, tc.src); got != want {
+				t.Errorf("journaled through the owner:\n%s\nwant, as on a journal of its own:\n%s", got, want)
 			}
 		})
 	}
