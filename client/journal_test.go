@@ -95,8 +95,15 @@ func runOn(t *testing.T, j engine.Journal, ws, src string, events func(engine.Ev
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newEngine(t, j, ws, wf, events).Run(context.Background(), wf, nil, ws)
+}
+
+// newEngine is an engine on j with sessions of its own to the servers of
+// wf, started in ws, closed when t ends.
+func newEngine(t *testing.T, j engine.Journal, ws string, wf *workflow.Workflow, events func(engine.Event)) *engine.Engine {
+	t.Helper()
 	pool := upstream.NewPool(wf.Servers, &upstream.Options{Workspace: ws})
-	defer pool.Close()
+	t.Cleanup(func() { pool.Close() })
 	eng := &engine.Engine{
 		Journal: j,
 		Trust: func(string) journal.Trust {
@@ -105,7 +112,7 @@ func runOn(t *testing.T, j engine.Journal, ws, src string, events func(engine.Ev
 		Events: events,
 	}
 	eng.UsePool(pool)
-	return eng.Run(context.Background(), wf, nil, ws)
+	return eng
 }
 
 // threeSteps calls a read-only tool, an idempotent one and an unsafe one
@@ -330,7 +337,8 @@ func TestLostConnectionThroughTheOwner(t *testing.T) {
 // call's outcome cannot be journaled, and the run stops with the error
 // (service.ErrUnreachable), nothing panicking. The owner's journal keeps
 // what it committed: the first step completed, the second's intent
-// without an outcome, for resume to settle.
+// without an outcome. Once the owner is back, a resume through it settles
+// the call as a crash mid-call (count_slowly is read-only: replayed).
 func TestOwnerGoneMidRun(t *testing.T) {
 	o := newOwner(t, nil)
 	j := o.journal()
@@ -364,7 +372,27 @@ steps:
 	}
 	last := invs[1].LastAttempt()
 	if invs[0].State != journal.StateCompleted || invs[1].State != journal.StateIntent || last == nil || last.EndedAt != nil {
-		t.Errorf("owner's journal: %s then %s, last attempt %+v", invs[0].State, invs[1].State, last)
+		t.Fatalf("owner's journal: %s then %s, last attempt %+v", invs[0].State, invs[1].State, last)
+	}
+
+	o.serve()
+	j = o.journal()
+	gotRun, err = j.Run(runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := workflow.Load(gotRun.Source, gotRun.Definition, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumed, acted, err := newEngine(t, j, o.ws, wf, nil).Resume(context.Background(), gotRun, wf, nil)
+	if err != nil || !acted || resumed.Status != journal.RunSucceeded {
+		t.Fatalf("resume through the owner: %+v, acted %v, %v", resumed, acted, err)
+	}
+	_, invs = journaled(t, o.store, runID)
+	count := invs[1]
+	if count.State != journal.StateCompleted || len(count.Attempts) != 2 || !count.Attempts[0].Interrupted || count.Attempts[1].Kind != journal.KindReplay {
+		t.Errorf("count_slowly after the resume: %s, attempts %+v", count.State, count.Attempts)
 	}
 }
 
