@@ -650,7 +650,10 @@ func (w *Writer) Answer(id ID, attempt int, answers []Answer) (*Input, error) {
 			in.Answers = append(in.Answers, a)
 		}
 		inv.UpdatedAt = now
+		// The caller's copy: the record put may be what the next write
+		// of the invocation reads (a Tx keeps it).
 		c := *in
+		c.Answers = slices.Clone(in.Answers)
 		out = &c
 		return s.PutInvocation(old, inv)
 	})
