@@ -171,6 +171,13 @@ func shape(t *testing.T, run *journal.Run, invs []journal.Invocation) string {
 		for i := range inv.Decisions {
 			inv.Decisions[i].At = time.Time{}
 		}
+		inv.Inputs = append([]journal.Input(nil), inv.Inputs...)
+		for i := range inv.Inputs {
+			inv.Inputs[i].Answers = append([]journal.Answer(nil), inv.Inputs[i].Answers...)
+			for k := range inv.Inputs[i].Answers {
+				inv.Inputs[i].Answers[k].At = time.Time{}
+			}
+		}
 		out.Invocations = append(out.Invocations, inv)
 	}
 	// Items of a fan-out are journaled in the order they start.
