@@ -12,6 +12,12 @@
 // [AttemptOutcome] how each ended: computed here once, so that the CLI and
 // the web UI say the same.
 //
+// The engine's journal over the socket of the process that holds it
+// (client.Journal, served by httpapi on the unix socket only) sends the
+// journal's records as they are, with shapes for the parameters that have
+// none ([Intent], [Outcome], [NextAttempt]) and a request per write
+// (journal.go).
+//
 // # Caveats
 //
 //   - The shapes show what they are given: secrets must be redacted before

@@ -2,7 +2,10 @@
 // journal or over TCP, and returns what the service in the owner's process
 // returned: the same records, the same errors (errors.Is finds the same
 // sentinels: service's table of codes maps them both ways). It is
-// service.API for a front end whose journal another process owns.
+// service.API for a front end whose journal another process owns
+// ([Client]), and engine.Journal for a process that runs the engine on
+// server sessions of its own while another process holds the journal
+// ([Journal], from [Client.Journal]: mcpflow proxy).
 package client
 
 import (
@@ -47,6 +50,11 @@ var _ service.API = (*Client)(nil)
 // types inputs where the user's files and environment are.
 func New(socket string, local *service.Service) *Client {
 	tr := &http.Transport{
+		// Shorter than the server's idle timeout (httpapi's Limits.Idle,
+		// 120s): the client, not the server, closes a connection left
+		// idle, so that a write (a POST, which is never sent twice) does
+		// not go out on a connection the server is closing.
+		IdleConnTimeout: 30 * time.Second,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			if err := checkSocket(socket); err != nil {
 				return nil, &net.OpError{Op: "dial", Net: "unix", Err: err}

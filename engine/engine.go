@@ -20,12 +20,15 @@ import (
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
-// Journal is what the engine needs of the journal. *bolt.Store
-// implements it; every write is durable when it returns.
+// Journal is what the engine needs of the journal. Every journal.Store
+// implements it, and so does client.Journal (the journal another process
+// holds, through its socket); every write is durable when it returns.
 type Journal interface {
 	CreateRun(*journal.Run) error
 	// CreateRunLater, FinishLater and SkipLater queue a write to ride with
-	// the next commit (see journal.Pending and durable.go).
+	// the next commit (see journal.Pending and durable.go); a journal may
+	// commit it before it returns instead, its Pending done
+	// (journal.Committed: client.Journal does).
 	CreateRunLater(*journal.Run) (*journal.Pending, error)
 	FinishLater(journal.Intent, journal.Outcome) (*journal.Pending, error)
 	SkipLater(*journal.Invocation) (*journal.Pending, error)

@@ -21,6 +21,10 @@
 //   - The unix socket is the access control on one machine (mode 0600, in
 //     the 0700 .mcpflow directory). A TCP listener on anything but a
 //     loopback address needs a token, checked in constant time.
+//   - The engine's journal (/api/journal/…: raw record writes for
+//     client.Journal, a process that runs the engine on server sessions of
+//     its own) is served on the unix socket only; a TCP listener answers
+//     404, token or not: nothing reached over TCP can forge a record.
 //   - The UI's forms change state only when posted from the same origin
 //     with the server's form token, an HMAC of a secret drawn at each
 //     start (a page left open across a restart must be reloaded). Its

@@ -18,7 +18,9 @@ import (
 
 // Handler is the server's HTTP handler: the API under /api/, the UI at /.
 // tcp adds what a TCP listener checks before any handler runs: the Host
-// (see hosts.allow), then the token.
+// (see hosts.allow), then the token. Without tcp it serves the engine's
+// journal too (routeJournal), raw writes for the journal's owner alone:
+// serve Handler(false) only on the owner's private unix socket.
 func (s *Server) Handler(tcp bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/health", func(w http.ResponseWriter, r *http.Request) {
@@ -50,6 +52,9 @@ func (s *Server) Handler(tcp bool) http.Handler {
 	mux.HandleFunc("GET /api/servers/{name}/tools", s.listTools)
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	s.routeUI(mux)
+	if !tcp {
+		s.routeJournal(mux)
+	}
 	var h http.Handler = mux
 	if tcp {
 		h = s.checkHost(s.authorized(h))

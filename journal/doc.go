@@ -44,7 +44,9 @@
 // the Intent (its idempotency key and attempt number), and Begin and
 // [Store.Again] return one only after the intent record is durable: a call
 // cannot be sent before its intent is on disk. [Store.Finish] accepts only
-// Intents the journal issued.
+// Intents the journal issued. A journal another process holds relays them
+// ([Relayed]): its client makes an Intent valid only from the owner's
+// answer to a durable Begin or Again.
 //
 // What a crash can leave behind, on any engine: invocations in
 // [StateIntent] whose last attempt has no outcome (the call may or may not

@@ -105,3 +105,34 @@ func inputAnsweredThenContinued(t *testing.T, j journal.Store) {
 		})
 	}
 }
+
+// TestAnswerReturnsACopy: the Input Answer returns is the caller's:
+// changing it changes nothing the journal holds, not even through the
+// next write of the invocation (which reads the record the last write
+// put).
+func TestAnswerReturnsACopy(t *testing.T) {
+	journaltest.Each(t, nil, func(t *testing.T, j journal.Store) {
+		run := newRun(t, j)
+		in := begin(t, j, run, "demo", "transfer")
+		if err := j.Ask(in.ID, 1, journal.Input{Requests: askFor().Input.Requests}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := j.Answer(in.ID, 1, []journal.Answer{{Key: "confirm", Response: json.RawMessage(`{"action":"decline"}`), By: "ann"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range got.Answers {
+			got.Answers[i].By = "changed"
+		}
+		finish(t, j, in, done)
+		inv, err := j.Invocation(in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range inv.Inputs[0].Answers {
+			if a.By == "changed" {
+				t.Errorf("the journal holds %+v, changed by the caller of Answer", a)
+			}
+		}
+	})
+}

@@ -64,6 +64,16 @@ type Pending struct {
 // committing it now if no other write has.
 func (p *Pending) Wait() error { return p.wait() }
 
+// Committed returns the Pending of a write that a Later method committed
+// durably before it returned, as a journal whose Later writes are
+// immediate does (the journal of another process, package client): Wait
+// returns nil at once and Done reports true.
+func Committed() *Pending {
+	done := make(chan struct{})
+	close(done)
+	return &Pending{wait: func() error { return nil }, done: done}
+}
+
 // Done reports whether the write is committed or failed, without waiting.
 func (p *Pending) Done() bool {
 	select {

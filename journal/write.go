@@ -38,6 +38,22 @@ type Continuation struct {
 // Valid reports whether the Intent came from the journal.
 func (in Intent) Valid() bool { return in.durable }
 
+// Relayed returns in as the journal issued it (Valid then reports true).
+// It exists for the two ends of a journal that another process holds, and
+// for nothing else: the journal's client (package client), on an Intent
+// decoded from the answer of the process that holds the journal, which
+// sends it only after its Begin or Again returned it, the intent record
+// durable; and that process's HTTP API (package httpapi), on the Intent a
+// client sends back with Finish, which the journal then checks against
+// the invocation's open attempt as it checks any. Anyone else calling it
+// forges the proof that a call's intent is durable, which is what
+// engine.MCP asks for before it sends a tools/call; internal/deps checks
+// that no other package calls it.
+func Relayed(in Intent) Intent {
+	in.durable = true
+	return in
+}
+
 // CreateRun writes a new run in status running. It assigns r.ID when unset
 // and sets the timestamps. Durable when it returns nil.
 func (w *Writer) CreateRun(r *Run) error { return w.write(w.createRun(r)) }
@@ -634,7 +650,10 @@ func (w *Writer) Answer(id ID, attempt int, answers []Answer) (*Input, error) {
 			in.Answers = append(in.Answers, a)
 		}
 		inv.UpdatedAt = now
+		// The caller's copy: the record put may be what the next write
+		// of the invocation reads (a Tx keeps it).
 		c := *in
+		c.Answers = slices.Clone(in.Answers)
 		out = &c
 		return s.PutInvocation(old, inv)
 	})

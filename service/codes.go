@@ -36,6 +36,9 @@ var codes = []Code{
 	{"foreign_log", http.StatusServiceUnavailable, 4, []error{journal.ErrForeignLog}},
 	{"newer_schema", http.StatusServiceUnavailable, 4, []error{journal.ErrNewerSchema}},
 	{"journal_failure", http.StatusServiceUnavailable, 4, []error{ErrJournal}},
+	// The journal's own refusals, as a journal client (client.Journal)
+	// reads them back from the process that holds the journal.
+	{"journal_closed", http.StatusServiceUnavailable, 4, []error{journal.ErrClosed}},
 	{"stopping", http.StatusServiceUnavailable, 4, []error{ErrStopping}},
 	{"unreachable", http.StatusServiceUnavailable, 4, []error{ErrUnreachable}},
 	{"trust_flag_needed", http.StatusBadRequest, 2, []error{ErrTrustFlagNeeded, ErrInvalid}},
@@ -46,6 +49,7 @@ var codes = []Code{
 	{"abandoned", http.StatusConflict, 1, []error{ErrAbandoned}},
 	{"nothing_to_resume", http.StatusConflict, 1, []error{ErrNothingToResume}},
 	{"not_shared", http.StatusConflict, 2, []error{ErrNotShared}},
+	{"invalid_transition", http.StatusConflict, 1, []error{journal.ErrTransition}},
 	{"forbidden", http.StatusForbidden, 2, []error{ErrForbidden}},
 	{"invalid", http.StatusBadRequest, 2, []error{ErrInvalid}},
 	{"workflow_invalid", http.StatusBadRequest, 2, []error{workflow.ErrInvalid}},

@@ -2,6 +2,7 @@ package deps
 
 import (
 	"encoding/json"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io"
@@ -71,7 +72,9 @@ func internal(p string) bool { return strings.HasPrefix(p, "internal/") }
 //   - client (the HTTP API's other end) never depends on httpapi: the wire
 //     shapes are api's, the errors' codes service's;
 //   - service never depends on httpapi or client: it owns the contract
-//     (service.API) both sides implement;
+//     (service.API) both sides implement (and only the two ends of the
+//     engine's journal over the socket call journal.Relayed: see
+//     TestOnlyTheJournalsEndsRelayIntents);
 //   - telemetry (the OpenTelemetry and Prometheus wiring) imports only
 //     journal and internal/: engine, upstream and journal reach it through
 //     the otel global API and small hooks, never by importing it;
@@ -200,5 +203,74 @@ func TestCommandsSpeakTheContract(t *testing.T) {
 				t.Errorf("cmd/mcpflow/%s imports %s: only %v may", name, path, files)
 			}
 		}
+	}
+}
+
+// TestOnlyTheJournalsEndsRelayIntents: journal.Relayed makes an Intent
+// Valid, the proof engine.MCP asks for before it sends a tools/call that
+// its intent is durable. Only the two ends of a journal another process
+// holds call it: the journal's client (client/journal.go, on an Intent
+// the owner answered after its durable Begin or Again) and the owner's
+// API (httpapi/journal.go, on the Intent sent back with Finish, which the
+// journal checks against the open attempt). Tests may.
+func TestOnlyTheJournalsEndsRelayIntents(t *testing.T) {
+	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	allowed := []string{"client/journal.go", "httpapi/journal.go"}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	fset := token.NewFileSet()
+	found := 0
+	for {
+		var p struct {
+			ImportPath string
+			Dir        string
+			GoFiles    []string
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkg := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")
+		if pkg == "journal" {
+			continue // where it is defined
+		}
+		for _, name := range p.GoFiles {
+			f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			local := "" // the name journal is imported as in f
+			for _, imp := range f.Imports {
+				if strings.Trim(imp.Path.Value, `"`) == module+"/journal" {
+					local = "journal"
+					if imp.Name != nil {
+						local = imp.Name.Name
+					}
+				}
+			}
+			if local == "" {
+				continue
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok || sel.Sel.Name != "Relayed" {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == local {
+					if file := pkg + "/" + name; !slices.Contains(allowed, file) {
+						t.Errorf("%s: %s calls journal.Relayed: only %v may (it forges the proof that an intent is durable)", fset.Position(sel.Pos()), file, allowed)
+					} else {
+						found++
+					}
+				}
+				return true
+			})
+		}
+	}
+	if found == 0 {
+		t.Error("journal.Relayed is called nowhere: is the test looking at the right name?")
 	}
 }
