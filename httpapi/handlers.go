@@ -16,7 +16,8 @@ import (
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
-// Handler is the server's HTTP handler: the API under /api/, the UI at /.
+// Handler is the server's HTTP handler: the API under /api/, the MCP
+// endpoint at /mcp (package mcpapi), the UI at /.
 // tcp adds what a TCP listener checks before any handler runs: the Host
 // (see hosts.allow), then the token.
 func (s *Server) Handler(tcp bool) http.Handler {
@@ -50,6 +51,9 @@ func (s *Server) Handler(tcp bool) http.Handler {
 	mux.HandleFunc("GET /api/servers/{name}/tools", s.listTools)
 	mux.Handle("GET /metrics", s.metrics.Handler())
 	s.routeUI(mux)
+	if s.mcp != nil {
+		mux.Handle("/mcp", s.mcp)
+	}
 	var h http.Handler = mux
 	if tcp {
 		h = s.checkHost(s.authorized(h))
