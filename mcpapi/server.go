@@ -258,9 +258,18 @@ const instructions = `Each workflow tool starts a durable mcpflow run: every ste
 // Run serves one session on t (stdio: mcp.StdioTransport) until it ends
 // or ctx is done.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
-	srv, _, err := s.MCP(ctx)
+	srv, c, err := s.MCP(ctx)
 	if err != nil {
 		return err
+	}
+	names := make([]string, len(c.Tools))
+	for i, tool := range c.Tools {
+		names[i] = tool.Tool.Name
+	}
+	if len(names) == 0 {
+		s.logf("%v in %s (its .yaml and .yml files): serving list_runs and show_run only", ErrNoWorkflows, s.o.Dir)
+	} else {
+		s.logf("serving %d workflows of %s as tools: %s", len(names), s.o.Dir, strings.Join(names, ", "))
 	}
 	return srv.Run(ctx, t)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
@@ -152,13 +153,26 @@ func (h *journalHolder) release() {
 	}
 }
 
-// close lets the journal go if a request still holds it (the client went
-// away mid-run).
+// close lets the journal go once the requests holding it are done: a
+// client that went away cancelled their runs, which journal that they
+// were cancelled (resume continues them). After closeWait it lets go
+// anyway: a run cut then is left running, as after a crash, and resume
+// continues it under the replay rule.
 func (h *journalHolder) close() {
+	deadline := time.Now().Add(closeWait)
 	h.mu.Lock()
+	for h.n > 0 && time.Now().Before(deadline) {
+		h.mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+		h.mu.Lock()
+	}
 	defer h.mu.Unlock()
 	if h.n > 0 && h.done != nil {
 		h.done()
 		h.api, h.done, h.n = nil, nil, 0
 	}
 }
+
+// closeWait bounds how long mcpflow mcp waits, at its end, for the runs
+// its client left to wind down.
+const closeWait = 10 * time.Second
