@@ -87,9 +87,13 @@ func TestInputSchema(t *testing.T) {
   region: {type: string, required: true, default: eu-west-1}
   count: {type: number, default: 3}
 `, `{"additionalProperties":false,"properties":{"count":{"default":3,"type":"number"},"region":{"default":"eu-west-1","type":"string"}},"type":"object"}`},
-		{"secret is writeOnly, its default not shown", `inputs:
+		{"enum", `inputs:
+  region: {type: string, enum: [eu-west-1, us-east-1], default: us-east-1}
+  size: {type: number, enum: [1, 2, 4]}
+`, `{"additionalProperties":false,"properties":{"region":{"default":"us-east-1","enum":["eu-west-1","us-east-1"],"type":"string"},"size":{"enum":[1,2,4],"type":"number"}},"type":"object"}`},
+		{"secret is writeOnly, its default and enum not shown", `inputs:
   token: {type: string, secret: true, required: true}
-  pin: {type: string, secret: true, default: "1234"}
+  pin: {type: string, secret: true, default: "1234", enum: ["1234", "0000"]}
 `, `{"additionalProperties":false,"properties":{"pin":{"type":"string","writeOnly":true},"token":{"type":"string","writeOnly":true}},"required":["token"],"type":"object"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -5,7 +5,8 @@ import (
 )
 
 // InputSchema is the JSON Schema of a workflow's tool arguments, from its
-// inputs: one property per input with its type, description and default;
+// inputs: one property per input with its type, description, default and
+// enum;
 // an input declared secret is writeOnly (a client must not show it back);
 // an input required and without a default is required. No other property
 // is accepted (additionalProperties: false), as the workflow refuses an
@@ -21,6 +22,10 @@ func InputSchema(wf *workflow.Workflow) map[string]any {
 		if in.HasDefault && !in.Secret {
 			// A secret's default stays out of a schema every client shows.
 			p["default"] = in.Default
+		}
+		if in.Enum != nil && !in.Secret {
+			// The values a secret takes stay out of it too.
+			p["enum"] = in.Enum
 		}
 		if in.Secret {
 			p["writeOnly"] = true
