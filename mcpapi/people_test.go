@@ -396,3 +396,35 @@ func TestBadArgumentsAreToolErrorsWithoutSecrets(t *testing.T) {
 		t.Errorf("isError %v, text %q", res.IsError, text)
 	}
 }
+
+// failingAPI runs every workflow to a failure.
+type failingAPI struct{ recordingAPI }
+
+func (a *failingAPI) Run(context.Context, service.RunRequest) (*service.Report, error) {
+	return &service.Report{Run: a.run}, nil
+}
+
+// TestFailedRunIsAToolErrorWithTheRunsError: the run's error, and how to
+// inspect it.
+func TestFailedRunIsAToolErrorWithTheRunsError(t *testing.T) {
+	run := blockedRun()
+	run.Status, run.Approvals = journal.RunFailed, nil
+	run.Error = &journal.Error{Code: "MCPFLOW_TOOL_ERROR", Message: "step shout: the tool said no"}
+	a := &failingAPI{recordingAPI{run: run}}
+	s, _ := New(&Options{Dir: testdataDir(t), Local: fakeLocal{},
+		Backend: func(context.Context, bool) (service.API, func(), error) { return a, func() {}, nil }})
+	cs := connect(t, s)
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "Greet_Shout", Arguments: map[string]any{"name": "Ada"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	want := "mcpflow: run " + run.ID.Short() + " failed: MCPFLOW_TOOL_ERROR: step shout: the tool said no\n  inspect:  mcpflow runs show " + run.ID.Short()
+	if !res.IsError || text != want {
+		t.Errorf("isError %v, text %q\nwant %q", res.IsError, text, want)
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if !strings.Contains(string(b), `"error":{"code":"MCPFLOW_TOOL_ERROR"`) || !strings.Contains(string(b), `"status":"failed"`) {
+		t.Errorf("structuredContent %s", b)
+	}
+}
