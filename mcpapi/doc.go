@@ -24,7 +24,9 @@
 //     (or may not be started by a command that only looks, see
 //     service.Tools) makes its steps count as unknown, and the workflow's
 //     hints the safe defaults: not read-only, not idempotent, destructive.
-//     The tools are listed as they were when the Server was made.
+//     A session lists the workflows as they were when it started (stdio:
+//     when `mcpflow mcp` started); a server's tools, as discovered, are
+//     kept for Options.DiscoverTTL.
 //   - A tool call that the client cancels cancels a run going in this
 //     process (journaled as cancelled; `mcpflow resume` continues it); a
 //     run going in another process (mcpflow server) goes on there.
