@@ -6,12 +6,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -247,6 +249,106 @@ func TestNoToolApprovesOverStdio(t *testing.T) {
 	t.Logf("%d calls of %d tools; the run %s stayed %v", calls, len(list.Tools), run[:18], after["status"])
 }
 
+// TestStdioThroughServer: while mcpflow server serves the workspace,
+// `mcpflow mcp` works through it (client.Client over the socket): the
+// run goes in the server, its progress comes back over the event
+// stream, one notification per step.
+func TestStdioThroughServer(t *testing.T) {
+	ws, env := workspace(t)
+	srv := exec.Command(mcpflowBin, "server", "--workspace", ws, "--grace", "2s")
+	srv.Env = env
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srvErr bytes.Buffer
+	srv.Stderr = &srvErr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer stopServer(srv)
+	if !waitForLine(stdout, "socket: ", 30*time.Second) {
+		t.Fatalf("mcpflow server did not start\n%s", srvErr.String())
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	var progress []string
+	client := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress = append(progress, req.Params.Message)
+		}})
+	cmd := exec.Command(mcpflowBin, "mcp", "--workspace", ws)
+	cmd.Env = env
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	params := &mcp.CallToolParams{Name: "Greet_Shout", Arguments: map[string]any{"name": "Ada"}}
+	params.SetProgressToken("p")
+	res, err := cs.CallTool(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := res.StructuredContent.(map[string]any)
+	if res.IsError || out["shout"] != "HELLO, ADA!" {
+		t.Fatalf("result %+v", res)
+	}
+	mu.Lock()
+	got := slices.Clone(progress)
+	mu.Unlock()
+	want := []string{"step greet started", "step greet finished: completed", "step shout started", "step shout finished: completed", "run succeeded"}
+	if !slices.Equal(got, want) {
+		t.Errorf("progress %q, want %q", got, want)
+	}
+	run, _ := res.Meta["mcpflow/run"].(string)
+	if r := runJSON(t, ws, env, run); r["status"] != "succeeded" {
+		t.Errorf("run %s: %v", run, r["status"])
+	}
+}
+
+// waitForLine reads r until a line holds prefix (after spaces) or d is
+// over; r is drained afterwards.
+func waitForLine(r io.Reader, prefix string, d time.Duration) bool {
+	found := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(r)
+		said := false
+		for sc.Scan() {
+			if !said && strings.HasPrefix(strings.TrimSpace(sc.Text()), prefix) {
+				said = true
+				found <- true
+			}
+		}
+		if !said {
+			found <- false
+		}
+	}()
+	select {
+	case ok := <-found:
+		return ok
+	case <-time.After(d):
+		return false
+	}
+}
+
+// stopServer stops mcpflow server as Ctrl-C does, and waits for it.
+func stopServer(srv *exec.Cmd) {
+	srv.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- srv.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		srv.Process.Kill()
+		<-done
+	}
+}
+
 // TestConformance runs the official conformance suite's server scenarios
 // against `mcpflow mcp` served over streamable HTTP by `mcpflow server`
 // on a free loopback port without a token (the suite sends none: a
@@ -272,17 +374,7 @@ func TestConformance(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		srv.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- srv.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			srv.Process.Kill()
-			<-done
-		}
-	}()
+	defer stopServer(srv)
 	url := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
