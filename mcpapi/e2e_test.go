@@ -249,6 +249,43 @@ func TestNoToolApprovesOverStdio(t *testing.T) {
 	t.Logf("%d calls of %d tools; the run %s stayed %v", calls, len(list.Tools), run[:18], after["status"])
 }
 
+// TestOutcomeUnknownIsAToolErrorThatNamesResolve: a call whose server
+// dies after committing its side effect is not sent again; the tool error
+// names the invocation to resolve, and the resolution stays with a
+// person: the run is blocked until one resolves it.
+func TestOutcomeUnknownIsAToolErrorThatNamesResolve(t *testing.T) {
+	ws, env := workspace(t)
+	charge := "name: charge\ndescription: Charge once.\nservers:\n  demo: {builtin: demo}\nsteps:\n" +
+		"  - {id: charge, server: demo, tool: ledger_append, with: {entry: charge 10 EUR}}\n"
+	if err := os.WriteFile(filepath.Join(ws, "charge.yaml"), []byte(charge), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.Command(mcpflowBin, "mcp", "--workspace", ws)
+	cmd.Env = append(env, "MCPFLOW_DEMO_FAULT=exit-after-commit", "MCPFLOW_DEMO_FAULT_TOOL=ledger_append")
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "charge"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	data, _ := json.Marshal(res.StructuredContent)
+	if !res.IsError || !strings.Contains(text, "  resolve:  mcpflow journal resolve ") || !strings.Contains(text, "what happened: ") ||
+		!strings.Contains(string(data), `"reason":"outcome_unknown"`) {
+		t.Fatalf("isError %v\n%s\n%s", res.IsError, text, data)
+	}
+	run, _ := res.Meta["mcpflow/run"].(string)
+	if r := runJSON(t, ws, env, run); r["status"] != "blocked" {
+		t.Errorf("run %s: %v", run, r["status"])
+	}
+	t.Logf("the tool error:\n%s", text)
+}
+
 // TestStdioThroughServer: while mcpflow server serves the workspace,
 // `mcpflow mcp` works through it (client.Client over the socket): the
 // run goes in the server, its progress comes back over the event
