@@ -286,6 +286,47 @@ func TestOutcomeUnknownIsAToolErrorThatNamesResolve(t *testing.T) {
 	t.Logf("the tool error:\n%s", text)
 }
 
+// TestQuestionIsAToolErrorThatNamesAnswer: a server's question during a
+// step (an elicitation) that the workflow does not answer waits for a
+// person; the tool error names the mcpflow answer command, and no tool
+// answers it.
+func TestQuestionIsAToolErrorThatNamesAnswer(t *testing.T) {
+	ws, env := workspace(t)
+	pay := "name: pay\nservers:\n  demo: {builtin: demo}\nsteps:\n" +
+		"  - {id: pay, server: demo, tool: transfer, with: {amount: 25, to: acme}}\n"
+	if err := os.WriteFile(filepath.Join(ws, "pay.yaml"), []byte(pay), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.Command(mcpflowBin, "mcp", "--workspace", ws)
+	cmd.Env = env
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "pay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := res.Content[0].(*mcp.TextContent).Text
+	data, _ := json.Marshal(res.StructuredContent)
+	run, _ := res.Meta["mcpflow/run"].(string)
+	if !res.IsError || !strings.Contains(text, "  answer:   mcpflow answer "+run[:18]+" pay ") || !strings.Contains(string(data), `"reason":"awaiting_input"`) {
+		t.Fatalf("isError %v\n%s\n%s", res.IsError, text, data)
+	}
+	for _, args := range []map[string]any{{"run": run, "step": "pay", "confirm": true}, {"run": run}} {
+		for _, tool := range []string{"pay", "show_run", "list_runs"} {
+			cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+		}
+	}
+	if r := runJSON(t, ws, env, run); r["status"] != "blocked" {
+		t.Errorf("run %s: %v", run, r["status"])
+	}
+	t.Logf("the tool error:\n%s", text)
+}
+
 // TestStdioThroughServer: while mcpflow server serves the workspace,
 // `mcpflow mcp` works through it (client.Client over the socket): the
 // run goes in the server, its progress comes back over the event
