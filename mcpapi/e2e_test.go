@@ -114,7 +114,7 @@ func npmNode(t *testing.T) (node, modules string) {
 	}
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("node and examples/npm/node_modules are needed (.ci/run installs them with npm ci): %v", err)
+			t.Fatalf("node 22 and the TypeScript SDK are needed: run `cd examples/npm && npm ci` (.ci/run does): %v", err)
 		}
 		t.Skipf("needs node 22 and the TypeScript SDK: run `cd examples/npm && npm ci` (%v)", err)
 	}
