@@ -26,6 +26,7 @@ type ServeOptions struct {
 	By           string
 	MaxRuns      int
 	AllowedHosts []string
+	Version      string
 	Logf         func(format string, args ...any)
 }
 
@@ -34,7 +35,7 @@ type ServeOptions struct {
 func NewServer(svc *service.Service, o ServeOptions) (*Server, error) {
 	s, err := httpapi.New(&httpapi.Options{
 		Service: svc, Workspace: o.Workspace, Socket: o.Socket, Listen: o.Listen, Token: o.Token,
-		Grace: o.Grace, By: o.By, MaxRuns: o.MaxRuns, AllowedHosts: o.AllowedHosts, Logf: o.Logf,
+		Grace: o.Grace, By: o.By, MaxRuns: o.MaxRuns, AllowedHosts: o.AllowedHosts, Logf: o.Logf, Version: o.Version,
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,10 @@
 // script, embedded: see ui.go; the run page's timeline is laid out by the
 // pure timelineOf).
 //
+// At /mcp it serves the workspace's workflows as MCP tools over streamable
+// HTTP (package mcpapi), behind the same Host, token and origin checks; a
+// command's owner server (Options.Owner) does not.
+//
 // Every response uses the JSON shapes of package api, the ones `mcpflow
 // -o json` prints. Errors are {"error": {"code", "message"}}, with status
 // 400 for a request that cannot be carried out as given, 404 for an

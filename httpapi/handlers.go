@@ -16,7 +16,8 @@ import (
 	"github.com/mcpflow/mcpflow/workflow"
 )
 
-// Handler is the server's HTTP handler: the API under /api/, the UI at /.
+// Handler is the server's HTTP handler: the API under /api/, the MCP
+// endpoint at /mcp (package mcpapi), the UI at /.
 // tcp adds what a TCP listener checks before any handler runs: the Host
 // (see hosts.allow), then the token. Without tcp it serves the engine's
 // journal too (routeJournal), raw writes for the journal's owner alone:
@@ -54,6 +55,9 @@ func (s *Server) Handler(tcp bool) http.Handler {
 	s.routeUI(mux)
 	if !tcp {
 		s.routeJournal(mux)
+	}
+	if s.mcp != nil {
+		mux.Handle("/mcp", s.mcp)
 	}
 	var h http.Handler = mux
 	if tcp {

@@ -60,7 +60,7 @@ func (h hosts) allow(host string) bool {
 
 // checkHost wraps h, the handler of a TCP listener: a request whose Host
 // is not allowed is refused with 403 before any handler runs, and so is a
-// browser's request for the API or the metrics from another site (a page
+// browser's request for the API, the MCP endpoint or the metrics from another site (a page
 // cannot read the answer, but could still start servers, decrypt the
 // journal for nothing or hold the browser's connections to this host with
 // event streams). What passes is marked as come over TCP (see overTCP).
@@ -77,7 +77,7 @@ func (s *Server) checkHost(h http.Handler) http.Handler {
 			return
 		}
 		if site := r.Header.Get("Sec-Fetch-Site"); (site == "cross-site" || site == "same-site") &&
-			(strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == "/metrics") {
+			(strings.HasPrefix(r.URL.Path, "/api/") || r.URL.Path == "/metrics" || r.URL.Path == "/mcp") {
 			writeError(w, http.StatusForbidden, "cross_site", "cross-site requests are refused")
 			return
 		}

@@ -61,6 +61,8 @@ type Options struct {
 	// Limits bound the connections of clients (see Limits; zero values
 	// are defaults).
 	Limits Limits
+	// Version is mcpflow's version, as the MCP endpoint (/mcp) gives it.
+	Version string
 	// Owner, when set, makes the server the API of a command that holds
 	// the journal for one run (mcpflow run, resume or call without
 	// mcpflow server): for as long as it holds it, the same API answers
@@ -107,6 +109,10 @@ type Server struct {
 	socket    os.FileInfo // the socket listened on, to remove at Stop
 
 	ownerRun atomic.Pointer[journal.ID] // the owner's run, once started
+
+	// mcp is the MCP endpoint (/mcp); nil for a command's owner, which
+	// runs nothing for others, and without a workspace.
+	mcp http.Handler
 }
 
 // New checks o and returns a Server that is not serving yet.
@@ -138,6 +144,11 @@ func New(o *Options) (*Server, error) {
 		return nil, fmt.Errorf("server: the web UI: %w", err)
 	}
 	s.ui = ui
+	if s.o.Owner == nil && s.o.Workspace != "" {
+		if s.mcp, err = s.mcpHandler(); err != nil {
+			return nil, fmt.Errorf("server: the MCP endpoint: %w", err)
+		}
+	}
 	s.metrics = telemetry.NewMetrics(s.svc.Journal, upstream.ActiveSessions)
 	s.base, s.stopRuns = context.WithCancelCause(context.Background())
 	s.hub.init()
@@ -428,7 +439,7 @@ func (s *Server) authorized(h http.Handler) http.Handler {
 			got = []byte("Bearer " + t)
 		}
 		if subtle.ConstantTimeCompare(got, want) != 1 {
-			if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/api/") {
+			if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/api/") && r.URL.Path != "/mcp" {
 				http.Redirect(w, r, "/login", http.StatusSeeOther)
 				return
 			}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -179,7 +180,7 @@ func (l *loader) boolean(n *yaml.Node, what string) (bool, bool) {
 // schema/workflow.schema.json; a test keeps the two in step).
 var (
 	workflowKeys = []string{"name", "description", "inputs", "env", "servers", "roots", "steps", "outputs"}
-	inputKeys    = []string{"type", "description", "required", "default", "secret"}
+	inputKeys    = []string{"type", "description", "required", "default", "enum", "secret"}
 	stepKeys     = []string{"id", "name", "server", "tool", "resource", "prompt", "with", "if", "for_each", "concurrency", "timeout", "retry", "continue_on_error", "approve", "elicit"}
 	retryKeys    = []string{"attempts", "backoff"}
 	resourceKeys = []string{"server", "uri"}
@@ -461,17 +462,80 @@ func (l *loader) inputs(n *yaml.Node, wf *Workflow) {
 		if s, ok := f["secret"]; ok {
 			in.Secret, _ = l.boolean(s, what+".secret")
 		}
+		if e, ok := f["enum"]; ok && typed {
+			l.enum(e, in, what)
+		}
 		if d, ok := f["default"]; ok && typed {
 			var val any
 			if err := d.Decode(&val); err != nil {
 				l.fail(d, "%s.default: %v", what, err)
 			} else if in.Default, err = convertInput(in, val); err != nil {
 				l.fail(d, "%s.default: %v", what, err)
+			} else if !in.allows(in.Default) {
+				l.fail(d, "%s.default: not one of its enum: (%s)", what, in.enumList())
 			} else {
 				in.HasDefault = true
 			}
 		}
 	}
+}
+
+// enum reads an input's enum: a list of values of its type, at least
+// one, none twice.
+func (l *loader) enum(n *yaml.Node, in *Input, what string) {
+	if n.Kind != yaml.SequenceNode {
+		l.fail(n, "%s.enum: expected a list of the values it takes, found %s", what, yamlpos.KindName(n))
+		return
+	}
+	if len(n.Content) == 0 {
+		l.fail(n, "%s.enum: an empty list: give the values it takes, or no enum:", what)
+		return
+	}
+	values := []any{}
+	for _, e := range n.Content {
+		var val any
+		if err := e.Decode(&val); err != nil {
+			l.fail(e, "%s.enum: %v", what, err)
+			return
+		}
+		v, err := convertInput(in, val)
+		if err != nil {
+			l.fail(e, "%s.enum: %v", what, err)
+			return
+		}
+		for _, seen := range values {
+			if reflect.DeepEqual(seen, v) {
+				l.fail(e, "%s.enum: a value given twice", what)
+				return
+			}
+		}
+		values = append(values, v)
+	}
+	in.Enum = values
+}
+
+// allows reports whether v (typed) is a value the input takes: any, or
+// one of its enum.
+func (in *Input) allows(v any) bool {
+	if in.Enum == nil {
+		return true
+	}
+	for _, e := range in.Enum {
+		if reflect.DeepEqual(e, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// enumList is an input's enum as messages show it.
+func (in *Input) enumList() string {
+	parts := make([]string, len(in.Enum))
+	for i, e := range in.Enum {
+		b, _ := json.Marshal(e)
+		parts[i] = string(b)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (l *loader) servers(n *yaml.Node, wf *Workflow) {
@@ -899,7 +963,7 @@ func (w *Workflow) ParseInputsFrom(file map[string]any, pairs []string) (map[str
 	out := map[string]any{}
 	for _, in := range w.Inputs {
 		if v, ok := os.LookupEnv(InputEnv(in.Name)); ok {
-			val, err := convertInput(in, v)
+			val, err := typedInput(in, v)
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s (from %s): %v", ErrInput, in.Name, InputEnv(in.Name), err)
 			}
@@ -911,7 +975,7 @@ func (w *Workflow) ParseInputsFrom(file map[string]any, pairs []string) (map[str
 		if in == nil {
 			return nil, fmt.Errorf("%w: unknown input %q in the inputs file (declared: %s)", ErrInput, k, inputNames(w))
 		}
-		val, err := convertInput(in, file[k])
+		val, err := typedInput(in, file[k])
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s (from the inputs file): %v", ErrInput, k, err)
 		}
@@ -941,7 +1005,7 @@ func (w *Workflow) ParseInputsFrom(file map[string]any, pairs []string) (map[str
 			}
 			return nil, fmt.Errorf("%w: unknown input %q (declared: %s)", ErrInput, k, strings.Join(names, ", "))
 		}
-		val, err := convertInput(in, v)
+		val, err := typedInput(in, v)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrInput, k, err)
 		}
@@ -984,7 +1048,7 @@ func (w *Workflow) ParseSecretInputs(pairs []string) (map[string]any, error) {
 		case !in.Secret:
 			return nil, fmt.Errorf("%w: input %q is not secret: resume takes it from the journal, as the run started", ErrInput, k)
 		}
-		val, err := convertInput(in, v)
+		val, err := typedInput(in, v)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %v", ErrInput, k, err)
 		}
@@ -1001,6 +1065,29 @@ func (w *Workflow) Input(name string) *Input {
 		}
 	}
 	return nil
+}
+
+// typedInput is v typed as in's type, and one of its enum: when it has
+// one. A value outside the enum is named only when the input is not
+// secret.
+func typedInput(in *Input, v any) (any, error) {
+	val, err := convertInput(in, v)
+	if err != nil {
+		return nil, err
+	}
+	if !in.allows(val) {
+		if in.Secret {
+			return nil, fmt.Errorf("not one of the values it takes")
+		}
+		return nil, fmt.Errorf("%s is not one of %s", jsonText(val), in.enumList())
+	}
+	return val, nil
+}
+
+// jsonText is v as JSON, for messages.
+func jsonText(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 func convertInput(in *Input, v any) (any, error) {

@@ -46,6 +46,9 @@ type Input struct {
 	Required    bool
 	Default     any
 	HasDefault  bool
+	// Enum, when not nil, lists the only values the input takes, typed
+	// as the input is; a default is one of them.
+	Enum []any
 	// Secret inputs are redacted from the journal and from output.
 	Secret bool
 }

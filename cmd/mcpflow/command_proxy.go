@@ -152,10 +152,6 @@ func runProxy(ctx context.Context, o *proxyOptions) error {
 	return errors.Join(err, cerr)
 }
 
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }
-
 // serveProxyHTTP serves the proxy over streamable HTTP on a loopback
 // address until ctx ends: one proxy, and one run, per MCP session.
 func serveProxyHTTP(ctx context.Context, o *proxyOptions, open proxy.Opener) error {

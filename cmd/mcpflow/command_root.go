@@ -90,6 +90,7 @@ server and the workspace are trusted — otherwise the call is marked outcome un
 		newRunsCommand(g),
 		newJournalCommand(g),
 		newServerCommand(g, nil),
+		newMCPCommand(g, nil),
 		newDemoServerCommand(),
 		newVersionCommand(g),
 	)

@@ -122,7 +122,7 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	defer done()
 	srv, err := door.NewServer(svc, door.ServeOptions{
 		Workspace: o.g.workspace, Socket: socket, Listen: o.listen, Token: token, Grace: o.grace, By: osUser(),
-		MaxRuns: o.maxRuns, AllowedHosts: o.hosts,
+		MaxRuns: o.maxRuns, AllowedHosts: o.hosts, Version: version,
 		Logf: func(format string, args ...any) {
 			fmt.Fprintf(o.Err, "%s mcpflow server: %s\n", time.Now().Format(time.TimeOnly), fmt.Sprintf(format, args...))
 		},
@@ -138,7 +138,7 @@ func runServer(ctx context.Context, o *serverOptions) error {
 		fmt.Fprintf(o.Out, "  worker: %s (lease %s, up to %d runs)\n", id, o.lease, o.maxRuns)
 	}
 	if a := srv.Addr(); a != nil {
-		fmt.Fprintf(o.Out, "  http://%s/\n", a)
+		fmt.Fprintf(o.Out, "  http://%s/\n  MCP (streamable HTTP): http://%s/mcp\n", a, a)
 		if token != "" {
 			fmt.Fprintf(o.Out, "  sign in once at http://%s/login with the token in %s\n", a, o.tokenFile)
 		}

@@ -5,10 +5,10 @@ import (
 	"io"
 	"strings"
 
+	"github.com/mcpflow/mcpflow/advice"
 	"github.com/mcpflow/mcpflow/elicit"
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
-	"github.com/mcpflow/mcpflow/upstream"
 )
 
 // printQuestions prints the questions servers asked during the run's calls
@@ -97,34 +97,8 @@ func questionLines(tf timeFormat, run *journal.Run, inv *journal.Invocation, in 
 	return append(out, fmt.Sprintf("    answer: %s | --decline | --cancel", ans))
 }
 
-// questionText is what a call waiting for input asks: the message of its
-// first unanswered elicitation, quoted, or the method of its request.
-func questionText(inv *journal.Invocation) string {
-	in := inv.WaitingInput()
-	if in == nil {
-		return "nothing"
-	}
-	reqs, err := in.Parsed()
-	if err != nil {
-		return "a question mcpflow cannot read"
-	}
-	for _, r := range reqs {
-		if in.Answer(r.Key) != nil || r.Method == upstream.MethodCreateMessage {
-			continue
-		}
-		if r.Method == engine.MethodApprove {
-			return "for approval to send its sampling request to the provider (--approve or --decline)"
-		}
-		if q, err := elicit.Parse(r.Params); err == nil && r.Method == elicit.Method {
-			if q.Mode == "url" {
-				return fmt.Sprintf("%q, at %s", q.Message, q.URL)
-			}
-			return fmt.Sprintf("%q", q.Message)
-		}
-		return "for " + r.Method
-	}
-	return "nothing more"
-}
+// questionText is what a call waiting for input asks (advice.Question).
+func questionText(inv *journal.Invocation) string { return advice.Question(inv) }
 
 // approvalWord is an approval's answer in a word.
 func approvalWord(resp []byte) string {

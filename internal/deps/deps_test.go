@@ -69,6 +69,11 @@ func internal(p string) bool { return strings.HasPrefix(p, "internal/") }
 //   - api (the JSON shapes) imports only journal and replay: every front end
 //     can use it;
 //   - httpapi (mcpflow server's HTTP API) never depends on cmd or client;
+//   - mcpapi (mcpflow as an MCP server) works over service.API: it never
+//     depends on httpapi, client, door, cmd or a storage engine (httpapi
+//     may import it, to serve it at /mcp);
+//   - advice (the operator's commands, in the CLI's words) never depends on
+//     a front end: not cmd, httpapi, client or mcpapi, which use it;
 //   - client (the HTTP API's other end) never depends on httpapi: the wire
 //     shapes are api's, the errors' codes service's;
 //   - service never depends on httpapi or client: it owns the contract
@@ -81,7 +86,7 @@ func internal(p string) bool { return strings.HasPrefix(p, "internal/") }
 //   - nothing imports cmd.
 func TestPackageGraph(t *testing.T) {
 	all := packages(t)
-	for _, must := range []string{"journal", "replay", "upstream", "trust", "workflow", "engine", "service", "telemetry", "sampling", "cmd/mcpflow"} {
+	for _, must := range []string{"journal", "replay", "upstream", "trust", "workflow", "engine", "service", "telemetry", "sampling", "mcpapi", "advice", "cmd/mcpflow"} {
 		if _, ok := all[must]; !ok {
 			t.Fatalf("package %s not found in %v", must, all)
 		}
@@ -113,6 +118,8 @@ func TestPackageGraph(t *testing.T) {
 			"telemetry": {"engine", "service", "httpapi", "upstream", "workflow", "trust", "cmd/mcpflow"},
 			"service":   {"cmd/mcpflow", "httpapi", "client"},
 			"httpapi":   {"cmd/mcpflow", "client"},
+			"mcpapi":    {"cmd/mcpflow", "httpapi", "client", "door", "journal/bolt", "journal/postgres"},
+			"advice":    {"cmd/mcpflow", "httpapi", "client", "mcpapi", "door", "journal/bolt", "journal/postgres"},
 			"client":    {"cmd/mcpflow", "httpapi"},
 		}
 		if name == "api" {
@@ -154,7 +161,7 @@ func TestStorageEnginesStayBehindTheDoor(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"journal", "api", "trust", "workflow", "replay", "upstream"} {
+	for _, name := range []string{"journal", "api", "trust", "workflow", "replay", "upstream", "mcpapi", "advice"} {
 		p, ok := all[name]
 		if !ok {
 			t.Fatalf("package %s not found", name)
