@@ -363,3 +363,15 @@ func (s *Service) findInvocation(ref string) (journal.ID, error) {
 	}
 	return id, nil
 }
+
+// Hold marks run id as going in another process that writes it through
+// this one (the engine's journal over the socket: mcpflow proxy), until
+// Unhold: it is not abandoned, so no resume here settles it meanwhile.
+// Should that process die, the run stays held until this one stops; the
+// next process that holds the journal finds it abandoned.
+func (s *Service) Hold(id journal.ID) {
+	s.reserve(id, func(error) {})
+}
+
+// Unhold ends Hold: the run ended in the process that held it.
+func (s *Service) Unhold(id journal.ID) { s.unreserve(id) }

@@ -222,6 +222,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	case o.CreateMessage == nil:
 		client.AddReceivingMiddleware(refuseSampling)
 	}
+	client.AddReceivingMiddleware(s.tap.countHandled)
 	client.AddRoots(roots...) // before Connect: no session to notify
 	s.roots = roots
 	transport := &wireTransport{inner: inner, tap: s.tap}
@@ -589,6 +590,11 @@ func (s *Session) call(ctx context.Context, params *mcp.CallToolParams, progress
 		defer cancel()
 	}
 	res, err := s.cs.CallTool(ctx, params)
+	if err == nil {
+		// What the server said before its answer (progress, log
+		// messages) is handled before the answer is used.
+		s.tap.afterNotifications(time.Second)
+	}
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// go-sdk tells the server (notifications/cancelled) from a
 		// goroutine, after returning: Close waits for it.

@@ -53,6 +53,48 @@ type wireTap struct {
 	owed    int
 	settled chan struct{}
 	broken  bool
+
+	// notified counts the notifications read that go-sdk hands to a
+	// handler (ordered), handled those it handed: go-sdk retires a call's
+	// response as it reads it, while notifications wait in a queue for
+	// their handler, so a call returns before the progress and log
+	// messages the server sent ahead of its answer are handled (see
+	// Session.afterNotifications).
+	notified, handled atomic.Int64
+}
+
+// ordered are the notifications a session handles that a server sends
+// during a call: they are handled before the call's answer is used.
+var ordered = map[string]bool{
+	"notifications/progress":               true,
+	"notifications/message":                true,
+	"notifications/resources/updated":      true,
+	"notifications/tools/list_changed":     true,
+	"notifications/prompts/list_changed":   true,
+	"notifications/resources/list_changed": true,
+	"notifications/elicitation/complete":   true,
+}
+
+// countHandled counts the notifications go-sdk handed to their handler,
+// once handled.
+func (t *wireTap) countHandled(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		res, err := next(ctx, method, req)
+		if ordered[method] {
+			t.handled.Add(1)
+		}
+		return res, err
+	}
+}
+
+// afterNotifications waits, at most d, until the notifications read so far
+// are handled.
+func (t *wireTap) afterNotifications(d time.Duration) {
+	want := t.notified.Load()
+	deadline := time.Now().Add(d)
+	for t.handled.Load() < want && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Microsecond)
+	}
 }
 
 // owe counts one notifications/cancelled to come, for a call that
@@ -227,6 +269,9 @@ func (c *wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	}
 	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.Method == "notifications/message" && c.tap.secrets != nil {
 		req.Params = c.tap.secrets.scrubJSON(req.Params)
+	}
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && !req.IsCall() && ordered[req.Method] {
+		c.tap.notified.Add(1)
 	}
 	if resp, ok := msg.(*jsonrpc.Response); ok && err == nil && resp.ID.IsValid() {
 		c.tap.mu.Lock()

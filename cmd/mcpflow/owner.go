@@ -105,14 +105,41 @@ func (g *globals) whileHeld(ctx context.Context, s ioStreams, wait bool, fn func
 // process the proxy started), so it runs the engine here whoever holds the
 // journal: it holds the journal itself when it is free, serving it on the
 // workspace socket meanwhile (owned is then true: no other process can be
-// running a session of it), and is refused while another process holds it.
-func (g *globals) proxyService(command string, warn io.Writer) (p proxied, err error) {
-	if g.served() {
-		h, _ := client.Probe(g.socketPath())
-		if h.Owner != nil {
-			return p, busyOf(h.Owner)
+// running a session of it), and writes through the process that holds it
+// otherwise (client.Journal), which then counts the session's run as
+// going, not abandoned.
+func (g *globals) proxyService(command string, warn io.Writer) (proxied, error) {
+	// Proxies an MCP client starts all at once race for the journal: the
+	// one that loses finds it locked before the winner serves it, and
+	// looks again.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p, err := g.proxyJournal(command, warn)
+		if !errors.Is(err, journal.ErrLocked) || time.Now().After(deadline) {
+			return p, err
 		}
-		return p, fmt.Errorf("%w: mcpflow server holds the journal; mcpflow proxy cannot write through it yet", journal.ErrLocked)
+		time.Sleep(100 * time.Millisecond)
+		g.serving = nil
+	}
+}
+
+func (g *globals) proxyJournal(command string, warn io.Writer) (p proxied, err error) {
+	if g.served() {
+		// Another process holds the journal (mcpflow server, a run, or
+		// another proxy): the session's run is written through it.
+		p.svc, p.done, err = g.service(writeJournal) // never opens the journal: the session writes p.remote
+		if err != nil {
+			return p, err
+		}
+		j, err := client.New(g.socketPath(), nil).Journal(context.Background())
+		if err != nil {
+			p.done()
+			return p, fmt.Errorf("write the journal through the process that holds it: %w", err)
+		}
+		p.remote = j
+		closeSvc := p.done
+		p.done = func() { j.Close(); closeSvc() }
+		return p, nil
 	}
 	if journal.IsPostgres(g.journalPath) {
 		p.svc, p.done, err = g.service(writeJournal)
@@ -129,6 +156,10 @@ func (g *globals) proxyService(command string, warn io.Writer) (p proxied, err e
 	}
 	svc, closeSvc, err := g.service(writeJournal)
 	if err != nil {
+		return p, err
+	}
+	if _, err := svc.Journal(); err != nil { // opened now: locked is known now
+		closeSvc()
 		return p, err
 	}
 	return proxied{svc: svc, owned: true,

@@ -1,0 +1,132 @@
+package proxy_test
+
+import (
+	"bufio"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// An MCP client starts one proxy per server, all in one workspace: the
+// first holds the journal, the others write their runs through it. Both
+// sessions' calls are journaled, and runs list shows both runs.
+func TestTwoProxiesShareTheJournal(t *testing.T) {
+	w := newWorkspace(t, "servers:\n  demo:\n    builtin: demo\n  other:\n    builtin: demo\n")
+	first := w.startClient([]step{
+		{"op": "call", "tool": "greet", "args": map[string]any{"name": "first"}},
+		{"op": "wait"},
+		{"op": "call", "tool": "greet", "args": map[string]any{"name": "first again"}},
+	}, "proxy", "demo")
+	if l := first.next(); l.Op != "connected" {
+		t.Fatalf("%+v", l)
+	}
+	if got := first.next().result(t); got.text() != "Hello, first!" {
+		t.Fatalf("%+v", got)
+	}
+	if l := first.next(); l.Op != "wait" {
+		t.Fatalf("%+v", l)
+	}
+	// The first proxy holds the journal now.
+	lines := w.run([]step{
+		{"op": "call", "tool": "greet", "args": map[string]any{"name": "second"}},
+		{"op": "call", "tool": "ledger_append", "args": map[string]any{"entry": "x"}},
+	}, "proxy", "other")
+	if got := lines[0].result(t); got.text() != "Hello, second!" {
+		t.Errorf("the second proxy's call: %+v", got)
+	}
+	if got := lines[1].result(t); got.IsError {
+		t.Errorf("the second proxy's ledger_append: %+v", got)
+	}
+	byWorkflow := map[string]runJSON{}
+	for _, r := range w.runs() { // through the first proxy, which holds the journal
+		byWorkflow[r.Workflow] = r
+	}
+	if r := byWorkflow["proxy:other"]; r.Status != "succeeded" || len(r.Steps) != 2 || r.Steps[1].State != "completed" {
+		t.Errorf("the second proxy's run: %+v", r)
+	}
+	if r := byWorkflow["proxy:demo"]; r.Status != "running" || len(r.Steps) != 1 {
+		t.Errorf("the first proxy's run while it waits: %+v", r)
+	}
+	first.resume()
+	if got := first.next().result(t); got.text() != "Hello, first again!" {
+		t.Errorf("%+v", got)
+	}
+	if err := first.wait(); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range w.runs() {
+		if r.Status != "succeeded" {
+			t.Errorf("run %s: %s, want succeeded", r.Workflow, r.Status)
+		}
+	}
+}
+
+// While mcpflow server holds the journal, a proxy writes its session's
+// run through it; the server counts it as going, not abandoned, so its
+// resume of abandoned runs leaves it alone.
+func TestProxyWritesThroughMcpflowServer(t *testing.T) {
+	w := newWorkspace(t, trustedDemo)
+	srv := exec.Command(mcpflowBin, "server", "--workspace", w.dir, "--grace", "2s")
+	srv.Env = w.environ()
+	stdout, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var srvErr strings.Builder
+	srv.Stderr = &lockedWriter{w: &srvErr}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		srv.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { srv.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			srv.Process.Kill()
+		}
+	})
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "socket: ") {
+				ready <- true
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("mcpflow server did not start\n%s", srvErr.String())
+	}
+	c := w.startClient([]step{
+		{"op": "call", "tool": "greet", "args": map[string]any{"name": "Ada"}},
+		{"op": "wait"},
+	}, "proxy", "demo")
+	if l := c.next(); l.Op != "connected" {
+		t.Fatalf("%+v", l)
+	}
+	if got := c.next().result(t); got.text() != "Hello, Ada!" {
+		t.Fatalf("%+v", got)
+	}
+	if l := c.next(); l.Op != "wait" {
+		t.Fatalf("%+v", l)
+	}
+	// The session goes on in the proxy: the server does not settle it.
+	w.mcpflow("resume", "--all")
+	runs := w.runs()
+	if len(runs) != 1 || runs[0].Workflow != "proxy:demo" || runs[0].Status != "running" || runs[0].Steps[0].State != "completed" {
+		t.Fatalf("runs through the server while the session goes on: %+v", runs)
+	}
+	c.resume()
+	if err := c.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if runs := w.runs(); len(runs) != 1 || runs[0].Status != "succeeded" {
+		t.Errorf("after the session: %+v, want its run succeeded", runs)
+	}
+}
