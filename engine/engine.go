@@ -104,6 +104,7 @@ func (m mcpSession) Call(ctx context.Context, in journal.Intent, tool string, ar
 				meta[k] = v
 			}
 		}
+		f.sent.Store(true)
 	}
 	if c := in.Continuation; c != nil {
 		// The answers to what the previous attempt's result asked for,

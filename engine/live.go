@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
@@ -86,7 +87,13 @@ type Answer struct {
 type Forward struct {
 	Meta     map[string]any
 	Progress func(progress, total float64, message string)
+
+	sent atomic.Bool
 }
+
+// Sent reports whether the call was put on the wire: a call that failed
+// before (its intent not journaled, the journal unreachable) never ran.
+func (f *Forward) Sent() bool { return f.sent.Load() }
 
 type forwardKey struct{}
 

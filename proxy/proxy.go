@@ -35,6 +35,10 @@ type Session interface {
 	Upstream(ctx context.Context) (*upstream.Session, error)
 	Reconnect(ctx context.Context, old *upstream.Session) (*upstream.Session, error)
 	Run() *journal.Run
+	// Renew goes on in a new run, on the journal as it is held now, with
+	// the same server session: the journal this one writes failed (the
+	// process that held it is gone). This one is left as last written.
+	Renew(ctx context.Context) (Session, error)
 	Close() (*journal.Run, error)
 }
 
@@ -61,6 +65,8 @@ type Proxy struct {
 	// flight (see peer.on).
 	calls map[uint64]context.Context
 	seq   uint64
+
+	reopening sync.Mutex
 
 	closeOnce sync.Once
 	closedRun *journal.Run
@@ -226,6 +232,30 @@ func (p *Proxy) session(ctx context.Context) (Session, error) {
 	return p.sess, nil
 }
 
+// reopen replaces old, a session whose journal failed, with a new one,
+// unless another call replaced it already.
+func (p *Proxy) reopen(ctx context.Context, old Session) (Session, error) {
+	p.reopening.Lock()
+	defer p.reopening.Unlock()
+	p.mu.Lock()
+	cur := p.sess
+	p.mu.Unlock()
+	if cur != old {
+		if cur == nil {
+			return nil, errors.New("the session has ended")
+		}
+		return cur, nil
+	}
+	sess, err := old.Renew(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.sess = sess
+	p.mu.Unlock()
+	return sess, nil
+}
+
 // pass sends a request that is not a tools/call to the server as it came.
 // Such a request is a read or a listing: on a lost connection it is sent
 // once more on a new one.
@@ -315,6 +345,17 @@ func (p *Proxy) call(ctx context.Context, req mcp.Request) (mcp.Result, error) {
 		p.mu.Unlock()
 	}()
 	a, err := sess.Call(ctx, params.Name, args, fw)
+	if err != nil && !fw.Sent() && ctx.Err() == nil {
+		// The journal failed before the call was sent (the process that
+		// held it is gone): the session goes on in a new run, on the
+		// journal as it is held now, and the call is made there. The
+		// old run stays as it was last written, for the next holder of
+		// the journal (or resume) to settle.
+		if sess, err = p.reopen(ctx, sess); err == nil {
+			fw = &engine.Forward{Meta: fw.Meta, Progress: fw.Progress}
+			a, err = sess.Call(ctx, params.Name, args, fw)
+		}
+	}
 	if err != nil {
 		// The journal failed: the call was not sent if its intent could
 		// not be written; if its outcome could not, the journal says it

@@ -130,3 +130,72 @@ func TestProxyWritesThroughMcpflowServer(t *testing.T) {
 		t.Errorf("after the session: %+v, want its run succeeded", runs)
 	}
 }
+
+// When the proxy that holds the journal ends, one that wrote through it
+// goes on: its next call finds the journal free, holds it, settles the
+// run it wrote before (no one's now) and makes the call in a new run,
+// on the same server session.
+func TestProxyGoesOnWhenTheJournalHolderEnds(t *testing.T) {
+	w := newWorkspace(t, "servers:\n  demo:\n    builtin: demo\n  other:\n    builtin: demo\n")
+	first := w.startClient([]step{{"op": "call", "tool": "greet", "args": map[string]any{"name": "first"}}, {"op": "wait"}}, "proxy", "demo")
+	if l := first.next(); l.Op != "connected" {
+		t.Fatalf("%+v", l)
+	}
+	first.next().result(t)
+	if l := first.next(); l.Op != "wait" {
+		t.Fatalf("%+v", l)
+	}
+	second := w.startClient([]step{
+		{"op": "call", "tool": "greet", "args": map[string]any{"name": "second"}},
+		{"op": "wait"},
+		{"op": "call", "tool": "greet", "args": map[string]any{"name": "second again"}},
+		{"op": "call", "tool": "ledger_append", "args": map[string]any{"entry": "x"}},
+	}, "proxy", "other")
+	if l := second.next(); l.Op != "connected" {
+		t.Fatalf("%+v", l)
+	}
+	second.next().result(t)
+	if l := second.next(); l.Op != "wait" {
+		t.Fatalf("%+v", l)
+	}
+	first.resume() // the first proxy's client ends: it lets the journal go
+	if err := first.wait(); err != nil {
+		t.Fatal(err)
+	}
+	second.resume()
+	if got := second.next().result(t); got.text() != "Hello, second again!" {
+		t.Errorf("the call after the holder ended: %+v", got)
+	}
+	if got := second.next().result(t); got.IsError {
+		t.Errorf("ledger_append: %+v", got)
+	}
+	if err := second.wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(second.stderr.String(), "the process that held the journal is gone") {
+		t.Errorf("the second proxy's stderr:\n%s", second.stderr)
+	}
+	var steps []string
+	for _, r := range w.runs() {
+		if r.Status != "succeeded" {
+			t.Errorf("run %s %s: %s, want succeeded", r.ID, r.Workflow, r.Status)
+		}
+		if r.Workflow == "proxy:other" {
+			for _, s := range r.Steps {
+				steps = append(steps, s.Tool+" "+s.State)
+			}
+		}
+	}
+	if strings.Join(steps, ", ") != "greet completed, ledger_append completed, greet completed" {
+		t.Errorf("the second proxy's runs' steps (newest run first): %v", steps)
+	}
+	var appended int
+	for _, row := range w.ledger() {
+		if row["tool"] == "ledger_append" {
+			appended++
+		}
+	}
+	if appended != 1 {
+		t.Errorf("ledger_append executed %d times, want 1", appended)
+	}
+}

@@ -37,6 +37,9 @@ type Proxied struct {
 	*engine.Live
 	server string
 	x      *execution
+	s      *Service
+	wf     *workflow.Workflow
+	inputs map[string]any
 }
 
 // OpenProxy connects to the server and journals the session's run. The
@@ -71,14 +74,33 @@ func (s *Service) OpenProxy(ctx context.Context, req ProxyRequest) (*Proxied, er
 		x.close()
 		return nil, err
 	}
-	e := s.engine(x, req.Events)
-	e.Journal = j
-	live, err := e.Open(ctx, wf, map[string]any{"client": req.ClientName, "client_version": req.ClientVersion}, s.o.Workspace)
-	if err != nil {
+	p := &Proxied{server: req.Server, x: x, s: s, wf: wf, inputs: map[string]any{"client": req.ClientName, "client_version": req.ClientVersion}}
+	if p.Live, err = p.open(ctx, j, req.Events); err != nil {
 		x.close()
 		return nil, err
 	}
-	return &Proxied{Live: live, server: req.Server, x: x}, nil
+	return p, nil
+}
+
+func (p *Proxied) open(ctx context.Context, j engine.Journal, events func(engine.Event)) (*engine.Live, error) {
+	e := p.s.engine(p.x, events)
+	e.Journal = j
+	return e.Open(ctx, p.wf, p.inputs, p.s.o.Workspace)
+}
+
+// Renew goes on in a new run written to j, with the same server session:
+// the journal this session's run was written to failed (the process that
+// held it is gone). This session's run is left as last written, for the
+// next holder of the journal, or resume, to settle; Renew's result owns
+// the server session now.
+func (p *Proxied) Renew(ctx context.Context, j engine.Journal, events func(engine.Event)) (*Proxied, error) {
+	n := *p
+	live, err := n.open(ctx, j, events)
+	if err != nil {
+		return nil, err
+	}
+	n.Live = live
+	return &n, nil
 }
 
 // Upstream is the server's session now: after a lost connection, the one

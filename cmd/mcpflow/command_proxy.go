@@ -102,11 +102,12 @@ own file is read first, else the user's; --config names another.`,
 }
 
 func runProxy(ctx context.Context, o *proxyOptions) error {
-	p, err := o.g.proxyService("mcpflow proxy "+o.server, o.Err)
+	door := &proxyDoor{g: o.g, command: "mcpflow proxy " + o.server, warn: o.Err}
+	defer door.close()
+	p, _, err := door.current()
 	if err != nil {
 		return err
 	}
-	defer p.done()
 	set, err := p.svc.External(o.g.workspace)
 	if err != nil {
 		return err
@@ -119,19 +120,24 @@ func runProxy(ctx context.Context, o *proxyOptions) error {
 		// It would start itself, and again, without end.
 		return usageError("server %s starts mcpflow proxy itself: configure the server's own command in mcpflow.yaml (mcpflow proxy --install prints how)", o.server)
 	}
-	if p.owned {
-		// Sessions a killed proxy left running are no one's now.
-		reps, err := p.svc.SettleProxies(ctx, o.server, p.publish)
-		for _, rep := range reps {
-			fmt.Fprintf(o.Err, "mcpflow proxy: settled run %s left running by an earlier proxy: %s\n", rep.Run.ID.Short(), rep.Run.Status)
-		}
-		if err != nil {
-			return err
-		}
+	if err := settle(ctx, o, p); err != nil {
+		return err
 	}
 	open := func(ctx context.Context, client *mcp.Implementation, peer upstream.Peer) (proxy.Session, error) {
-		return p.svc.OpenProxy(ctx, service.ProxyRequest{Server: o.server, ClientName: client.Name, ClientVersion: client.Version,
-			Peer: peer, Journal: p.remote, TrustWorkspace: o.trustWorkspace, Events: p.publish})
+		p, _, err := door.current()
+		if err != nil {
+			return nil, err
+		}
+		j, err := p.journal()
+		if err != nil {
+			return nil, err
+		}
+		s, err := p.svc.OpenProxy(ctx, service.ProxyRequest{Server: o.server, ClientName: client.Name, ClientVersion: client.Version,
+			Peer: peer, Journal: j, TrustWorkspace: o.trustWorkspace, Events: p.publish})
+		if err != nil {
+			return nil, err
+		}
+		return proxySession{Proxied: s, o: o, door: door}, nil
 	}
 	if o.http != "" {
 		return serveProxyHTTP(ctx, o, open)
@@ -150,6 +156,49 @@ func runProxy(ctx context.Context, o *proxyOptions) error {
 		err = nil // the client went away: the session's end
 	}
 	return errors.Join(err, cerr)
+}
+
+// settle settles, when this proxy holds the journal alone, the sessions
+// of its server that a killed proxy left running: no one's now.
+func settle(ctx context.Context, o *proxyOptions, p *proxied) error {
+	if !p.owned {
+		return nil
+	}
+	reps, err := p.svc.SettleProxies(ctx, o.server, p.publish)
+	for _, rep := range reps {
+		fmt.Fprintf(o.Err, "mcpflow proxy: settled run %s left running by an earlier proxy: %s\n", rep.Run.ID.Short(), rep.Run.Status)
+	}
+	return err
+}
+
+// proxySession is a proxy's session (service.Proxied) that renews on the
+// journal as the door finds it now.
+type proxySession struct {
+	*service.Proxied
+	o    *proxyOptions
+	door *proxyDoor
+}
+
+func (s proxySession) Renew(ctx context.Context) (proxy.Session, error) {
+	p, renewed, err := s.door.current()
+	if err != nil {
+		return nil, err
+	}
+	if renewed {
+		fmt.Fprintf(s.o.Err, "mcpflow proxy: the process that held the journal is gone; run %s stays as it was last written, the session goes on in a new run\n", s.Run().ID.Short())
+		if err := settle(ctx, s.o, p); err != nil {
+			fmt.Fprintf(s.o.Err, "mcpflow proxy: %v\n", err)
+		}
+	}
+	j, err := p.journal()
+	if err != nil {
+		return nil, err
+	}
+	n, err := s.Proxied.Renew(ctx, j, p.publish)
+	if err != nil {
+		return nil, err
+	}
+	return proxySession{Proxied: n, o: s.o, door: s.door}, nil
 }
 
 // serveProxyHTTP serves the proxy over streamable HTTP on a loopback

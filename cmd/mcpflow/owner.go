@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -188,4 +189,62 @@ type proxied struct {
 	owned   bool
 	publish func(engine.Event)
 	done    func()
+}
+
+// proxyDoor is how a proxy reaches the journal over its life: as
+// proxyService found it first, and again once the process it wrote
+// through is gone (the proxy that held the journal ended): then this one
+// holds the journal, or writes through whichever process holds it now.
+type proxyDoor struct {
+	g       *globals
+	command string
+	warn    io.Writer
+
+	mu  sync.Mutex
+	cur *proxied
+	old []*proxied // replaced: closed at the end, their sessions may live on
+}
+
+// current is the way to the journal now, found again when the process
+// written through is gone; renewed says it was.
+func (d *proxyDoor) current() (p *proxied, renewed bool, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cur != nil {
+		if d.cur.remote == nil {
+			return d.cur, false, nil
+		}
+		if _, ok := client.Probe(d.g.socketPath()); ok {
+			return d.cur, false, nil
+		}
+		d.old = append(d.old, d.cur)
+		d.cur = nil
+		d.g.serving = nil
+		renewed = true
+	}
+	n, err := d.g.proxyService(d.command, d.warn)
+	if err != nil {
+		return nil, renewed, err
+	}
+	d.cur = &n
+	return d.cur, renewed, nil
+}
+
+// journal is the journal a session's run is written to through p.
+func (p *proxied) journal() (engine.Journal, error) {
+	if p.remote != nil {
+		return p.remote, nil
+	}
+	return p.svc.Journal()
+}
+
+func (d *proxyDoor) close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cur != nil {
+		d.cur.done()
+	}
+	for _, p := range d.old {
+		p.done()
+	}
 }
