@@ -54,6 +54,7 @@ type Service struct {
 
 	mu     sync.Mutex
 	active map[journal.ID]context.CancelCauseFunc // runs going in this process
+	held   map[journal.ID]bool                    // runs going in another process that writes through this one (Hold)
 }
 
 // New returns a service on j, or on the journal Options.OpenJournal opens
@@ -293,6 +294,9 @@ func (s *Service) Cancel(ref string, reason string) error {
 	if s.cancelHere(id, errors.New(reason)) {
 		return nil
 	}
+	if s.heldElsewhere(id) {
+		return fmt.Errorf("%w: run %s goes in another process that writes the journal through this one (mcpflow proxy): its MCP client cancels its calls", ErrNotRunning, id.Short())
+	}
 	if sh, ok := s.j.(journal.Shared); ok {
 		asked, err := sh.RequestCancel(id, reason)
 		if err != nil || asked {
@@ -329,7 +333,7 @@ func (s *Service) WorkersServing() bool {
 func (s *Service) reserve(id journal.ID, cancel context.CancelCauseFunc) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.active[id]; ok {
+	if _, ok := s.active[id]; ok || s.held[id] {
 		return false
 	}
 	s.active[id] = cancel
@@ -370,8 +374,24 @@ func (s *Service) findInvocation(ref string) (journal.ID, error) {
 // Should that process die, the run stays held until this one stops; the
 // next process that holds the journal finds it abandoned.
 func (s *Service) Hold(id journal.ID) {
-	s.reserve(id, func(error) {})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = map[journal.ID]bool{}
+	}
+	s.held[id] = true
 }
 
 // Unhold ends Hold: the run ended in the process that held it.
-func (s *Service) Unhold(id journal.ID) { s.unreserve(id) }
+func (s *Service) Unhold(id journal.ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.held, id)
+}
+
+// heldElsewhere reports whether run id goes in another process (Hold).
+func (s *Service) heldElsewhere(id journal.ID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.held[id]
+}
