@@ -134,7 +134,26 @@ func (s scrubbing) FinishLater(in journal.Intent, o journal.Outcome) error {
 		return err
 	}
 	s.r.queue(p, true)
+	if s.r.live {
+		s.r.dmu.Lock()
+		s.r.queued[in.ID] = p
+		s.r.dmu.Unlock()
+	}
 	return nil
+}
+
+// outcomeDurable returns once the queued outcome of invocation id, if
+// any, is committed (a Live run's call answers its client only then,
+// whichever flush committed it), or failed.
+func (r *runner) outcomeDurable(id journal.ID) error {
+	r.dmu.Lock()
+	p := r.queued[id]
+	delete(r.queued, id)
+	r.dmu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.Wait()
 }
 
 // SkipLater queues a skipped step.

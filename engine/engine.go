@@ -104,6 +104,8 @@ func (m mcpSession) Call(ctx context.Context, in journal.Intent, tool string, ar
 				meta[k] = v
 			}
 		}
+		id := in.ID
+		f.invocation.Store(&id)
 		f.sent.Store(true)
 	}
 	if c := in.Continuation; c != nil {
@@ -355,6 +357,10 @@ type runner struct {
 	outcomes int // how many of pending record a step's end
 	held     []Event
 	used     map[string]bool
+	// live: a Live run, whose calls wait for their own outcomes (queued,
+	// by invocation, until outcomeDurable takes them).
+	live   bool
+	queued map[journal.ID]*journal.Pending
 	// lent holds the release of each session the run lent its secrets to
 	// (secrets.go), until the run's end.
 	lent map[secretHolder]func()

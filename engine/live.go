@@ -25,15 +25,12 @@ type Live struct {
 	server string
 	span   trace.Span
 
-	mu      sync.Mutex
-	calls   int
-	unknown int // calls whose outcome is unknown
-	ended   bool
-
-	// flushing serializes confirmations of the run's queued writes: a
-	// call's answer goes back only once its outcome is durable, even when
-	// another call's flush took it from the queue.
-	flushing sync.Mutex
+	mu       sync.Mutex
+	calls    int
+	unknown  int    // calls whose outcome is unknown
+	mayHave  string // a call that ended aborted or timed out: it may have run
+	ended    bool
+	inFlight sync.WaitGroup
 }
 
 // Open starts the run of a proxy session of wf (workflow.Proxy), with the
@@ -53,6 +50,7 @@ func (e *Engine) Open(ctx context.Context, wf *workflow.Workflow, inputs map[str
 	}
 	r := newRunner(e, wf, run, inputs, nil)
 	r.start = e.now()
+	r.live, r.queued = true, map[journal.ID]*journal.Pending{}
 	e.emit(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
 	return &Live{r: r, server: server, span: span}, nil
 }
@@ -88,12 +86,22 @@ type Forward struct {
 	Meta     map[string]any
 	Progress func(progress, total float64, message string)
 
-	sent atomic.Bool
+	sent       atomic.Bool
+	invocation atomic.Pointer[journal.ID]
 }
 
 // Sent reports whether the call was put on the wire: a call that failed
 // before (its intent not journaled, the journal unreachable) never ran.
 func (f *Forward) Sent() bool { return f.sent.Load() }
+
+// Invocation is the invocation of the call once sent: when Call failed on
+// the journal after the send, the one whose outcome is unknown.
+func (f *Forward) Invocation() journal.ID {
+	if id := f.invocation.Load(); id != nil {
+		return *id
+	}
+	return journal.ID{}
+}
 
 type forwardKey struct{}
 
@@ -115,6 +123,14 @@ func (l *Live) Call(ctx context.Context, tool string, args json.RawMessage, fw *
 		return Answer{}, fmt.Errorf("run %s has ended", l.r.run.ID.Short())
 	}
 	l.calls++
+	l.inFlight.Add(1)
+	defer l.inFlight.Done()
+	// Sent as the journal keeps them (compact JSON, as encoding/json
+	// writes it), so that a resume sends the same bytes: the same JSON as
+	// the client's, numbers untouched.
+	if canonical, err := json.Marshal(args); err == nil {
+		args = canonical
+	}
 	st := workflow.ProxyStep(workflow.ProxyCall{Step: fmt.Sprintf("call-%d", l.calls), Tool: tool, Args: args}, l.server)
 	l.mu.Unlock()
 	ctx = trace.ContextWithSpan(ctx, l.span)
@@ -123,9 +139,12 @@ func (l *Live) Call(ctx context.Context, tool string, args json.RawMessage, fw *
 	}
 	out, err := l.r.runStep(ctx, st)
 	if err == nil {
-		l.flushing.Lock()
 		err = l.r.flush()
-		l.flushing.Unlock()
+	}
+	if err == nil && !out.invocation.IsZero() {
+		// The answer goes back once this call's outcome is durable, even
+		// when another call's flush took it from the queue.
+		err = l.r.outcomeDurable(out.invocation)
 	}
 	if err != nil {
 		return Answer{}, err
@@ -137,24 +156,37 @@ func (l *Live) Call(ctx context.Context, tool string, args json.RawMessage, fw *
 			a.Err = &journal.Error{Code: CodeServerUnavailable, Message: fmt.Sprintf("step %s: no result", st.ID)}
 		}
 	}
-	if out.state == journal.StateOutcomeUnknown {
-		l.mu.Lock()
+	l.mu.Lock()
+	switch out.state {
+	case journal.StateOutcomeUnknown:
 		l.unknown++
-		l.mu.Unlock()
+	case journal.StateAborted, journal.StateTimedOut:
+		if l.mayHave == "" {
+			l.mayHave = fmt.Sprintf("step %s (%s) ended %s: it may have run", st.ID, tool, out.state)
+		}
 	}
+	l.mu.Unlock()
 	return a, nil
 }
 
-// End ends the run once its calls returned: blocked when a call's outcome
-// is unknown (an operator resolves it, as any other), otherwise
+// End ends the run once its calls returned (it waits for those in
+// flight): blocked when a call's outcome is unknown (an operator resolves
+// it, as any other); cancelled when a call was aborted or timed out,
+// which may have run — resume judges it by the replay rule; otherwise
 // succeeded — a call that failed was answered to the client, and the
 // session went on.
 func (l *Live) End() (*journal.Run, error) {
 	l.mu.Lock()
 	l.ended = true
+	l.mu.Unlock()
+	l.inFlight.Wait()
+	l.mu.Lock()
 	status, runErr := journal.RunSucceeded, (*journal.Error)(nil)
-	if l.unknown > 0 {
+	switch {
+	case l.unknown > 0:
 		status, runErr = journal.RunBlocked, outcomeUnknown
+	case l.mayHave != "":
+		status, runErr = journal.RunCancelled, &journal.Error{Code: CodeAborted, Message: l.mayHave + "; mcpflow resume judges it by the replay rule"}
 	}
 	l.mu.Unlock()
 	defer l.r.returnSecrets()

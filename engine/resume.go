@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpflow/mcpflow/internal/verdict"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/workflow"
@@ -130,6 +131,11 @@ func (r *runner) resumeUnit(ctx context.Context, u unit, inv *journal.Invocation
 		next = c
 	}
 	args, out := r.arguments(u, inv)
+	if out != nil && u.Args != nil {
+		// A proxied call whose arguments the journal does not hold whole:
+		// no one can send them again, and it may have run.
+		return r.argumentsLost(u, inv)
+	}
 	if out != nil {
 		return *out, nil
 	}
@@ -201,4 +207,18 @@ func keptSecret(v any) any {
 		return nil
 	}
 	return v
+}
+
+// argumentsLost ends a proxied call that resume cannot send again, its
+// arguments not journaled whole (capped): its outcome is unknown, for an
+// operator, and the decision is journaled.
+func (r *runner) argumentsLost(u unit, inv *journal.Invocation) (stepResult, error) {
+	d := journal.Decision{Verdict: replay.OutcomeUnknown, Reason: string(replay.ReasonArgumentsNotJournaled), View: verdict.SendTime}
+	if err := r.j.Decide(inv.ID, d, journal.StateOutcomeUnknown, outcomeUnknown); err != nil {
+		return stepResult{}, err
+	}
+	r.decided(context.Background(), &d)
+	out := *blocked(inv.ID)
+	out.attempt = len(inv.Attempts)
+	return out, nil
 }

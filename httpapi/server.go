@@ -351,6 +351,9 @@ func (s *Server) resumeInterrupted() error {
 	}
 	for _, r := range runs {
 		id := r.Run.ID
+		if service.ProxyAlive(&r.Run) {
+			continue // a proxy session going in its own process
+		}
 		s.logf("resuming run %s (%s), interrupted when the journal's owner stopped", id.Short(), r.Run.Workflow)
 		if _, err := s.resume(s.base, service.ResumeRequest{Run: id.String()}); err != nil {
 			s.logf("resume %s: %v", id.Short(), err)

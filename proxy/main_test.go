@@ -144,7 +144,7 @@ func (w *workspace) mcpflowJSON(v any, args ...string) {
 }
 
 // ledger is the demo server's execution ledger in the workspace: one
-// object per call it executed.
+// object per call it executed (whose line is written whole).
 func (w *workspace) ledger() []map[string]any {
 	w.t.Helper()
 	b, err := os.ReadFile(filepath.Join(w.dir, ".mcpflow", "demo", "ledger.jsonl"))
@@ -155,7 +155,9 @@ func (w *workspace) ledger() []map[string]any {
 		w.t.Fatal(err)
 	}
 	var rows []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	lines := strings.Split(string(b), "\n")
+	lines = lines[:len(lines)-1] // complete lines only: the server may be writing one
+	for _, line := range lines {
 		var row map[string]any
 		if err := json.Unmarshal([]byte(line), &row); err != nil {
 			w.t.Fatalf("ledger line %q: %v", line, err)

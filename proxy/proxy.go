@@ -59,6 +59,13 @@ type Proxy struct {
 	caps   *mcp.ClientCapabilities
 	proto  string        // the protocol version the client asked for
 	opened chan struct{} // closed once the session is open (or failed to)
+	// ready is closed once the client said it is initialized: what the
+	// server asks or says waits for it, so that nothing reaches the
+	// client before its initialize is answered.
+	ready     chan struct{}
+	readyOnce sync.Once
+	// done is closed once Close began: a renewed session is not stored.
+	done chan struct{}
 	err    error
 
 	// calls are the contexts of the client's tools/call requests in
@@ -75,9 +82,12 @@ type Proxy struct {
 
 // New returns the proxy for one client; version is mcpflow's.
 func New(open Opener, version string) *Proxy {
-	p := &Proxy{open: open, opened: make(chan struct{}), calls: map[uint64]context.Context{}}
+	p := &Proxy{open: open, opened: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{}), calls: map[uint64]context.Context{}}
 	p.server = mcp.NewServer(&mcp.Implementation{Name: "mcpflow-proxy", Version: version}, &mcp.ServerOptions{
 		SupportedProtocolVersions: handshakeVersions(),
+		InitializedHandler: func(context.Context, *mcp.InitializedRequest) {
+			p.readyOnce.Do(func() { close(p.ready) })
+		},
 		SubscribeHandler: func(ctx context.Context, req *mcp.SubscribeRequest) error {
 			_, err := pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) { return nil, cs.Subscribe(ctx, req.Params) })
 			return err
@@ -91,6 +101,9 @@ func New(open Opener, version string) *Proxy {
 	return p
 }
 
+// Done is closed once the proxy closes.
+func (p *Proxy) Done() <-chan struct{} { return p.done }
+
 // Server is the MCP server to run on the client's transport.
 func (p *Proxy) Server() *mcp.Server { return p.server }
 
@@ -99,10 +112,17 @@ func (p *Proxy) Server() *mcp.Server { return p.server }
 // committed (nil if no client initialized), every time it is called.
 func (p *Proxy) Close() (*journal.Run, error) {
 	p.closeOnce.Do(func() {
+		close(p.done)
+		p.readyOnce.Do(func() { close(p.ready) }) // nothing waits for a client that is gone
 		p.mu.Lock()
-		sess := p.sess
+		sess, ss := p.sess, p.ss
 		p.sess = nil
 		p.mu.Unlock()
+		if ss != nil {
+			// Calls still in flight are cancelled (journaled aborted, for
+			// resume to judge) before the run ends.
+			ss.Close()
+		}
 		if sess != nil {
 			p.closedRun, p.closeErr = sess.Close()
 		}
@@ -177,8 +197,16 @@ func (p *Proxy) initialize(ctx context.Context, next mcp.MethodHandler, req mcp.
 		return next(ctx, "initialize", req)
 	}
 	p.mu.Lock()
-	p.ss, p.caps, p.proto = ss, params.Capabilities, params.ProtocolVersion
+	again := p.ss != nil
+	if !again {
+		p.ss, p.caps, p.proto = ss, params.Capabilities, params.ProtocolVersion
+	}
 	p.mu.Unlock()
+	if again {
+		// A second initialize on the session: go-sdk answers it (its
+		// error); the session stays the one the first opened.
+		return next(ctx, "initialize", req)
+	}
 	// The session ends when the client's does: over HTTP, by a DELETE or
 	// its idle timeout. The goroutine is the proxy's; Close is safe to
 	// call again.
@@ -240,6 +268,11 @@ func (p *Proxy) reopen(ctx context.Context, old Session) (Session, error) {
 	p.mu.Lock()
 	cur := p.sess
 	p.mu.Unlock()
+	select {
+	case <-p.done:
+		return nil, errors.New("the session has ended")
+	default:
+	}
 	if cur != old {
 		if cur == nil {
 			return nil, errors.New("the session has ended")
@@ -251,6 +284,11 @@ func (p *Proxy) reopen(ctx context.Context, old Session) (Session, error) {
 		return nil, err
 	}
 	p.mu.Lock()
+	if p.sess != old { // closed meanwhile: the new run ends now
+		p.mu.Unlock()
+		sess.Close()
+		return nil, errors.New("the session has ended")
+	}
 	p.sess = sess
 	p.mu.Unlock()
 	return sess, nil
@@ -356,11 +394,14 @@ func (p *Proxy) call(ctx context.Context, req mcp.Request) (mcp.Result, error) {
 			a, err = sess.Call(ctx, params.Name, args, fw)
 		}
 	}
+	if err != nil && fw.Sent() {
+		// Sent, and its outcome could not be journaled: the client is
+		// told what the journal will say once settled — it may have run.
+		return OutcomeUnknown(fw.Invocation()), nil
+	}
 	if err != nil {
-		// The journal failed: the call was not sent if its intent could
-		// not be written; if its outcome could not, the journal says it
-		// was in flight, and resume settles it.
-		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpflow proxy: the journal could not be written: " + err.Error()}
+		// The journal failed before the call was sent: it did not run.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "mcpflow proxy: the journal could not be written, the call was not sent: " + err.Error()}
 	}
 	return answer(a)
 }
@@ -370,7 +411,9 @@ func answer(a engine.Answer) (mcp.Result, error) {
 	switch {
 	case a.Result != nil:
 		return a.Result, nil
-	case a.State == journal.StateOutcomeUnknown:
+	case a.State == journal.StateOutcomeUnknown, a.State == journal.StateTimedOut, a.State == journal.StateAborted:
+		// Timed out or cancelled in flight, it may have run: the client
+		// must not take it for a failure to try again.
 		return OutcomeUnknown(a.Invocation), nil
 	}
 	var rpc *jsonrpc.Error
@@ -422,6 +465,10 @@ func (c peer) Capabilities() *mcp.ClientCapabilities {
 // server's request (ctx). With none or several in flight, the protocol does
 // not say which call it belongs to: it goes as the client's session's own.
 func (c peer) on(ctx context.Context) (context.Context, context.CancelFunc) {
+	select {
+	case <-c.p.ready:
+	case <-ctx.Done():
+	}
 	c.p.mu.Lock()
 	var call context.Context
 	if len(c.p.calls) == 1 {
@@ -479,13 +526,21 @@ func (c peer) Notify(ctx context.Context, method string, params mcp.Params) {
 	defer done()
 	switch method {
 	case "notifications/message":
-		ss.Log(ctx, params.(*mcp.LoggingMessageParams))
+		if p, ok := params.(*mcp.LoggingMessageParams); ok && p != nil {
+			ss.Log(ctx, p)
+		}
 	case "notifications/progress":
-		ss.NotifyProgress(ctx, params.(*mcp.ProgressNotificationParams))
+		if p, ok := params.(*mcp.ProgressNotificationParams); ok && p != nil {
+			ss.NotifyProgress(ctx, p)
+		}
 	case "notifications/elicitation/complete":
-		ss.NotifyElicitationComplete(ctx, params.(*mcp.ElicitationCompleteParams))
+		if p, ok := params.(*mcp.ElicitationCompleteParams); ok && p != nil {
+			ss.NotifyElicitationComplete(ctx, p)
+		}
 	case "notifications/resources/updated":
-		s.ResourceUpdated(ctx, params.(*mcp.ResourceUpdatedNotificationParams))
+		if p, ok := params.(*mcp.ResourceUpdatedNotificationParams); ok && p != nil {
+			s.ResourceUpdated(ctx, p)
+		}
 	case "notifications/tools/list_changed":
 		s.AddTool(&mcp.Tool{Name: placeholder, InputSchema: map[string]any{"type": "object"}}, nil)
 		s.RemoveTools(placeholder)

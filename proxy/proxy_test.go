@@ -1,9 +1,12 @@
 package proxy_test
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -383,4 +386,141 @@ func killProcess(t *testing.T, match func(cmdline string) bool) {
 		return
 	}
 	t.Fatal("no process to kill")
+}
+
+// A call killed in flight whose arguments the journal keeps only as a
+// digest (over 64 KiB) cannot be sent again, even when the rule would
+// clear it: resume leaves its outcome unknown, for an operator, and the
+// run blocked — never stuck, never sent with other arguments.
+func TestResumeOfAProxiedCallWithCappedArguments(t *testing.T) {
+	w := newWorkspace(t, trustedDemo)
+	w.env = []string{"MCPFLOW_DEMO_FAULT=hang-after-commit", "MCPFLOW_DEMO_FAULT_TOOL=put_record"}
+	big := strings.Repeat("x", 70<<10)
+	c := w.startClient([]step{{"op": "call", "tool": "put_record", "args": map[string]any{"key": "k&<>", "value": big}}}, "proxy", "demo", "--trust-workspace")
+	if l := c.next(); l.Op != "connected" {
+		t.Fatalf("%+v", l)
+	}
+	waitFor(t, "the ledger row", func() bool { return len(w.ledger()) == 1 })
+	killProcess(t, func(cmdline string) bool {
+		return strings.Contains(cmdline, mcpflowBin+"\x00--workspace\x00"+w.dir+"\x00proxy\x00")
+	})
+	c.next()
+	c.wait()
+	w.env = nil
+	cmd := exec.Command(mcpflowBin, "--workspace", w.dir, "resume", "--all", "--trust-workspace")
+	cmd.Env = w.environ()
+	out, _ := cmd.CombinedOutput()
+	runs := w.runs()
+	if len(runs) != 1 || runs[0].Status != "blocked" || runs[0].Steps[0].State != "outcome_unknown" {
+		t.Fatalf("after resume --all: %+v\n%s", runs, out)
+	}
+	if n := len(w.ledger()); n != 1 {
+		t.Errorf("put_record executed %d times, want 1", n)
+	}
+}
+
+// A call the client cancels in flight may have run: the session's run
+// ends cancelled, not succeeded, and resume judges the call by the
+// replay rule (count_slowly is read-only, on a trusted server: sent
+// again).
+func TestProxyCallCancelledByTheClient(t *testing.T) {
+	w := newWorkspace(t, trustedDemo)
+	lines := w.run([]step{
+		{"op": "call", "tool": "count_slowly", "args": map[string]any{"n": 40, "delay_ms": 25}, "timeout": 300},
+	}, "proxy", "demo", "--trust-workspace")
+	if lines[0].Error == nil {
+		t.Fatalf("the cancelled call: %+v, want the client's timeout", lines[0])
+	}
+	runs := w.runs()
+	if len(runs) != 1 || runs[0].Status != "cancelled" || runs[0].Steps[0].State != "aborted" {
+		t.Fatalf("after the session: %+v, want the run cancelled with count_slowly aborted", runs)
+	}
+	w.mcpflow("resume", "--all", "--trust-workspace")
+	if runs := w.runs(); runs[0].Status != "succeeded" || runs[0].Steps[0].State != "completed" {
+		t.Errorf("after resume --all: %+v, want count_slowly sent again and completed", runs)
+	}
+}
+
+// A client that says initialize twice, or sends what does not parse,
+// gets errors, and the session goes on.
+func TestProxySurvivesAClientsMistakes(t *testing.T) {
+	w := newWorkspace(t, demoConfig)
+	cmd := exec.Command(mcpflowBin, "--workspace", w.dir, "proxy", "demo")
+	cmd.Env = w.environ()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &lockedWriter{w: &stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan map[string]any, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil && m["id"] != nil {
+				answers <- m
+			}
+		}
+		close(answers)
+	}()
+	send := func(line string) {
+		if _, err := io.WriteString(stdin, line+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	answer := func() map[string]any {
+		select {
+		case m, ok := <-answers:
+			if !ok {
+				t.Fatalf("mcpflow proxy ended early\n%s", stderr.String())
+			}
+			return m
+		case <-time.After(60 * time.Second):
+			t.Fatalf("no answer in 60s\n%s", stderr.String())
+		}
+		return nil
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	if m := answer(); m["result"] == nil {
+		t.Fatalf("initialize: %v", m)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	for _, c := range []struct {
+		line, want string
+	}{
+		{`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`, "error"},
+		{`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"greet","arguments":{"name":"Ada"}}}`, "Hello, Ada!"},
+		{`{"jsonrpc":"2.0","id":4,"method":"tools/call"}`, "error"},
+		{`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"greet","arguments":{"name":"again"}}}`, "Hello, again!"},
+	} {
+		send(c.line)
+		m := answer()
+		got := fmt.Sprint(m["result"])
+		if c.want == "error" {
+			got = fmt.Sprint(m)
+			if m["error"] == nil {
+				t.Errorf("%s: %v, want an error", c.line, m)
+			}
+			continue
+		}
+		if !strings.Contains(got, c.want) {
+			t.Errorf("%s: %v, want %q", c.line, m, c.want)
+		}
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("mcpflow proxy: %v\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "panic") {
+		t.Errorf("stderr:\n%s", stderr.String())
+	}
 }

@@ -35,6 +35,7 @@ const (
 	ReasonToolMissing           Reason = "tool_missing"                         // the tool is gone after rediscovery (Judge)
 	ReasonMalformedAnnotations  Reason = "malformed_annotations"                // the annotations object does not parse (Judge)
 	ReasonReadRequest           Reason = "read_request"                         // Replay: a resources/read or prompts/get, which changes nothing
+	ReasonArgumentsNotJournaled Reason = "arguments_not_journaled"              // the journal does not hold the arguments whole (a proxied call's, capped): they cannot be sent again
 )
 
 // MaxReplays is the default number of replays per invocation.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/internal/procid"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
@@ -74,7 +75,8 @@ func (s *Service) OpenProxy(ctx context.Context, req ProxyRequest) (*Proxied, er
 		x.close()
 		return nil, err
 	}
-	p := &Proxied{server: req.Server, x: x, s: s, wf: wf, inputs: map[string]any{"client": req.ClientName, "client_version": req.ClientVersion}}
+	p := &Proxied{server: req.Server, x: x, s: s, wf: wf, inputs: map[string]any{
+		"client": req.ClientName, "client_version": req.ClientVersion, workflow.ProxyProcess: procid.Self()}}
 	if p.Live, err = p.open(ctx, j, req.Events); err != nil {
 		x.close()
 		return nil, err
@@ -161,25 +163,42 @@ func (s *Service) proxyWorkflow(run *journal.Run, server string, set upstream.Se
 // an unsafe one's outcome is unknown, for an operator — and the run ends.
 // Only a process that holds the journal alone may call it: a session left
 // running is then no one's.
-func (s *Service) SettleProxies(ctx context.Context, server string, events func(engine.Event)) ([]*Report, error) {
+//
+// It goes on past a run it cannot settle: each error is the run's, and the
+// run stays as it was, for resume.
+func (s *Service) SettleProxies(ctx context.Context, server string, trustWorkspace bool, events func(engine.Event)) ([]*Report, []error) {
 	ids, err := s.Resumable()
 	if err != nil {
-		return nil, err
+		return nil, []error{err}
 	}
 	var reps []*Report
+	var errs []error
 	for _, id := range ids {
 		run, err := s.j.Run(id)
 		if err != nil {
-			return reps, err
+			errs = append(errs, err)
+			continue
 		}
 		if srv, ok := workflow.ProxyServer(run.Workflow, run.Source); !ok || srv != server || run.Status != journal.RunRunning {
 			continue
 		}
-		rep, err := s.Resume(ctx, ResumeRequest{Run: id.String(), Events: events})
+		rep, err := s.Resume(ctx, ResumeRequest{Run: id.String(), TrustWorkspace: trustWorkspace, Events: events})
 		if err != nil {
-			return reps, fmt.Errorf("settle run %s: %w", id.Short(), err)
+			errs = append(errs, fmt.Errorf("settle run %s: %w", id.Short(), err))
+			continue
 		}
 		reps = append(reps, rep)
 	}
-	return reps, nil
+	return reps, errs
+}
+
+// ProxyAlive reports whether run is a proxy session's whose process still
+// runs: it is that process's, whatever this one knows of it, and no
+// resume here may settle it.
+func ProxyAlive(run *journal.Run) bool {
+	if _, ok := workflow.ProxyServer(run.Workflow, run.Source); !ok || run.Status != journal.RunRunning {
+		return false
+	}
+	id, _ := run.Inputs[workflow.ProxyProcess].(string)
+	return id != "" && procid.Alive(id)
 }

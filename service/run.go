@@ -205,6 +205,10 @@ func (s *Service) resumeOnce(ctx context.Context, req ResumeRequest) (*Report, e
 		return nil, &RunningError{Run: id}
 	}
 	defer s.unreserve(id)
+	if run, err := s.j.Run(id); err == nil && ProxyAlive(run) {
+		// A proxy session going in another process: its own.
+		return nil, &RunningError{Run: id}
+	}
 	if err := s.acquire(id); err != nil {
 		return nil, err
 	}
@@ -348,7 +352,7 @@ func (s *Service) Resumable() ([]journal.ID, error) {
 			return nil, err
 		}
 		for _, r := range runs {
-			if st == journal.RunRunning && held[r.ID] {
+			if st == journal.RunRunning && (held[r.ID] || ProxyAlive(&r)) {
 				continue
 			}
 			ids = append(ids, r.ID)

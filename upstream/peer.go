@@ -49,12 +49,18 @@ func peerCapabilities(p Peer) *mcp.ClientCapabilities {
 // after the session took what it needs from it.
 func (s *Session) peerOptions(p Peer, o *mcp.ClientOptions) {
 	o.Capabilities = peerCapabilities(p)
-	o.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-		return p.Elicit(ctx, req.Params)
+	// go-sdk declares elicitation whenever a handler is set: set only
+	// when the peer declared it.
+	o.ElicitationHandler, o.ElicitationCompleteHandler = nil, nil
+	if o.Capabilities.Elicitation != nil {
+		o.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return p.Elicit(ctx, req.Params)
+		}
+		o.ElicitationCompleteHandler = func(ctx context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
+			p.Notify(ctx, "notifications/elicitation/complete", req.Params)
+		}
 	}
-	o.ElicitationCompleteHandler = func(ctx context.Context, req *mcp.ElicitationCompleteNotificationRequest) {
-		p.Notify(ctx, "notifications/elicitation/complete", req.Params)
-	}
+	o.CreateMessageHandler = nil
 	if o.Capabilities.Sampling != nil {
 		o.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
 			return p.CreateMessage(ctx, req.Params)

@@ -15,6 +15,11 @@ const ProxyPrefix = "proxy:"
 // a file.
 const ProxySource = "mcpflow proxy"
 
+// ProxyProcess is the input of a proxy session's run that names the
+// process running it (internal/procid): while it runs, the session is
+// its, and nothing else settles the run.
+const ProxyProcess = "process"
+
 // ProxyCall is one tools/call a client made through mcpflow proxy: a step
 // of the session's run.
 type ProxyCall struct {
@@ -28,7 +33,8 @@ type ProxyCall struct {
 // Proxy is the workflow of a proxy session (mcpflow proxy SERVER): a run
 // whose steps are the calls a client makes, each added as it comes
 // (calls), so that resume finds every step the journal holds. Its inputs
-// are the client's name and version. Its Source says what it is; it names
+// are the client's name and version, and the process that runs it
+// (ProxyProcess). Its Source says what it is; it names
 // the server without copying its entry, like Call.
 func Proxy(server string, set upstream.Set, calls []ProxyCall) (*Workflow, error) {
 	if _, err := set.Lookup(server); err != nil {
@@ -37,7 +43,7 @@ func Proxy(server string, set upstream.Set, calls []ProxyCall) (*Workflow, error
 	name := ProxyPrefix + server
 	wf := &Workflow{
 		Name: name, Servers: upstream.Merge(set), Own: upstream.Set{},
-		Inputs: []*Input{{Name: "client", Type: TypeString}, {Name: "client_version", Type: TypeString}},
+		Inputs: []*Input{{Name: "client", Type: TypeString}, {Name: "client_version", Type: TypeString}, {Name: ProxyProcess, Type: TypeString}},
 		Path:   ProxySource,
 		Source: []byte(fmt.Sprintf("# The calls a client made through mcpflow proxy %s: each tools/call is one step.\nname: %q\nproxy: %q\n", server, name, server)),
 	}

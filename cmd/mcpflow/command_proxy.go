@@ -120,9 +120,7 @@ func runProxy(ctx context.Context, o *proxyOptions) error {
 		// It would start itself, and again, without end.
 		return usageError("server %s starts mcpflow proxy itself: configure the server's own command in mcpflow.yaml (mcpflow proxy --install prints how)", o.server)
 	}
-	if err := settle(ctx, o, p); err != nil {
-		return err
-	}
+	settle(ctx, o, p)
 	open := func(ctx context.Context, client *mcp.Implementation, peer upstream.Peer) (proxy.Session, error) {
 		p, _, err := door.current()
 		if err != nil {
@@ -159,16 +157,20 @@ func runProxy(ctx context.Context, o *proxyOptions) error {
 }
 
 // settle settles, when this proxy holds the journal alone, the sessions
-// of its server that a killed proxy left running: no one's now.
-func settle(ctx context.Context, o *proxyOptions, p *proxied) error {
+// of its server that a proxy left running and whose process is gone. A
+// run it cannot settle is said, and left for resume: the proxy serves
+// anyway.
+func settle(ctx context.Context, o *proxyOptions, p *proxied) {
 	if !p.owned {
-		return nil
+		return
 	}
-	reps, err := p.svc.SettleProxies(ctx, o.server, p.publish)
+	reps, errs := p.svc.SettleProxies(ctx, o.server, o.trustWorkspace, p.publish)
 	for _, rep := range reps {
-		fmt.Fprintf(o.Err, "mcpflow proxy: settled run %s left running by an earlier proxy: %s\n", rep.Run.ID.Short(), rep.Run.Status)
+		fmt.Fprintf(o.Err, "mcpflow proxy: settled run %s, left running by a proxy that ended: %s\n", rep.Run.ID.Short(), rep.Run.Status)
 	}
-	return err
+	for _, err := range errs {
+		fmt.Fprintf(o.Err, "mcpflow proxy: %v (mcpflow resume settles it)\n", err)
+	}
 }
 
 // proxySession is a proxy's session (service.Proxied) that renews on the
@@ -185,10 +187,7 @@ func (s proxySession) Renew(ctx context.Context) (proxy.Session, error) {
 		return nil, err
 	}
 	if renewed {
-		fmt.Fprintf(s.o.Err, "mcpflow proxy: the process that held the journal is gone; run %s stays as it was last written, the session goes on in a new run\n", s.Run().ID.Short())
-		if err := settle(ctx, s.o, p); err != nil {
-			fmt.Fprintf(s.o.Err, "mcpflow proxy: %v\n", err)
-		}
+		fmt.Fprintf(s.o.Err, "mcpflow proxy: the process that held the journal is gone; the session goes on in a new run, and run %s, as last written, is settled once this proxy ends (by the next proxy of %s, or mcpflow resume)\n", s.Run().ID.Short(), s.o.server)
 	}
 	j, err := p.journal()
 	if err != nil {
@@ -215,13 +214,32 @@ func serveProxyHTTP(ctx context.Context, o *proxyOptions, open proxy.Opener) err
 	if err != nil {
 		return err
 	}
+	// go-sdk asks for a server on every request (for its versions) and
+	// keeps the one it asked for when a session starts: a proxy is kept
+	// here only once a client opened it, until it closes.
 	var mu sync.Mutex
-	var sessions []*proxy.Proxy
+	sessions := map[*proxy.Proxy]bool{}
+	var wg sync.WaitGroup
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
-		px := proxy.New(open, versionOf())
-		mu.Lock()
-		sessions = append(sessions, px)
-		mu.Unlock()
+		var px *proxy.Proxy
+		px = proxy.New(func(ctx context.Context, c *mcp.Implementation, peer upstream.Peer) (proxy.Session, error) {
+			s, err := open(ctx, c, peer)
+			if err != nil {
+				return nil, err
+			}
+			mu.Lock()
+			sessions[px] = true
+			mu.Unlock()
+			wg.Add(1)
+			go func() { // until the session ends; owned by serveProxyHTTP, which waits for it
+				defer wg.Done()
+				<-px.Done()
+				mu.Lock()
+				delete(sessions, px)
+				mu.Unlock()
+			}()
+			return s, nil
+		}, versionOf())
 		return px.Server()
 	}, &mcp.StreamableHTTPOptions{SessionTimeout: 10 * time.Minute})
 	mux := http.NewServeMux()
@@ -238,13 +256,20 @@ func serveProxyHTTP(ctx context.Context, o *proxyOptions, open proxy.Opener) err
 	defer cancel()
 	srv.Shutdown(sctx)
 	mu.Lock()
-	defer mu.Unlock()
+	live := make([]*proxy.Proxy, 0, len(sessions))
+	for px := range sessions {
+		live = append(live, px)
+	}
+	mu.Unlock()
 	var errs []error
-	for _, px := range sessions {
-		if _, err := px.Close(); err != nil {
+	for _, px := range live {
+		if run, err := px.Close(); err != nil {
 			errs = append(errs, err)
+		} else if run != nil && run.Status != journal.RunSucceeded {
+			fmt.Fprintf(o.Err, "mcpflow proxy: run %s ended %s; see 'mcpflow runs show %s'\n", run.ID.Short(), run.Status, run.ID.Short())
 		}
 	}
+	wg.Wait()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}

@@ -7,7 +7,7 @@
 //	  "steps": [{"op": "list"}, {"op": "call", "tool": "greet", "args": {"name": "Ada"}}]}'
 //
 // Steps: list (tools), call (tool, args, progress: true collects progress
-// notifications), resources, read (uri), prompts, prompt (name, args), and
+// notifications, timeout in ms: the client cancels the call then), resources, read (uri), prompts, prompt (name, args), and
 // wait, which prints {"op": "wait"} and reads one line of stdin before going
 // on (the test does something meanwhile, such as killing the server).
 // Notifications of list changes and log messages are printed as they come:
@@ -42,7 +42,8 @@ for (const step of spec.steps) {
         break;
       case "call": {
         const progress = [];
-        const opts = step.progress ? { onprogress: (p) => progress.push(p), timeout: 60000 } : { timeout: 60000 };
+        const opts = { timeout: step.timeout ?? 60000 };
+        if (step.progress) opts.onprogress = (p) => progress.push(p);
         out = await client.callTool({ name: step.tool, arguments: step.args ?? {} }, undefined, opts);
         if (step.progress) out = { ...out, progress };
         break;
