@@ -66,7 +66,7 @@ type Proxy struct {
 	readyOnce sync.Once
 	// done is closed once Close began: a renewed session is not stored.
 	done chan struct{}
-	err    error
+	err  error
 
 	// calls are the contexts of the client's tools/call requests in
 	// flight (see peer.on).
