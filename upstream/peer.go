@@ -41,6 +41,7 @@ func peerCapabilities(p Peer) *mcp.ClientCapabilities {
 	}
 	caps.Sampling = pc.Sampling
 	caps.Elicitation = pc.Elicitation
+	caps.Experimental, caps.Extensions = pc.Experimental, pc.Extensions
 	return caps
 }
 

@@ -243,7 +243,9 @@ func serveProxyHTTP(ctx context.Context, o *proxyOptions, open proxy.Opener) err
 		return px.Server()
 	}, &mcp.StreamableHTTPOptions{SessionTimeout: 10 * time.Minute})
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
+	// go-sdk refuses a Host that is not local on a loopback listener;
+	// this refuses a request a browser sends from another origin.
+	mux.Handle("/mcp", http.NewCrossOriginProtection().Handler(h))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(o.Err, "mcpflow proxy: serving MCP for server %s at http://%s/mcp\n", o.server, ln.Addr())
 	served := make(chan error, 1)
