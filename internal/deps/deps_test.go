@@ -72,6 +72,9 @@ func internal(p string) bool { return strings.HasPrefix(p, "internal/") }
 //   - mcpapi (mcpflow as an MCP server) works over service.API: it never
 //     depends on httpapi, client, door, cmd or a storage engine (httpapi
 //     may import it, to serve it at /mcp);
+//   - proxy (mcpflow proxy) reaches the journal only through the engine
+//     and the session service opens: it never depends on httpapi, client,
+//     door, cmd, mcpapi or a storage engine;
 //   - advice (the operator's commands, in the CLI's words) never depends on
 //     a front end: not cmd, httpapi, client or mcpapi, which use it;
 //   - client (the HTTP API's other end) never depends on httpapi: the wire
@@ -86,7 +89,7 @@ func internal(p string) bool { return strings.HasPrefix(p, "internal/") }
 //   - nothing imports cmd.
 func TestPackageGraph(t *testing.T) {
 	all := packages(t)
-	for _, must := range []string{"journal", "replay", "upstream", "trust", "workflow", "engine", "service", "telemetry", "sampling", "mcpapi", "advice", "cmd/mcpflow"} {
+	for _, must := range []string{"journal", "replay", "upstream", "trust", "workflow", "engine", "service", "telemetry", "sampling", "mcpapi", "advice", "proxy", "cmd/mcpflow"} {
 		if _, ok := all[must]; !ok {
 			t.Fatalf("package %s not found in %v", must, all)
 		}
@@ -119,6 +122,7 @@ func TestPackageGraph(t *testing.T) {
 			"service":   {"cmd/mcpflow", "httpapi", "client"},
 			"httpapi":   {"cmd/mcpflow", "client"},
 			"mcpapi":    {"cmd/mcpflow", "httpapi", "client", "door", "journal/bolt", "journal/postgres"},
+			"proxy":     {"cmd/mcpflow", "httpapi", "client", "door", "mcpapi", "journal/bolt", "journal/postgres"},
 			"advice":    {"cmd/mcpflow", "httpapi", "client", "mcpapi", "door", "journal/bolt", "journal/postgres"},
 			"client":    {"cmd/mcpflow", "httpapi"},
 		}
@@ -161,7 +165,7 @@ func TestStorageEnginesStayBehindTheDoor(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"journal", "api", "trust", "workflow", "replay", "upstream", "mcpapi", "advice"} {
+	for _, name := range []string{"journal", "api", "trust", "workflow", "replay", "upstream", "mcpapi", "advice", "proxy"} {
 		p, ok := all[name]
 		if !ok {
 			t.Fatalf("package %s not found", name)
