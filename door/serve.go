@@ -75,5 +75,9 @@ func (s *Server) Worker() string { return s.s.Worker() }
 // Addr is the TCP address served, or nil.
 func (s *Server) Addr() net.Addr { return s.s.Addr() }
 
+// JournalUsed is when another process last wrote the journal through
+// this one (mcpflow proxy, with client.Journal); zero when none has.
+func (s *Server) JournalUsed() time.Time { return s.s.JournalUsed() }
+
 // Stop stops serving: calls in flight have the grace period to finish.
 func (s *Server) Stop(ctx context.Context) error { return s.s.Stop(ctx) }

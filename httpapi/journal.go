@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
@@ -114,6 +115,7 @@ func (s *Server) routeJournal(mux *http.ServeMux) {
 // error as a code (service.CodeOf), as every other handler answers.
 func journalCall[R any](s *Server, fn func(journal.Store, *R) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		s.journalUsed.Store(time.Now().UnixNano())
 		var req R
 		if !readJSON(w, r, &req) {
 			return
@@ -161,4 +163,14 @@ func wrote(err error) (any, error) {
 		return nil, err
 	}
 	return api.Done{OK: true}, nil
+}
+
+// JournalUsed is when another process last wrote the journal through this
+// one (client.Journal): zero when none has.
+func (s *Server) JournalUsed() time.Time {
+	n := s.journalUsed.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }

@@ -113,6 +113,9 @@ type Server struct {
 	// mcp is the MCP endpoint (/mcp); nil for a command's owner, which
 	// runs nothing for others, and without a workspace.
 	mcp http.Handler
+	// journalUsed is when another process last wrote the journal through
+	// this one (UnixNano; see JournalUsed).
+	journalUsed atomic.Int64
 }
 
 // New checks o and returns a Server that is not serving yet.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/internal/procid"
@@ -90,20 +91,6 @@ func (p *Proxied) open(ctx context.Context, j engine.Journal, events func(engine
 	return e.Open(ctx, p.wf, p.inputs, p.s.o.Workspace)
 }
 
-// Renew goes on in a new run written to j, with the same server session:
-// the journal this session's run was written to failed (the process that
-// held it is gone). This session's run is left as last written, for the
-// next holder of the journal, or resume, to settle; Renew's result owns
-// the server session now.
-func (p *Proxied) Renew(ctx context.Context, j engine.Journal, events func(engine.Event)) (*Proxied, error) {
-	n := *p
-	live, err := n.open(ctx, j, events)
-	if err != nil {
-		return nil, err
-	}
-	n.Live = live
-	return &n, nil
-}
 
 // Upstream is the server's session now: after a lost connection, the one
 // a call reconnected, or a new one.
@@ -202,3 +189,127 @@ func ProxyAlive(run *journal.Run) bool {
 	id, _ := run.Inputs[workflow.ProxyProcess].(string)
 	return id != "" && procid.Alive(id)
 }
+
+// JournalSwitch is the journal of a proxy session's run, which the proxy
+// holds only while calls go (mcpflow proxy lets the journal go between
+// them, so that other commands find it free): Set points it at the journal
+// as held for the next calls — the file, or the journal through the
+// process that holds it. It is set whenever the run writes: the proxy
+// sets it before a call and lets the journal go only once no call goes.
+type JournalSwitch struct {
+	mu  sync.Mutex
+	cur engine.Journal
+}
+
+// Set points the switch at j.
+func (s *JournalSwitch) Set(j engine.Journal) {
+	s.mu.Lock()
+	s.cur = j
+	s.mu.Unlock()
+}
+
+func (s *JournalSwitch) j() engine.Journal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return closedJournal{}
+	}
+	return s.cur
+}
+
+func (s *JournalSwitch) CreateRun(r *journal.Run) error { return s.j().CreateRun(r) }
+func (s *JournalSwitch) CreateRunLater(r *journal.Run) (*journal.Pending, error) {
+	return s.j().CreateRunLater(r)
+}
+func (s *JournalSwitch) FinishLater(in journal.Intent, o journal.Outcome) (*journal.Pending, error) {
+	return s.j().FinishLater(in, o)
+}
+func (s *JournalSwitch) SkipLater(inv *journal.Invocation) (*journal.Pending, error) {
+	return s.j().SkipLater(inv)
+}
+func (s *JournalSwitch) SetRunStatus(id journal.ID, st journal.RunStatus, e *journal.Error) error {
+	return s.j().SetRunStatus(id, st, e)
+}
+func (s *JournalSwitch) EndRun(id journal.ID, st journal.RunStatus, e *journal.Error, out map[string]any) (*journal.Run, error) {
+	return s.j().EndRun(id, st, e, out)
+}
+func (s *JournalSwitch) Begin(inv *journal.Invocation) (journal.Intent, error) {
+	return s.j().Begin(inv)
+}
+func (s *JournalSwitch) Again(id journal.ID, n journal.NextAttempt) (journal.Intent, error) {
+	return s.j().Again(id, n)
+}
+func (s *JournalSwitch) Finish(in journal.Intent, o journal.Outcome) error {
+	return s.j().Finish(in, o)
+}
+func (s *JournalSwitch) Decide(id journal.ID, d journal.Decision, st journal.State, e *journal.Error) error {
+	return s.j().Decide(id, d, st, e)
+}
+func (s *JournalSwitch) Skip(inv *journal.Invocation) error { return s.j().Skip(inv) }
+func (s *JournalSwitch) RequestApproval(run journal.ID, step, message string) (*journal.Approval, error) {
+	return s.j().RequestApproval(run, step, message)
+}
+func (s *JournalSwitch) Interrupted(id journal.ID, o journal.Outcome) error {
+	return s.j().Interrupted(id, o)
+}
+func (s *JournalSwitch) Ask(id journal.ID, attempt int, in journal.Input) error {
+	return s.j().Ask(id, attempt, in)
+}
+func (s *JournalSwitch) Answer(id journal.ID, attempt int, answers []journal.Answer) (*journal.Input, error) {
+	return s.j().Answer(id, attempt, answers)
+}
+func (s *JournalSwitch) Run(id journal.ID) (*journal.Run, error) { return s.j().Run(id) }
+func (s *JournalSwitch) Invocation(id journal.ID) (*journal.Invocation, error) {
+	return s.j().Invocation(id)
+}
+func (s *JournalSwitch) RunInvocations(id journal.ID) ([]journal.Invocation, error) {
+	return s.j().RunInvocations(id)
+}
+func (s *JournalSwitch) Sealed() bool           { return s.j().Sealed() }
+func (s *JournalSwitch) Digest(b []byte) string { return s.j().Digest(b) }
+
+// closedJournal is the switch pointed nowhere: every write and read fails.
+type closedJournal struct{}
+
+var errNotHeld = fmt.Errorf("the proxy does not hold the journal now: %w", journal.ErrClosed)
+
+func (closedJournal) CreateRun(*journal.Run) error { return errNotHeld }
+func (closedJournal) CreateRunLater(*journal.Run) (*journal.Pending, error) {
+	return nil, errNotHeld
+}
+func (closedJournal) FinishLater(journal.Intent, journal.Outcome) (*journal.Pending, error) {
+	return nil, errNotHeld
+}
+func (closedJournal) SkipLater(*journal.Invocation) (*journal.Pending, error) { return nil, errNotHeld }
+func (closedJournal) SetRunStatus(journal.ID, journal.RunStatus, *journal.Error) error {
+	return errNotHeld
+}
+func (closedJournal) EndRun(journal.ID, journal.RunStatus, *journal.Error, map[string]any) (*journal.Run, error) {
+	return nil, errNotHeld
+}
+func (closedJournal) Begin(*journal.Invocation) (journal.Intent, error) {
+	return journal.Intent{}, errNotHeld
+}
+func (closedJournal) Again(journal.ID, journal.NextAttempt) (journal.Intent, error) {
+	return journal.Intent{}, errNotHeld
+}
+func (closedJournal) Finish(journal.Intent, journal.Outcome) error { return errNotHeld }
+func (closedJournal) Decide(journal.ID, journal.Decision, journal.State, *journal.Error) error {
+	return errNotHeld
+}
+func (closedJournal) Skip(*journal.Invocation) error { return errNotHeld }
+func (closedJournal) RequestApproval(journal.ID, string, string) (*journal.Approval, error) {
+	return nil, errNotHeld
+}
+func (closedJournal) Interrupted(journal.ID, journal.Outcome) error { return errNotHeld }
+func (closedJournal) Ask(journal.ID, int, journal.Input) error      { return errNotHeld }
+func (closedJournal) Answer(journal.ID, int, []journal.Answer) (*journal.Input, error) {
+	return nil, errNotHeld
+}
+func (closedJournal) Run(journal.ID) (*journal.Run, error)               { return nil, errNotHeld }
+func (closedJournal) Invocation(journal.ID) (*journal.Invocation, error) { return nil, errNotHeld }
+func (closedJournal) RunInvocations(journal.ID) ([]journal.Invocation, error) {
+	return nil, errNotHeld
+}
+func (closedJournal) Sealed() bool           { return false }
+func (closedJournal) Digest(b []byte) string { return journal.Digest(b) }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/proxy"
 	"github.com/mcpflow/mcpflow/service"
@@ -102,13 +104,15 @@ own file is read first, else the user's; --config names another.`,
 }
 
 func runProxy(ctx context.Context, o *proxyOptions) error {
-	door := &proxyDoor{g: o.g, command: "mcpflow proxy " + o.server, warn: o.Err}
-	defer door.close()
-	p, _, err := door.current()
+	// The proxy's own service: configuration, trust, server sessions. It
+	// never opens the journal: the sessions' runs write to sw, pointed at
+	// the journal as the door holds it for each call.
+	svc, closeSvc, err := o.g.service(writeJournal)
 	if err != nil {
 		return err
 	}
-	set, err := p.svc.External(o.g.workspace)
+	defer closeSvc()
+	set, err := svc.External(o.g.workspace)
 	if err != nil {
 		return err
 	}
@@ -120,22 +124,27 @@ func runProxy(ctx context.Context, o *proxyOptions) error {
 		// It would start itself, and again, without end.
 		return usageError("server %s starts mcpflow proxy itself: configure the server's own command in mcpflow.yaml (mcpflow proxy --install prints how)", o.server)
 	}
-	settle(ctx, o, p)
+	sw := &service.JournalSwitch{}
+	door := &proxyDoor{g: o.g, command: "mcpflow proxy " + o.server, warn: o.Err, server: o.server, trust: o.trustWorkspace, sw: sw}
+	defer door.close()
+	// Sessions left by proxies that are gone are settled before serving.
+	release, err := door.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	release()
 	open := func(ctx context.Context, client *mcp.Implementation, peer upstream.Peer) (proxy.Session, error) {
-		p, _, err := door.current()
+		release, err := door.acquire(ctx)
 		if err != nil {
 			return nil, err
 		}
-		j, err := p.journal()
+		defer release()
+		s, err := svc.OpenProxy(ctx, service.ProxyRequest{Server: o.server, ClientName: client.Name, ClientVersion: client.Version,
+			Peer: peer, Journal: sw, TrustWorkspace: o.trustWorkspace, Events: door.publish})
 		if err != nil {
 			return nil, err
 		}
-		s, err := p.svc.OpenProxy(ctx, service.ProxyRequest{Server: o.server, ClientName: client.Name, ClientVersion: client.Version,
-			Peer: peer, Journal: j, TrustWorkspace: o.trustWorkspace, Events: p.publish})
-		if err != nil {
-			return nil, err
-		}
-		return proxySession{Proxied: s, o: o, door: door}, nil
+		return proxySession{Proxied: s, door: door}, nil
 	}
 	if o.http != "" {
 		return serveProxyHTTP(ctx, o, open)
@@ -147,8 +156,8 @@ func runProxy(ctx context.Context, o *proxyOptions) error {
 	}
 	err = px.Server().Run(ctx, &mcp.IOTransport{Reader: in, Writer: nopWriteCloser{o.Out}})
 	run, cerr := px.Close()
-	if run != nil && run.Status == journal.RunBlocked {
-		fmt.Fprintf(o.Err, "mcpflow proxy: run %s is blocked: a call's outcome is unknown; see 'mcpflow runs show %s' and resolve it with 'mcpflow journal resolve'\n", run.ID.Short(), run.ID.Short())
+	if run != nil && run.Status != journal.RunSucceeded {
+		fmt.Fprintf(o.Err, "mcpflow proxy: run %s ended %s: see 'mcpflow runs show %s'\n", run.ID.Short(), run.Status, run.ID.Short())
 	}
 	if err != nil && (errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) || errors.Is(err, mcp.ErrConnectionClosed)) {
 		err = nil // the client went away: the session's end
@@ -156,48 +165,39 @@ func runProxy(ctx context.Context, o *proxyOptions) error {
 	return errors.Join(err, cerr)
 }
 
-// settle settles, when this proxy holds the journal alone, the sessions
-// of its server that a proxy left running and whose process is gone. A
-// run it cannot settle is said, and left for resume: the proxy serves
-// anyway.
-func settle(ctx context.Context, o *proxyOptions, p *proxied) {
-	if !p.owned {
-		return
-	}
-	reps, errs := p.svc.SettleProxies(ctx, o.server, o.trustWorkspace, p.publish)
-	for _, rep := range reps {
-		fmt.Fprintf(o.Err, "mcpflow proxy: settled run %s, left running by a proxy that ended: %s\n", rep.Run.ID.Short(), rep.Run.Status)
-	}
-	for _, err := range errs {
-		fmt.Fprintf(o.Err, "mcpflow proxy: %v (mcpflow resume settles it)\n", err)
-	}
-}
-
-// proxySession is a proxy's session (service.Proxied) that renews on the
-// journal as the door finds it now.
+// proxySession is a proxy's session (service.Proxied) whose journal the
+// door holds for each call, and for the run's end.
 type proxySession struct {
 	*service.Proxied
-	o    *proxyOptions
 	door *proxyDoor
 }
 
-func (s proxySession) Renew(ctx context.Context) (proxy.Session, error) {
-	p, renewed, err := s.door.current()
+func (s proxySession) Call(ctx context.Context, tool string, args json.RawMessage, fw *engine.Forward) (engine.Answer, error) {
+	release, err := s.door.acquire(ctx)
 	if err != nil {
+		return engine.Answer{}, err
+	}
+	defer release()
+	return s.Proxied.Call(ctx, tool, args, fw)
+}
+
+func (s proxySession) Close() (*journal.Run, error) {
+	release, err := s.door.acquire(context.Background())
+	if err != nil {
+		s.Proxied.Close() // the server's session ends; the run waits, running, for whoever settles it
 		return nil, err
 	}
-	if renewed {
-		fmt.Fprintf(s.o.Err, "mcpflow proxy: the process that held the journal is gone; the session goes on in a new run, and run %s, as last written, is settled once this proxy ends (by the next proxy of %s, or mcpflow resume)\n", s.Run().ID.Short(), s.o.server)
-	}
-	j, err := p.journal()
-	if err != nil {
-		return nil, err
-	}
-	n, err := s.Proxied.Renew(ctx, j, p.publish)
-	if err != nil {
-		return nil, err
-	}
-	return proxySession{Proxied: n, o: s.o, door: s.door}, nil
+	defer release()
+	return s.Proxied.Close()
+}
+
+// Renew goes on after the journal failed under a call before it was sent
+// (the process written through is gone): the door finds the journal
+// again for the next call, and the run goes on where it was.
+func (s proxySession) Renew(context.Context) (proxy.Session, error) {
+	s.door.invalidate()
+	fmt.Fprintf(s.door.warn, "mcpflow proxy: the process the journal was written through is gone; the next write finds the journal again\n")
+	return s, nil
 }
 
 // serveProxyHTTP serves the proxy over streamable HTTP on a loopback

@@ -7,7 +7,6 @@ import (
 	"io"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/mcpflow/mcpflow/client"
@@ -100,151 +99,198 @@ func (g *globals) whileHeld(ctx context.Context, s ioStreams, wait bool, fn func
 	}
 }
 
-// proxyService returns the service a proxy session works through, the
-// journal its run writes, and where the run's events go. A proxy calls its
-// server on a session of its own (a stdio server's state lives in the
-// process the proxy started), so it runs the engine here whoever holds the
-// journal: it holds the journal itself when it is free, serving it on the
-// workspace socket meanwhile (owned is then true: no other process can be
-// running a session of it), and writes through the process that holds it
-// otherwise (client.Journal), which then counts the session's run as
-// going, not abandoned.
-func (g *globals) proxyService(command string, warn io.Writer) (proxied, error) {
-	// Proxies an MCP client starts all at once race for the journal: the
-	// one that loses finds it locked before the winner serves it, and
-	// looks again.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		p, err := g.proxyJournal(command, warn)
-		if !errors.Is(err, journal.ErrLocked) || time.Now().After(deadline) {
-			return p, err
-		}
-		time.Sleep(100 * time.Millisecond)
-		g.serving = nil
-	}
-}
-
-func (g *globals) proxyJournal(command string, warn io.Writer) (p proxied, err error) {
-	if g.served() {
-		// Another process holds the journal (mcpflow server, a run, or
-		// another proxy): the session's run is written through it.
-		p.svc, p.done, err = g.service(writeJournal) // never opens the journal: the session writes p.remote
-		if err != nil {
-			return p, err
-		}
-		j, err := client.New(g.socketPath(), nil).Journal(context.Background())
-		if err != nil {
-			p.done()
-			return p, fmt.Errorf("write the journal through the process that holds it: %w", err)
-		}
-		p.remote = j
-		closeSvc := p.done
-		p.done = func() { j.Close(); closeSvc() }
-		return p, nil
-	}
-	if journal.IsPostgres(g.journalPath) {
-		p.svc, p.done, err = g.service(writeJournal)
-		return p, err
-	}
-	var srv atomic.Pointer[door.Server]
-	g.onOpen = func(svc *service.Service) {
-		s, err := door.Own(svc, g.workspace, g.socketPath(), osUser(), command)
-		if err != nil {
-			fmt.Fprintf(warn, "mcpflow: not serving the journal to other commands (%v): they will find it locked until this command ends\n", err)
-			return
-		}
-		srv.Store(s)
-	}
-	svc, closeSvc, err := g.service(writeJournal)
-	if err != nil {
-		return p, err
-	}
-	if _, err := svc.Journal(); err != nil { // opened now: locked is known now
-		closeSvc()
-		return p, err
-	}
-	return proxied{svc: svc, owned: true,
-		publish: func(ev engine.Event) {
-			if s := srv.Load(); s != nil {
-				s.Publish(ev)
-			}
-		},
-		done: func() {
-			if s := srv.Load(); s != nil {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				s.Stop(ctx)
-			}
-			closeSvc()
-		}}, nil
-}
-
-// proxied is what proxyService returns.
-type proxied struct {
-	svc *service.Service
-	// remote is the journal over the socket of the process that holds it
-	// (nil: the service's own).
-	remote engine.Journal
-	// owned: this process holds the journal alone.
-	owned   bool
-	publish func(engine.Event)
-	done    func()
-}
-
-// proxyDoor is how a proxy reaches the journal over its life: as
-// proxyService found it first, and again once the process it wrote
-// through is gone (the proxy that held the journal ended): then this one
-// holds the journal, or writes through whichever process holds it now.
+// proxyDoor is how a proxy reaches the journal. A proxy calls its server
+// on a session of its own (a stdio server's state lives in the process
+// the proxy started), so it runs the engine itself, whoever holds the
+// journal; and it holds the journal only while calls go (and a moment
+// after, for the next), so that between an agent's calls 'mcpflow run',
+// 'approve' or another proxy find it free. To write, it holds the journal
+// itself when it is free — serving it on the workspace socket meanwhile,
+// other proxies writing through it — or writes through the process that
+// holds it (client.Journal). The session's run writes to sw, pointed at
+// the journal as held for each call.
 type proxyDoor struct {
 	g       *globals
 	command string
 	warn    io.Writer
+	server  string
+	trust   bool
+	sw      *service.JournalSwitch
 
-	mu  sync.Mutex
-	cur *proxied
-	old []*proxied // replaced: closed at the end, their sessions may live on
+	mu      sync.Mutex
+	n       int          // calls (and opens, ends) holding the journal
+	held    *heldJournal // while n > 0, and for linger after
+	timer   *time.Timer  // lets held go, linger after n fell to 0
+	settled bool         // sessions left by dead proxies were settled
 }
 
-// current is the way to the journal now, found again when the process
-// written through is gone; renewed says it was.
-func (d *proxyDoor) current() (p *proxied, renewed bool, err error) {
+// proxyLinger is how long a proxy keeps the journal after its last call,
+// for the agent's next: a burst of calls opens it once.
+const proxyLinger = 500 * time.Millisecond
+
+// heldJournal is the journal as a proxy holds it for a while.
+type heldJournal struct {
+	j       engine.Journal
+	svc     *service.Service // the service that opened it (nil: written through another process)
+	srv     *door.Server     // this process serving it meanwhile (nil: not serving)
+	publish func(engine.Event)
+	done    func()
+}
+
+// acquire holds the journal for one call (or the run's start or end) and
+// points the session's journal at it; release lets it go.
+func (d *proxyDoor) acquire(ctx context.Context) (release func(), err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.cur != nil {
-		if d.cur.remote == nil {
-			return d.cur, false, nil
-		}
-		if _, ok := client.Probe(d.g.socketPath()); ok {
-			return d.cur, false, nil
-		}
-		d.old = append(d.old, d.cur)
-		d.cur = nil
-		d.g.serving = nil
-		renewed = true
+	if d.timer != nil {
+		d.timer.Stop()
+		d.timer = nil
 	}
-	n, err := d.g.proxyService(d.command, d.warn)
+	if d.held == nil {
+		if d.held, err = d.hold(ctx); err != nil {
+			return nil, err
+		}
+	}
+	d.n++
+	d.sw.Set(d.held.j)
+	var once sync.Once
+	return func() { once.Do(d.release) }, nil
+}
+
+func (d *proxyDoor) release() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.n--
+	if d.n > 0 || d.held == nil {
+		return
+	}
+	d.timer = time.AfterFunc(proxyLinger, d.letGo)
+}
+
+// letGo lets the journal go once nothing holds it — nor, when this
+// process serves it, has another proxy written through it lately.
+func (d *proxyDoor) letGo() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n > 0 || d.held == nil {
+		return
+	}
+	if srv := d.held.srv; srv != nil && time.Since(srv.JournalUsed()) < proxyLinger {
+		d.timer = time.AfterFunc(proxyLinger, d.letGo)
+		return
+	}
+	d.held.done()
+	d.held = nil
+	d.sw.Set(nil)
+}
+
+// invalidate forgets the journal as held: the process written through is
+// gone. The next acquire finds it again.
+func (d *proxyDoor) invalidate() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.held != nil && d.held.svc == nil {
+		d.held.done()
+		d.held = nil
+	}
+}
+
+// hold finds the journal: through the process that serves it, or opened
+// here. Proxies an MCP client starts at once race for it: the one that
+// loses finds it locked before the winner serves it, and looks again.
+func (d *proxyDoor) hold(ctx context.Context) (*heldJournal, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d.g.serving = nil // who serves it may have changed
+		h, err := d.holdOnce(ctx)
+		if !errors.Is(err, journal.ErrLocked) || time.Now().After(deadline) {
+			return h, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (d *proxyDoor) holdOnce(ctx context.Context) (*heldJournal, error) {
+	if d.g.served() {
+		j, err := client.New(d.g.socketPath(), nil).Journal(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("write the journal through the process that holds it: %w", err)
+		}
+		return &heldJournal{j: j, publish: func(engine.Event) {}, done: func() { j.Close() }}, nil
+	}
+	h := &heldJournal{}
+	if !journal.IsPostgres(d.g.journalPath) {
+		d.g.onOpen = func(svc *service.Service) {
+			s, err := door.Own(svc, d.g.workspace, d.g.socketPath(), osUser(), d.command)
+			if err != nil {
+				fmt.Fprintf(d.warn, "mcpflow: not serving the journal to other commands (%v): they will find it locked until this proxy lets it go\n", err)
+				return
+			}
+			h.srv = s
+		}
+	}
+	svc, closeSvc, err := d.g.service(writeJournal)
 	if err != nil {
-		return nil, renewed, err
+		return nil, err
 	}
-	d.cur = &n
-	return d.cur, renewed, nil
+	j, err := svc.Journal()
+	if err != nil {
+		closeSvc()
+		return nil, err
+	}
+	h.j, h.svc = j, svc
+	h.publish = func(ev engine.Event) {
+		if h.srv != nil {
+			h.srv.Publish(ev)
+		}
+	}
+	h.done = func() {
+		if h.srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			h.srv.Stop(ctx)
+		}
+		closeSvc()
+	}
+	if !d.settled && !journal.IsPostgres(d.g.journalPath) {
+		// This process holds the file alone: sessions of this server
+		// whose proxy is gone are no one's, and are settled now.
+		d.settled = true
+		reps, errs := svc.SettleProxies(ctx, d.server, d.trust, h.publish)
+		for _, rep := range reps {
+			fmt.Fprintf(d.warn, "mcpflow proxy: settled run %s, left running by a proxy that ended: %s\n", rep.Run.ID.Short(), rep.Run.Status)
+		}
+		for _, err := range errs {
+			fmt.Fprintf(d.warn, "mcpflow proxy: %v (mcpflow resume settles it)\n", err)
+		}
+	}
+	return h, nil
 }
 
-// journal is the journal a session's run is written to through p.
-func (p *proxied) journal() (engine.Journal, error) {
-	if p.remote != nil {
-		return p.remote, nil
+// publish tells whoever follows the journal here of a run's event.
+func (d *proxyDoor) publish(ev engine.Event) {
+	d.mu.Lock()
+	h := d.held
+	d.mu.Unlock()
+	if h != nil {
+		h.publish(ev)
 	}
-	return p.svc.Journal()
 }
 
+// close lets the journal go for good.
 func (d *proxyDoor) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.cur != nil {
-		d.cur.done()
+	if d.timer != nil {
+		d.timer.Stop()
 	}
-	for _, p := range d.old {
-		p.done()
+	if d.held != nil {
+		d.held.done()
+		d.held = nil
 	}
+	d.sw.Set(nil)
 }
