@@ -21,9 +21,11 @@ import (
 // and trust gates, as a workflow's. Calls may go concurrently. End ends
 // the run.
 type Live struct {
-	r      *runner
-	server string
-	span   trace.Span
+	r         *runner
+	server    string
+	span      trace.Span
+	workspace string
+	created   bool // the run is journaled (at the first call)
 
 	mu       sync.Mutex
 	calls    int
@@ -33,30 +35,47 @@ type Live struct {
 	inFlight sync.WaitGroup
 }
 
-// Open starts the run of a proxy session of wf (workflow.Proxy), with the
-// client's name and version as its inputs. The run is journaled before
-// Open returns: runs list shows it from the start.
+// Open prepares the run of a proxy session of wf (workflow.Proxy), with
+// the client's name and version as its inputs. The run is journaled with
+// the session's first call — a session that calls nothing leaves no run —
+// before that call's intent.
 func (e *Engine) Open(ctx context.Context, wf *workflow.Workflow, inputs map[string]any, workspace string) (*Live, error) {
 	server, ok := workflow.ProxyServer(wf.Name, wf.Path)
 	if !ok {
 		return nil, fmt.Errorf("engine: workflow %q is not a proxy session's", wf.Name)
 	}
-	run := e.newRun(wf, inputs, workspace)
 	_, span := tracer().Start(ctx, "mcpflow.run", trace.WithAttributes(attribute.String(AttrWorkflow, wf.Name)))
-	run.TraceParent = traceParent(span)
-	if err := e.Journal.CreateRun(run); err != nil {
-		span.End()
-		return nil, err
-	}
-	r := newRunner(e, wf, run, inputs, nil)
-	r.start = e.now()
+	r := newRunner(e, wf, &journal.Run{Workflow: wf.Name}, inputs, nil)
 	r.live, r.queued = true, map[journal.ID]*journal.Pending{}
-	e.emit(Event{Kind: RunStarted, Run: run.ID, Workflow: wf.Name})
-	return &Live{r: r, server: server, span: span}, nil
+	return &Live{r: r, server: server, span: span, workspace: workspace}, nil
 }
 
-// Run is the session's run as it was opened.
-func (l *Live) Run() *journal.Run { return l.r.run }
+// create journals the run, at the session's first call. l.mu is held.
+func (l *Live) create() error {
+	if l.created {
+		return nil
+	}
+	e, r := l.r.e, l.r
+	run := e.newRun(r.wf, r.inputs, l.workspace)
+	run.TraceParent = traceParent(l.span)
+	if err := e.Journal.CreateRun(run); err != nil {
+		return err
+	}
+	r.run, r.start, l.created = run, e.now(), true
+	e.emit(Event{Kind: RunStarted, Run: run.ID, Workflow: r.wf.Name})
+	return nil
+}
+
+// Run is the session's run as journaled at its start; nil before its
+// first call.
+func (l *Live) Run() *journal.Run {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.created {
+		return nil
+	}
+	return l.r.run
+}
 
 // Answer is how one call through a Live run ended.
 type Answer struct {
@@ -122,6 +141,10 @@ func (l *Live) Call(ctx context.Context, tool string, args json.RawMessage, fw *
 		l.mu.Unlock()
 		return Answer{}, fmt.Errorf("run %s has ended", l.r.run.ID.Short())
 	}
+	if err := l.create(); err != nil {
+		l.mu.Unlock()
+		return Answer{}, err
+	}
 	l.calls++
 	l.inFlight.Add(1)
 	defer l.inFlight.Done()
@@ -178,8 +201,14 @@ func (l *Live) Call(ctx context.Context, tool string, args json.RawMessage, fw *
 func (l *Live) End() (*journal.Run, error) {
 	l.mu.Lock()
 	l.ended = true
+	created := l.created
 	l.mu.Unlock()
 	l.inFlight.Wait()
+	if !created {
+		// The session called nothing: no run was journaled.
+		endRun(l.span, nil, nil)
+		return nil, nil
+	}
 	l.mu.Lock()
 	status, runErr := journal.RunSucceeded, (*journal.Error)(nil)
 	switch {

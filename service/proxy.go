@@ -44,8 +44,9 @@ type Proxied struct {
 	inputs map[string]any
 }
 
-// OpenProxy connects to the server and journals the session's run. The
-// server sees the client's capabilities (req.Peer). Close ends both.
+// OpenProxy connects to the server and prepares the session's run, which
+// is journaled with the first call. The server sees the client's
+// capabilities (req.Peer). Close ends both.
 func (s *Service) OpenProxy(ctx context.Context, req ProxyRequest) (*Proxied, error) {
 	j := req.Journal
 	if j == nil {

@@ -134,11 +134,7 @@ func runProxy(ctx context.Context, o *proxyOptions) error {
 	}
 	release()
 	open := func(ctx context.Context, client *mcp.Implementation, peer upstream.Peer) (proxy.Session, error) {
-		release, err := door.acquire(ctx)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
+		// Nothing is journaled yet: the run starts with the first call.
 		s, err := svc.OpenProxy(ctx, service.ProxyRequest{Server: o.server, ClientName: client.Name, ClientVersion: client.Version,
 			Peer: peer, Journal: sw, TrustWorkspace: o.trustWorkspace, Events: door.publish})
 		if err != nil {
@@ -182,6 +178,9 @@ func (s proxySession) Call(ctx context.Context, tool string, args json.RawMessag
 }
 
 func (s proxySession) Close() (*journal.Run, error) {
+	if s.Run() == nil { // no call, no run: nothing to journal
+		return s.Proxied.Close()
+	}
 	release, err := s.door.acquire(context.Background())
 	if err != nil {
 		s.Proxied.Close() // the server's session ends; the run waits, running, for whoever settles it
