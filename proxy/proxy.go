@@ -149,41 +149,45 @@ func (p *Proxy) intercept(next mcp.MethodHandler) mcp.MethodHandler {
 		case "tools/call":
 			return p.call(ctx, req)
 		case "tools/list":
-			return p.tools(ctx, req.GetParams().(*mcp.ListToolsParams))
-		case "prompts/list":
-			return pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) {
-				return cs.ListPrompts(ctx, req.GetParams().(*mcp.ListPromptsParams))
-			})
-		case "prompts/get":
-			return pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) {
-				return cs.GetPrompt(ctx, req.GetParams().(*mcp.GetPromptParams))
-			})
-		case "resources/list":
-			return pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) {
-				return cs.ListResources(ctx, req.GetParams().(*mcp.ListResourcesParams))
-			})
-		case "resources/templates/list":
-			return pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) {
-				return cs.ListResourceTemplates(ctx, req.GetParams().(*mcp.ListResourceTemplatesParams))
-			})
-		case "resources/read":
-			return pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) {
-				return cs.ReadResource(ctx, req.GetParams().(*mcp.ReadResourceParams))
-			})
-		case "completion/complete":
-			return pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) {
-				return cs.Complete(ctx, req.GetParams().(*mcp.CompleteParams))
-			})
+			params, _ := req.GetParams().(*mcp.ListToolsParams)
+			return p.tools(ctx, params)
 		case "logging/setLevel":
 			// The server logs at the client's level; go-sdk notes it too,
 			// for the messages it passes on.
+			params, _ := req.GetParams().(*mcp.SetLoggingLevelParams)
 			if _, err := pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) {
-				return nil, cs.SetLoggingLevel(ctx, req.GetParams().(*mcp.SetLoggingLevelParams))
+				return nil, cs.SetLoggingLevel(ctx, params)
 			}); err != nil {
 				return nil, err
 			}
 		}
+		if send, ok := passed[method]; ok {
+			return pass(ctx, p, func(cs *mcp.ClientSession) (mcp.Result, error) { return send(ctx, cs, req.GetParams()) })
+		}
 		return next(ctx, method, req)
+	}
+}
+
+// passed are the requests that go to the server as they came, answered
+// with its answer.
+var passed = map[string]func(context.Context, *mcp.ClientSession, mcp.Params) (mcp.Result, error){
+	"prompts/list":             relay((*mcp.ClientSession).ListPrompts),
+	"prompts/get":              relay((*mcp.ClientSession).GetPrompt),
+	"resources/list":           relay((*mcp.ClientSession).ListResources),
+	"resources/templates/list": relay((*mcp.ClientSession).ListResourceTemplates),
+	"resources/read":           relay((*mcp.ClientSession).ReadResource),
+	"completion/complete":      relay((*mcp.ClientSession).Complete),
+}
+
+// relay is send, a request of the session's, for params of any type.
+func relay[P mcp.Params, R mcp.Result](send func(*mcp.ClientSession, context.Context, P) (R, error)) func(context.Context, *mcp.ClientSession, mcp.Params) (mcp.Result, error) {
+	return func(ctx context.Context, cs *mcp.ClientSession, params mcp.Params) (mcp.Result, error) {
+		typed, _ := params.(P)
+		res, err := send(cs, ctx, typed)
+		if err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
 }
 
