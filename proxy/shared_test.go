@@ -204,3 +204,61 @@ func TestProxyLetsTheJournalGoBetweenCalls(t *testing.T) {
 		t.Errorf("runs: %v, want hello's", byWorkflow)
 	}
 }
+
+// The proxy stands in front of a server over streamable HTTP as over
+// stdio: a call whose response is dropped after the server committed it
+// answers the stable outcome-unknown error, executed once; the next call
+// goes on a new connection.
+func TestProxyInFrontOfAnHTTPServer(t *testing.T) {
+	w := newWorkspace(t, demoConfig) // rewritten below, once the server's address is known
+	srv := exec.Command(mcpflowBin, "--workspace", w.dir, "demo-server", "--http", "127.0.0.1:0")
+	srv.Env = append(w.environ(), "MCPFLOW_DEMO_FAULT=drop-after-commit-once", "MCPFLOW_DEMO_FAULT_TOOL=ledger_append",
+		"MCPFLOW_DEMO_LEDGER="+filepath.Join(w.dir, ".mcpflow", "demo", "ledger.jsonl"))
+	stderr, err := srv.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	url := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if u, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				url <- u
+			}
+		}
+	}()
+	select {
+	case u := <-url:
+		if err := os.WriteFile(filepath.Join(w.dir, "mcpflow.yaml"), []byte("servers:\n  demo:\n    url: "+u+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the demo server did not say where it listens")
+	}
+	lines := w.run([]step{
+		{"op": "call", "tool": "ledger_append", "args": map[string]any{"entry": "pay 10"}},
+		{"op": "call", "tool": "greet", "args": map[string]any{"name": "Ada"}},
+	}, "proxy", "demo")
+	if got := lines[0].result(t); !got.IsError || !strings.HasPrefix(got.text(), "MCPFLOW_OUTCOME_UNKNOWN: ") {
+		t.Errorf("ledger_append whose answer was dropped: %+v", got)
+	}
+	if got := lines[1].result(t); got.text() != "Hello, Ada!" {
+		t.Errorf("greet after: %+v", got)
+	}
+	var appended int
+	for _, row := range w.ledger() {
+		if row["tool"] == "ledger_append" {
+			appended++
+		}
+	}
+	if appended != 1 {
+		t.Errorf("ledger_append executed %d times, want 1", appended)
+	}
+	if runs := w.runs(); len(runs) != 1 || runs[0].Status != "blocked" || runs[0].Steps[0].State != "outcome_unknown" {
+		t.Errorf("runs: %+v, want the session's run blocked on ledger_append", runs)
+	}
+}
