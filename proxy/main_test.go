@@ -246,6 +246,16 @@ type tsClient struct {
 	lines  chan line
 	stderr *strings.Builder
 	once   sync.Once
+
+	mu            sync.Mutex
+	notifications []string // the methods of the notifications the client got, in order
+}
+
+// notified is the methods of the notifications the client got so far.
+func (c *tsClient) notified() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.notifications...)
 }
 
 // startClient starts mcp-client.mjs, which starts mcpflow with args (after
@@ -285,6 +295,11 @@ func (w *workspace) startClient(steps []step, args ...string) *tsClient {
 			var l line
 			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 				l = line{Op: "unparsed", Error: &rpcError{Message: sc.Text()}}
+			}
+			if l.Notification != "" {
+				c.mu.Lock()
+				c.notifications = append(c.notifications, l.Notification)
+				c.mu.Unlock()
 			}
 			c.lines <- l
 		}

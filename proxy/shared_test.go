@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -260,5 +261,35 @@ func TestProxyInFrontOfAnHTTPServer(t *testing.T) {
 	}
 	if runs := w.runs(); len(runs) != 1 || runs[0].Status != "blocked" || runs[0].Steps[0].State != "outcome_unknown" {
 		t.Errorf("runs: %+v, want the session's run blocked on ledger_append", runs)
+	}
+}
+
+// A list change the server announces reaches the client through the
+// proxy: server-everything registers a resource when its
+// gzip-file-as-resource tool runs, and says so (resources/list_changed);
+// the client then lists the new resource.
+func TestProxyPassesListChangesOn(t *testing.T) {
+	bin, npm := node(t)
+	script := filepath.Join(npm, "node_modules", "@modelcontextprotocol", "server-everything", "dist", "index.js")
+	w := newWorkspace(t, "servers:\n  everything:\n    command: "+bin+"\n    args: ["+script+", stdio]\n")
+	c := w.startClient([]step{
+		{"op": "call", "tool": "gzip-file-as-resource", "args": map[string]any{"name": "hello.txt.gz", "data": "data:text/plain;base64,aGVsbG8gd29ybGQ=", "outputType": "resourceLink"}},
+		{"op": "resources"},
+	}, "proxy", "everything")
+	if l := c.next(); l.Op != "connected" {
+		t.Fatalf("%+v", l)
+	}
+	if got := c.next().result(t); got.IsError {
+		t.Fatalf("gzip-file-as-resource: %+v", got)
+	}
+	listed := c.next()
+	if err := c.wait(); err != nil {
+		t.Fatalf("client: %v\n%s", err, c.stderr)
+	}
+	if !slices.Contains(c.notified(), "notifications/resources/list_changed") {
+		t.Errorf("notifications the client got: %v, want resources/list_changed", c.notified())
+	}
+	if !strings.Contains(string(listed.Ok), "hello.txt.gz") {
+		t.Errorf("resources/list after: %s, want the new resource", listed.Ok)
 	}
 }

@@ -15,7 +15,12 @@
 import { createInterface } from "node:readline";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { LoggingMessageNotificationSchema, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import {
+  LoggingMessageNotificationSchema,
+  PromptListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ToolListChangedNotificationSchema,
+} from "@modelcontextprotocol/sdk/types.js";
 
 const spec = JSON.parse(process.argv[2]);
 const transport = new StdioClientTransport({
@@ -27,7 +32,9 @@ const transport = new StdioClientTransport({
 });
 const client = new Client({ name: spec.name ?? "mcp-client-test", version: spec.version ?? "1.2.3" }, { capabilities: {} });
 const print = (v) => process.stdout.write(JSON.stringify(v) + "\n");
-client.setNotificationHandler(ToolListChangedNotificationSchema, (n) => print({ notification: n.method, params: n.params ?? {} }));
+for (const schema of [ToolListChangedNotificationSchema, ResourceListChangedNotificationSchema, PromptListChangedNotificationSchema]) {
+  client.setNotificationHandler(schema, (n) => print({ notification: n.method, params: n.params ?? {} }));
+}
 client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => print({ notification: n.method, params: n.params }));
 await client.connect(transport);
 print({ op: "connected", server: client.getServerVersion(), capabilities: client.getServerCapabilities() });
