@@ -151,6 +151,12 @@ func (c *Client) send(ctx context.Context, method, path string, body any) (*http
 			// Gone since it was found (it ended, or was killed).
 			return nil, fmt.Errorf("%w: %s: %v", service.ErrUnreachable, c.socket, op.Err)
 		}
+		if strings.Contains(err.Error(), "server closed idle connection") {
+			// net/http's errServerClosedIdle: the server closed the
+			// connection before a byte of the request was written (it
+			// stopped) — the request was not sent.
+			return nil, fmt.Errorf("%w: %s: %v", service.ErrUnreachable, c.socket, err)
+		}
 		return nil, fmt.Errorf("mcpflow server on %s: %w", c.socket, err)
 	}
 	if resp.StatusCode < 300 {
