@@ -167,6 +167,18 @@ func (w *workspace) ledger() []map[string]any {
 	return rows
 }
 
+// executions counts the ledger's rows of tool: how many times the demo
+// server executed it.
+func (w *workspace) executions(tool string) int {
+	n := 0
+	for _, row := range w.ledger() {
+		if row["tool"] == tool {
+			n++
+		}
+	}
+	return n
+}
+
 // node is Node ≥ 22 from examples/npm, and the directory of its packages.
 // Without the install the test is skipped locally and fails in CI, where
 // .ci/run installs it with npm ci.

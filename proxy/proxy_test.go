@@ -150,14 +150,8 @@ func TestProxyOutcomeUnknownWhenTheServerDies(t *testing.T) {
 		t.Errorf("the call after: %+v, want it sent on a new session", g)
 	}
 
-	var appended int
-	for _, row := range w.ledger() {
-		if row["tool"] == "ledger_append" {
-			appended++
-		}
-	}
-	if appended != 1 {
-		t.Errorf("ledger_append executed %d times, want 1", appended)
+	if n := w.executions("ledger_append"); n != 1 {
+		t.Errorf("ledger_append executed %d times, want 1", n)
 	}
 	runs := w.runs()
 	if len(runs) != 1 || runs[0].Status != "blocked" {
@@ -318,14 +312,8 @@ func TestProxyKilledMidCallIsSettledByTheNextOne(t *testing.T) {
 	if settled.Status != "blocked" || settled.Steps[0].State != "outcome_unknown" {
 		t.Errorf("the killed session's run: %+v, want blocked with ledger_append outcome_unknown", settled)
 	}
-	var appended int
-	for _, row := range w.ledger() {
-		if row["tool"] == "ledger_append" {
-			appended++
-		}
-	}
-	if appended != 1 {
-		t.Errorf("ledger_append executed %d times, want 1", appended)
+	if n := w.executions("ledger_append"); n != 1 {
+		t.Errorf("ledger_append executed %d times, want 1", n)
 	}
 }
 

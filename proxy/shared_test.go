@@ -250,14 +250,8 @@ func TestProxyInFrontOfAnHTTPServer(t *testing.T) {
 	if got := lines[1].result(t); got.text() != "Hello, Ada!" {
 		t.Errorf("greet after: %+v", got)
 	}
-	var appended int
-	for _, row := range w.ledger() {
-		if row["tool"] == "ledger_append" {
-			appended++
-		}
-	}
-	if appended != 1 {
-		t.Errorf("ledger_append executed %d times, want 1", appended)
+	if n := w.executions("ledger_append"); n != 1 {
+		t.Errorf("ledger_append executed %d times, want 1", n)
 	}
 	if runs := w.runs(); len(runs) != 1 || runs[0].Status != "blocked" || runs[0].Steps[0].State != "outcome_unknown" {
 		t.Errorf("runs: %+v, want the session's run blocked on ledger_append", runs)
