@@ -92,7 +92,6 @@ func (p *Proxied) open(ctx context.Context, j engine.Journal, events func(engine
 	return e.Open(ctx, p.wf, p.inputs, p.s.o.Workspace)
 }
 
-
 // Upstream is the server's session now: after a lost connection, the one
 // a call reconnected, or a new one.
 func (p *Proxied) Upstream(ctx context.Context) (*upstream.Session, error) {
