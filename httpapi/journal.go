@@ -36,7 +36,6 @@ func (s *Server) routeJournal(mux *http.ServeMux) {
 		if err := j.CreateRun(req.Run); err != nil {
 			return nil, err
 		}
-		s.svc.Hold(req.Run.ID) // going in the client's process: not abandoned
 		return api.RunWritten{Run: req.Run}, nil
 	}))
 	mux.HandleFunc("POST /api/journal/set-run-status", journalCall(s, func(j journal.Store, req *api.EndRunRequest) (any, error) {
@@ -47,7 +46,6 @@ func (s *Server) routeJournal(mux *http.ServeMux) {
 		if err != nil {
 			return nil, err
 		}
-		s.svc.Unhold(req.ID)
 		return api.RunWritten{Run: run}, nil
 	}))
 	mux.HandleFunc("POST /api/journal/request-approval", journalCall(s, func(j journal.Store, req *api.RequestApprovalRequest) (any, error) {

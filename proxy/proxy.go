@@ -34,11 +34,9 @@ type Session interface {
 	Call(ctx context.Context, tool string, args json.RawMessage, fw *engine.Forward) (engine.Answer, error)
 	Upstream(ctx context.Context) (*upstream.Session, error)
 	Reconnect(ctx context.Context, old *upstream.Session) (*upstream.Session, error)
-	Run() *journal.Run
-	// Renew goes on in a new run, on the journal as it is held now, with
-	// the same server session: the journal this one writes failed (the
-	// process that held it is gone). This one is left as last written.
-	Renew(ctx context.Context) (Session, error)
+	// Refind finds the journal again: it failed under a call before the
+	// call was sent (the process written through is gone). The run goes on.
+	Refind(ctx context.Context)
 	Close() (*journal.Run, error)
 }
 
@@ -72,8 +70,6 @@ type Proxy struct {
 	// flight (see peer.on).
 	calls map[uint64]context.Context
 	seq   uint64
-
-	reopening sync.Mutex
 
 	closeOnce sync.Once
 	closedRun *journal.Run
@@ -128,16 +124,6 @@ func (p *Proxy) Close() (*journal.Run, error) {
 		}
 	})
 	return p.closedRun, p.closeErr
-}
-
-// Run is the session's run, nil before the client initialized.
-func (p *Proxy) Run() *journal.Run {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.sess == nil {
-		return nil
-	}
-	return p.sess.Run()
 }
 
 // intercept answers what the proxy handles itself and passes the rest on.
@@ -264,40 +250,6 @@ func (p *Proxy) session(ctx context.Context) (Session, error) {
 	return p.sess, nil
 }
 
-// reopen replaces old, a session whose journal failed, with a new one,
-// unless another call replaced it already.
-func (p *Proxy) reopen(ctx context.Context, old Session) (Session, error) {
-	p.reopening.Lock()
-	defer p.reopening.Unlock()
-	p.mu.Lock()
-	cur := p.sess
-	p.mu.Unlock()
-	select {
-	case <-p.done:
-		return nil, errors.New("the session has ended")
-	default:
-	}
-	if cur != old {
-		if cur == nil {
-			return nil, errors.New("the session has ended")
-		}
-		return cur, nil
-	}
-	sess, err := old.Renew(ctx)
-	if err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	if p.sess != old { // closed meanwhile: the new run ends now
-		p.mu.Unlock()
-		sess.Close()
-		return nil, errors.New("the session has ended")
-	}
-	p.sess = sess
-	p.mu.Unlock()
-	return sess, nil
-}
-
 // pass sends a request that is not a tools/call to the server as it came.
 // Such a request is a read or a listing: on a lost connection it is sent
 // once more on a new one.
@@ -388,15 +340,12 @@ func (p *Proxy) call(ctx context.Context, req mcp.Request) (mcp.Result, error) {
 	}()
 	a, err := sess.Call(ctx, params.Name, args, fw)
 	if err != nil && !fw.Sent() && ctx.Err() == nil {
-		// The journal failed before the call was sent (the process that
-		// held it is gone): the session goes on in a new run, on the
-		// journal as it is held now, and the call is made there. The
-		// old run stays as it was last written, for the next holder of
-		// the journal (or resume) to settle.
-		if sess, err = p.reopen(ctx, sess); err == nil {
-			fw = &engine.Forward{Meta: fw.Meta, Progress: fw.Progress}
-			a, err = sess.Call(ctx, params.Name, args, fw)
-		}
+		// The journal failed before the call was sent (the process it
+		// was written through is gone): the call is made once the
+		// journal is found again.
+		sess.Refind(ctx)
+		fw = &engine.Forward{Meta: fw.Meta, Progress: fw.Progress}
+		a, err = sess.Call(ctx, params.Name, args, fw)
 	}
 	if err != nil && fw.Sent() {
 		// Sent, and its outcome could not be journaled: the client is

@@ -39,9 +39,6 @@ type Proxied struct {
 	*engine.Live
 	server string
 	x      *execution
-	s      *Service
-	wf     *workflow.Workflow
-	inputs map[string]any
 }
 
 // OpenProxy connects to the server and prepares the session's run, which
@@ -67,29 +64,22 @@ func (s *Service) OpenProxy(ctx context.Context, req ProxyRequest) (*Proxied, er
 	if err != nil {
 		return nil, err
 	}
-	x := s.prepare(set, nil, s.o.Workspace, req.TrustWorkspace)
-	o := s.runOptions(s.o.Workspace, nil)
-	o.Peer = req.Peer
-	x.pool = upstream.NewPool(set, o)
+	x := s.prepareFor(set, nil, s.o.Workspace, req.TrustWorkspace, req.Peer)
 	// The server starts before the run is journaled: a server that does
 	// not start leaves no run behind.
 	if _, err := x.pool.Session(ctx, req.Server); err != nil {
 		x.close()
 		return nil, err
 	}
-	p := &Proxied{server: req.Server, x: x, s: s, wf: wf, inputs: map[string]any{
-		"client": req.ClientName, "client_version": req.ClientVersion, workflow.ProxyProcess: procid.Self()}}
-	if p.Live, err = p.open(ctx, j, req.Events); err != nil {
+	e := s.engine(x, req.Events)
+	e.Journal = j
+	inputs := map[string]any{"client": req.ClientName, "client_version": req.ClientVersion, workflow.ProxyProcess: procid.Self()}
+	live, err := e.Open(ctx, wf, inputs, s.o.Workspace)
+	if err != nil {
 		x.close()
 		return nil, err
 	}
-	return p, nil
-}
-
-func (p *Proxied) open(ctx context.Context, j engine.Journal, events func(engine.Event)) (*engine.Live, error) {
-	e := p.s.engine(p.x, events)
-	e.Journal = j
-	return e.Open(ctx, p.wf, p.inputs, p.s.o.Workspace)
+	return &Proxied{Live: live, server: req.Server, x: x}, nil
 }
 
 // Upstream is the server's session now: after a lost connection, the one

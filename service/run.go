@@ -330,9 +330,6 @@ func (s *Service) Resumable() ([]journal.ID, error) {
 	for id := range s.active {
 		held[id] = true
 	}
-	for id := range s.held {
-		held[id] = true
-	}
 	s.mu.Unlock()
 	if sh, ok := s.j.(journal.Shared); ok {
 		ws, err := sh.Workers()

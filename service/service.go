@@ -54,7 +54,6 @@ type Service struct {
 
 	mu     sync.Mutex
 	active map[journal.ID]context.CancelCauseFunc // runs going in this process
-	held   map[journal.ID]bool                    // runs going in another process that writes through this one (Hold)
 }
 
 // New returns a service on j, or on the journal Options.OpenJournal opens
@@ -224,10 +223,18 @@ func (x *execution) close() { x.pool.Close() }
 // using the servers in set; own are the entries whose trust the run's
 // definition fixes (a workflow's own servers:).
 func (s *Service) prepare(set, own upstream.Set, workspace string, trustWorkspace bool) *execution {
+	return s.prepareFor(set, own, workspace, trustWorkspace, nil)
+}
+
+// prepareFor is prepare for sessions that stand in for peer, the client of
+// mcpflow proxy (nil: none).
+func (s *Service) prepareFor(set, own upstream.Set, workspace string, trustWorkspace bool, peer upstream.Peer) *execution {
 	sm := newSampler(s.samplingConfig(workspace))
+	o := s.runOptions(workspace, sm)
+	o.Peer = peer
 	return &execution{
 		sampler: sm,
-		pool:    upstream.NewPool(set, s.runOptions(workspace, sm)),
+		pool:    upstream.NewPool(set, o),
 		trust: trust.NewResolver(&trust.Options{
 			Workspace: workspace,
 			Flag:      trustWorkspace,
@@ -294,8 +301,8 @@ func (s *Service) Cancel(ref string, reason string) error {
 	if s.cancelHere(id, errors.New(reason)) {
 		return nil
 	}
-	if s.heldElsewhere(id) {
-		return fmt.Errorf("%w: run %s goes in another process that writes the journal through this one (mcpflow proxy): its MCP client cancels its calls", ErrNotRunning, id.Short())
+	if run, err := s.j.Run(id); err == nil && ProxyAlive(run) {
+		return fmt.Errorf("%w: run %s is a session of mcpflow proxy, going in its own process: its MCP client cancels its calls", ErrNotRunning, id.Short())
 	}
 	if sh, ok := s.j.(journal.Shared); ok {
 		asked, err := sh.RequestCancel(id, reason)
@@ -333,7 +340,7 @@ func (s *Service) WorkersServing() bool {
 func (s *Service) reserve(id journal.ID, cancel context.CancelCauseFunc) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.active[id]; ok || s.held[id] {
+	if _, ok := s.active[id]; ok {
 		return false
 	}
 	s.active[id] = cancel
@@ -366,32 +373,4 @@ func (s *Service) findInvocation(ref string) (journal.ID, error) {
 		return journal.ID{}, &invalidError{msg: err.Error(), cause: err}
 	}
 	return id, nil
-}
-
-// Hold marks run id as going in another process that writes it through
-// this one (the engine's journal over the socket: mcpflow proxy), until
-// Unhold: it is not abandoned, so no resume here settles it meanwhile.
-// Should that process die, the run stays held until this one stops; the
-// next process that holds the journal finds it abandoned.
-func (s *Service) Hold(id journal.ID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.held == nil {
-		s.held = map[journal.ID]bool{}
-	}
-	s.held[id] = true
-}
-
-// Unhold ends Hold: the run ended in the process that held it.
-func (s *Service) Unhold(id journal.ID) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.held, id)
-}
-
-// heldElsewhere reports whether run id goes in another process (Hold).
-func (s *Service) heldElsewhere(id journal.ID) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.held[id]
 }

@@ -190,13 +190,11 @@ func (s proxySession) Close() (*journal.Run, error) {
 	return s.Proxied.Close()
 }
 
-// Renew goes on after the journal failed under a call before it was sent
-// (the process written through is gone): the door finds the journal
-// again for the next call, and the run goes on where it was.
-func (s proxySession) Renew(context.Context) (proxy.Session, error) {
+// Refind forgets the journal as held through a process that is gone:
+// the next call finds it again.
+func (s proxySession) Refind(context.Context) {
 	s.door.invalidate()
 	fmt.Fprintf(s.door.warn, "mcpflow proxy: the process the journal was written through is gone; the next write finds the journal again\n")
-	return s, nil
 }
 
 // serveProxyHTTP serves the proxy over streamable HTTP on a loopback
