@@ -249,43 +249,18 @@ func StripJSONC(src []byte) []byte {
 	if bytes.HasPrefix(out, []byte("\xef\xbb\xbf")) {
 		copy(out, "   ")
 	}
-	blank := func(i int) {
-		if out[i] != '\n' && out[i] != '\r' {
-			out[i] = ' '
+	for _, c := range commentsIn(out, 0, len(out)) {
+		if c.open {
+			return out // unterminated: let the JSON parser report it
 		}
-	}
-	inString := false
-	for i := 0; i < len(out); i++ {
-		c := out[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
+		for i := c.start; i < c.end; i++ {
+			if out[i] != '\n' && out[i] != '\r' {
+				out[i] = ' '
 			}
-			continue
-		}
-		switch {
-		case c == '"':
-			inString = true
-		case c == '/' && i+1 < len(out) && out[i+1] == '/':
-			for ; i < len(out) && out[i] != '\n'; i++ {
-				blank(i)
-			}
-		case c == '/' && i+1 < len(out) && out[i+1] == '*':
-			end := bytes.Index(out[i+2:], []byte("*/"))
-			if end < 0 {
-				return out // unterminated: let the JSON parser report it
-			}
-			for j := i; j < i+2+end+2; j++ {
-				blank(j)
-			}
-			i += 2 + end + 1
 		}
 	}
 	// Trailing commas: a comma whose next non-space byte closes a container.
-	inString = false
+	inString := false
 	for i := 0; i < len(out); i++ {
 		c := out[i]
 		if inString {
@@ -318,6 +293,28 @@ func StripJSONC(src []byte) []byte {
 // value, a key or 0 is fine).
 func Comments(src []byte, from, to int) []string {
 	var out []string
+	for _, c := range commentsIn(src, from, to) {
+		text := src[c.start:c.end]
+		if !c.open && bytes.HasPrefix(text, []byte("//")) {
+			text = bytes.TrimRight(text, " \t\r")
+		}
+		out = append(out, string(text))
+	}
+	return out
+}
+
+// comment is the span of a comment in a JSONC text, src[start:end]: a //
+// comment up to its line's end (the newline left out), a /* */ one with
+// its */; open: a /* never closed, which runs to the end of src.
+type comment struct {
+	start, end int
+	open       bool
+}
+
+// commentsIn lists the comments that start in src[from:to], in order,
+// stopping at an unclosed one. from must not be inside a string.
+func commentsIn(src []byte, from, to int) []comment {
+	var out []comment
 	to = min(to, len(src))
 	inString := false
 	for i := max(from, 0); i < to; i++ {
@@ -339,14 +336,14 @@ func Comments(src []byte, from, to int) []string {
 			if end < 0 {
 				end = len(src) - i
 			}
-			out = append(out, string(bytes.TrimRight(src[i:i+end], " \t\r")))
+			out = append(out, comment{start: i, end: i + end})
 			i += end - 1
 		case c == '/' && i+1 < len(src) && src[i+1] == '*':
 			end := bytes.Index(src[i+2:], []byte("*/"))
 			if end < 0 {
-				return append(out, string(src[i:]))
+				return append(out, comment{start: i, end: len(src), open: true})
 			}
-			out = append(out, string(src[i:i+2+end+2]))
+			out = append(out, comment{start: i, end: i + 2 + end + 2})
 			i += 2 + end + 1
 		}
 	}
