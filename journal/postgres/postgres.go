@@ -156,7 +156,15 @@ func Open(ctx context.Context, rawURL string, opts *journal.Options) (*Store, er
 	p.Writer = journal.NewWriter(o.Now, p.sealer, p.storeWrite, p.storeLater)
 	p.gc.Init(p.apply)
 	p.gc.AfterCommit, p.gc.OnCommit = o.AfterCommit, o.OnCommit
-	if err := p.prepare(ctx, o); err != nil {
+	// A process paused in the middle of prepare past
+	// idle_in_transaction_session_timeout (a worker stopped and
+	// continued) finds its transaction ended by the server: nothing of it
+	// committed, and it runs again, as apply's writes do.
+	err = p.prepare(ctx, o)
+	for try := 2; err != nil && try <= pgApplyTries && endedIdle(err); try++ {
+		err = p.prepare(ctx, o)
+	}
+	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open journal %s: %w", where, err)
 	}
@@ -169,6 +177,13 @@ func Open(ctx context.Context, rawURL string, opts *journal.Options) (*Store, er
 		}
 	}
 	return p, nil
+}
+
+// endedIdle reports whether err says the server ended the transaction
+// for idling in it (SQLSTATE 25P03): prepare wraps some errors as text.
+func endedIdle(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "25P03" || strings.Contains(err.Error(), "SQLSTATE 25P03")
 }
 
 // prepare creates or migrates the tables and checks the key, all in one
