@@ -19,6 +19,7 @@ import (
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/internal/gcpolicy"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/bolt"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/upstream"
 	"github.com/mcpflow/mcpflow/workflow"
@@ -296,16 +297,7 @@ func chain(n int) string {
 
 // benchServer has one tool, t, that answers {n} with {n} (and says so in
 // text).
-func benchServer() *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "bench"}, nil)
-	srv.AddTool(&mcp.Tool{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{IdempotentHint: true}},
-		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			var in struct{ N int }
-			json.Unmarshal(req.Params.Arguments, &in)
-			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(in.N)}}, StructuredContent: map[string]any{"n": in.N}}, nil
-		})
-	return srv
-}
+func benchServer() *mcp.Server { return slowServer(0) }
 
 // cachedSession lists a server's tools once, as upstream.Session does.
 type cachedSession struct {
@@ -369,4 +361,59 @@ func parallel(n int, fn func(i int)) time.Duration {
 	}
 	wg.Wait()
 	return time.Since(start)
+}
+
+// BenchmarkFlushes prints how many flushes (fdatasync) a 20-step run
+// costs a step, from its journal's open to its close as `mcpflow run`
+// makes them: the log's appends (one flush each) and the commits of the
+// log into the bbolt file (two each), with a tool that answers at once
+// and with one that takes 30 ms, as tools that do real work do. A flush
+// of the file that bbolt makes when it grows the file is not counted
+// (strace counts it: see docs/performance.md). Run it with:
+//
+//	go test ./engine -run '^$' -bench Flushes -benchtime 3x
+func BenchmarkFlushes(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		wait time.Duration
+	}{{"instant", 0}, {"30ms", 30 * time.Millisecond}} {
+		b.Run(c.name, func(b *testing.B) {
+			sess := cachedSession{connectMemTB(b, slowServer(c.wait)), map[string]upstream.Tool{}}
+			wf := loadB(b, chain(20))
+			var logs, applies int64
+			for b.Loop() {
+				j, err := bolt.Open(filepath.Join(b.TempDir(), "journal.db"), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if run, err := newEngine(j, sess).Run(context.Background(), wf, map[string]any{}, ""); err != nil || run.Status != journal.RunSucceeded {
+					b.Fatalf("run: %v %v", err, run)
+				}
+				if err := j.Close(); err != nil {
+					b.Fatal(err)
+				}
+				st := j.Stats()
+				logs, applies = logs+st.Commits, applies+st.Applies
+			}
+			n := float64(20 * b.N)
+			b.ReportMetric(float64(logs)/n, "log-flushes/step")
+			b.ReportMetric(float64(2*applies)/n, "file-flushes/step")
+			b.ReportMetric(float64(logs+2*applies)/n, "flushes/step")
+		})
+	}
+}
+
+// slowServer is benchServer whose tool takes d to answer.
+func slowServer(d time.Duration) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "bench"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "t", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: &mcp.ToolAnnotations{IdempotentHint: true}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			if d > 0 {
+				time.Sleep(d)
+			}
+			var in struct{ N int }
+			json.Unmarshal(req.Params.Arguments, &in)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(in.N)}}, StructuredContent: map[string]any{"n": in.N}}, nil
+		})
+	return srv
 }

@@ -29,7 +29,7 @@ type Options struct {
 	// where a crash test kills the process. It must not use the journal.
 	AfterApply func()
 	// ApplyIdle is how long the log must be quiet before its writes are
-	// committed into the bbolt file in the background (default 20 ms;
+	// committed into the bbolt file in the background (default 1 s;
 	// they are committed sooner when 1 MiB of the log waits or a read needs
 	// them).
 	ApplyIdle time.Duration

@@ -533,14 +533,19 @@ func walState(tx *bbolt.Tx) (applied uint64, id []byte) {
 	return applied, id
 }
 
-// The applier commits the log's entries into the file when the log has
-// been quiet for applyIdle, when they add up to a quarter of the log (so
-// most of it is applied by the time it is full), when someone waits for
-// them (a query, a reuse of the log) and at Close. While writes stream
-// in, its commits are then rare: each writes the pages of many entries
-// at once, and few of the log's flushes have to share the disk with one.
+// The applier commits the log's entries into the file lazily: when the
+// log has been quiet for applyIdle, when they add up to a quarter of the
+// log (so most of it is applied by the time it is full), when someone
+// waits for them (a query, a reuse of the log) and at Close. Each of its
+// commits is a bbolt commit, two flushes: a step's critical path is the
+// log's one flush, and while runs go the file's flushes only come with a
+// read that needs the file or with every 1 MiB of the log. applyIdle is
+// longer than a tool call takes, so that a run whose tools do real work
+// (tens or hundreds of milliseconds a call) does not apply its log at
+// every step: over a 20-step run, a step then costs 1.15 flushes, not 3
+// (BenchmarkFlushes in engine).
 const (
-	applyIdle  = 20 * time.Millisecond
+	applyIdle  = time.Second
 	applyBytes = walCapacity / 4
 )
 
