@@ -850,16 +850,27 @@ func resultJSON(res *mcp.CallToolResult) (content, structured json.RawMessage) {
 // valueOf for every method).
 func resultValue(content, structured json.RawMessage, isError bool) map[string]any {
 	v := newValue(isError, false)
-	var items any
-	if json.Unmarshal(content, &items) == nil {
-		v["content"] = items
+	// The content list and structuredContent are decoded only if an
+	// expression reads them; the text, which every step's report shows,
+	// at once.
+	if json.Valid(content) {
+		v["content"] = decodeLazily(content)
 		v["text"] = api.ContentText(content)
 	}
-	var st any
-	if json.Unmarshal(structured, &st) == nil {
-		v["structuredContent"] = st
+	if json.Valid(structured) {
+		v["structuredContent"] = decodeLazily(structured)
 	}
 	return v
+}
+
+// decodeLazily is the value of doc (valid JSON), decoded when an
+// expression first reads it.
+func decodeLazily(doc json.RawMessage) *workflow.Lazy {
+	return workflow.NewLazy(func() any {
+		var v any
+		json.Unmarshal(doc, &v)
+		return v
+	})
 }
 
 func resultText(res *mcp.CallToolResult) string {

@@ -69,6 +69,8 @@ func (a jsonAdapter) NativeToValue(v any) ref.Val {
 			return types.Int(int64(x))
 		}
 		return types.Double(x)
+	case *Lazy:
+		return a.NativeToValue(x.Value())
 	case map[string]any:
 		return types.NewStringInterfaceMap(a, x)
 	case []any:
@@ -90,6 +92,28 @@ func (a jsonAdapter) NativeToValue(v any) ref.Val {
 	}
 	return a.base.NativeToValue(v)
 }
+
+// Lazy is a value of the steps' that expressions compute only when one
+// reads it, and then once: a step's content list, say, which most
+// workflows never read but which would cost a JSON decode at every step.
+// It is safe for concurrent use (for_each items evaluate side by side).
+type Lazy struct {
+	once sync.Once
+	fn   func() any
+	v    any
+}
+
+// NewLazy is the value fn returns, computed when first read.
+func NewLazy(fn func() any) *Lazy { return &Lazy{fn: fn} }
+
+// Value computes the value, the first time, and returns it.
+func (l *Lazy) Value() any {
+	l.once.Do(func() { l.v, l.fn = l.fn(), nil })
+	return l.v
+}
+
+// MarshalJSON is the value's JSON.
+func (l *Lazy) MarshalJSON() ([]byte, error) { return json.Marshal(l.Value()) }
 
 // expression is one compiled CEL expression.
 type Expression struct {
@@ -390,6 +414,9 @@ func (t *template) Eval(ctx context.Context, v Vars) (any, error) {
 }
 
 func Text(v any) string {
+	if l, ok := v.(*Lazy); ok {
+		v = l.Value()
+	}
 	switch x := v.(type) {
 	case string:
 		return x

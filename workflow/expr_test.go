@@ -1,6 +1,7 @@
 package workflow_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/mcpflow/mcpflow/workflow"
@@ -110,5 +111,47 @@ func TestExpressionSeesGoContainersAsJSON(t *testing.T) {
 		if v := got.(map[string]any)["v"]; v != tc.want {
 			t.Errorf("%s = %#v, want %#v", tc.expr, v, tc.want)
 		}
+	}
+}
+
+// TestLazyValuesAreComputedWhenRead: a step's value that expressions
+// compute on demand (its decoded content) is computed only by an
+// expression that reads it, once however many read it, and reads as the
+// value it computes, whole or in part, in conditions and in outputs.
+func TestLazyValuesAreComputedWhenRead(t *testing.T) {
+	computed := 0
+	content := workflow.NewLazy(func() any {
+		computed++
+		return []any{map[string]any{"type": "text", "text": "hi"}}
+	})
+	steps := map[string]any{"a": map[string]any{"content": content, "text": "hi"}}
+	eval := func(expr string) any {
+		t.Helper()
+		src := "name: x\nservers: {s: {builtin: demo}}\nsteps:\n  - {id: a, server: s, tool: t}\n  - {id: b, server: s, tool: t, with: {v: \"${{ " + expr + " }}\"}}\n"
+		wf, err := workflow.Load("x.yaml", []byte(src), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		got, err := wf.Steps[1].With.Eval(t.Context(), workflow.Vars{Steps: steps})
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		return got.(map[string]any)["v"]
+	}
+	if v := eval("steps.a.text"); v != "hi" || computed != 0 {
+		t.Fatalf("steps.a.text = %#v, computed %d times: want hi, never computed", v, computed)
+	}
+	if v := eval("steps.a.content[0].text + '!'"); v != "hi!" || computed != 1 {
+		t.Fatalf("steps.a.content[0].text = %#v, computed %d times: want hi!, once", v, computed)
+	}
+	if v := eval("size(steps.a.content)"); v != int64(1) || computed != 1 {
+		t.Fatalf("size(steps.a.content) = %#v, computed %d times: want 1, still once", v, computed)
+	}
+	whole, _ := json.Marshal(eval("steps.a"))
+	if string(whole) != `{"content":[{"text":"hi","type":"text"}],"text":"hi"}` {
+		t.Fatalf("steps.a = %s", whole)
+	}
+	if got := workflow.Text(content); got != `[{"text":"hi","type":"text"}]` {
+		t.Fatalf("Text = %s", got)
 	}
 }
