@@ -111,7 +111,7 @@ type write struct {
 // pipe is the state of one pipelined group of writes.
 type pipe struct {
 	b     pgx.Batch
-	read  map[journal.ID][]byte     // records read: what each UPDATE expects stored
+	read  map[journal.ID][]byte    // records read: what each UPDATE expects stored
 	wrote map[journal.ID]recentInv // records written so far in the group
 	puts  []recentPut
 	touch []journal.ID // every invocation written

@@ -95,8 +95,8 @@ type Store struct {
 	readOnly bool
 	gc       journal.GroupCommit[*write]
 
-	leases *leases // this process's worker session; nil when read-only
-	recent recent  // records in flight this process wrote (pipeline.go)
+	leases *leases      // this process's worker session; nil when read-only
+	recent recent       // records in flight this process wrote (pipeline.go)
 	piped  atomic.Int64 // groups of writes committed in one pipeline
 
 	closeOnce sync.Once
