@@ -294,6 +294,15 @@ func (l *leases) hold(run journal.ID, epoch int64) {
 	l.mu.Unlock()
 }
 
+// unhold forgets run, held at epoch by a write that did not commit.
+func (l *leases) unhold(run journal.ID, epoch int64) {
+	l.mu.Lock()
+	if l.held[run] == epoch {
+		delete(l.held, run)
+	}
+	l.mu.Unlock()
+}
+
 // free lets run go in the database if this session still holds it at
 // epoch.
 func (l *leases) free(q querier, run journal.ID, epoch int64) error {

@@ -47,10 +47,23 @@ const recentMax = 8192
 
 // recent holds the newest record of each invocation in flight (state
 // intent) that this process wrote for a run it held: the record as
-// decoded, and as stored, which a pipelined UPDATE checks is still there.
+// decoded, and as stored, which a pipelined UPDATE checks is still there;
+// and the record of each running run it wrote, as stored.
 type recent struct {
-	mu sync.Mutex
-	m  map[journal.ID]recentInv
+	mu   sync.Mutex
+	m    map[journal.ID]recentInv
+	runs map[journal.ID][]byte
+}
+
+func newRecent() recent {
+	return recent{m: map[journal.ID]recentInv{}, runs: map[journal.ID][]byte{}}
+}
+
+func (c *recent) run(id journal.ID) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.runs[id]
+	return r, ok
 }
 
 type recentInv struct {
@@ -72,6 +85,17 @@ func (c *recent) keep(puts []recentPut) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range puts {
+		if p.run {
+			if p.rec == nil {
+				delete(c.runs, p.id)
+				continue
+			}
+			if len(c.runs) >= recentMax {
+				clear(c.runs)
+			}
+			c.runs[p.id] = p.rec
+			continue
+		}
 		if p.inv == nil || p.inv.State != journal.StateIntent {
 			delete(c.m, p.id)
 			continue
@@ -90,13 +114,15 @@ func (c *recent) forget(ids []journal.ID) {
 	defer c.mu.Unlock()
 	for _, id := range ids {
 		delete(c.m, id)
+		delete(c.runs, id)
 	}
 }
 
-// recentPut is a record a write stores, kept in recent once it committed;
-// inv nil forgets id.
+// recentPut is a record a write stores, kept in recent once it committed:
+// an invocation's (inv nil forgets id), or a run's (rec nil forgets it).
 type recentPut struct {
 	id  journal.ID
+	run bool
 	inv *journal.Invocation
 	rec []byte
 }
@@ -113,6 +139,14 @@ type pipe struct {
 	b     pgx.Batch
 	read  map[journal.ID][]byte    // records read: what each UPDATE expects stored
 	wrote map[journal.ID]recentInv // records written so far in the group
+	runs  map[journal.ID][]byte    // runs' records read or written so far in the group
+	// absent are the runs HasRun said do not exist, which only the INSERT
+	// of each (PutRun, refused on a taken id) may check; none are the
+	// states FirstWhere said no invocation of a run is in, which the next
+	// UPDATE of the run checks.
+	absent map[journal.ID]bool
+	none   map[journal.ID][]string
+	held   []journal.ID // new runs the group made this session's (undone when it does not commit)
 	puts  []recentPut
 	touch []journal.ID // every invocation written
 }
@@ -121,7 +155,16 @@ type pipe struct {
 // be pipelined, or the pipeline failed before anything of it could have
 // committed; they are to run as a transaction.
 func (p *Store) applyPiped(fns []func(*write) error) (failed int, err error, ok bool) {
-	w := &write{pipe: &pipe{read: map[journal.ID][]byte{}, wrote: map[journal.ID]recentInv{}}}
+	w := &write{pipe: &pipe{read: map[journal.ID][]byte{}, wrote: map[journal.ID]recentInv{}, runs: map[journal.ID][]byte{},
+		absent: map[journal.ID]bool{}, none: map[journal.ID][]string{}}}
+	defer func() {
+		if !ok {
+			// The transaction holds them again if it makes them.
+			for _, id := range w.pipe.held {
+				p.leases.unhold(id, 1)
+			}
+		}
+	}()
 	for _, fn := range fns {
 		if err := fn(w); err != nil {
 			// errNotPiped, or a rule's error found on cached records: the
@@ -129,28 +172,32 @@ func (p *Store) applyPiped(fns []func(*write) error) (failed int, err error, ok 
 			return 0, nil, false
 		}
 	}
-	if w.pipe.b.Len() == 0 {
-		return 0, nil, false
+	if w.pipe.b.Len() == 0 || len(w.pipe.absent) > 0 || len(w.pipe.none) > 0 {
+		return 0, nil, false // nothing to write, or an assumption nothing checks
 	}
 	br := p.pool.SendBatch(bg, &w.pipe.b)
 	var tags []pgconn.CommandTag
+	var stmtErr error
 	for range w.pipe.b.Len() {
-		tag, execErr := br.Exec()
-		if execErr != nil {
-			err = execErr
+		tag, err := br.Exec()
+		if err != nil {
+			stmtErr = err
 			break
 		}
 		tags = append(tags, tag)
 	}
-	if closeErr := br.Close(); err == nil {
-		err = closeErr
+	err = br.Close()
+	if stmtErr != nil {
+		err = stmtErr
 	}
 	var pe *pgconn.PgError
 	switch {
 	case err == nil:
-	case errors.As(err, &pe) && pe.Severity == "ERROR":
-		// A statement failed: the implicit transaction rolled back, and the
-		// server went on to the Sync. The cache may be out of date.
+	case errors.As(err, &pe) && (stmtErr != nil || pe.Severity == "ERROR"):
+		// A statement failed, or the server ended the connection while a
+		// statement ran (a FATAL in its place): nothing committed, for the
+		// commit comes after every statement. Or the commit itself was
+		// refused (an ERROR): it rolled back. The cache may be out of date.
 		p.recent.forget(w.pipe.touch)
 		return 0, nil, false
 	case pgconn.SafeToRetry(err):
@@ -220,5 +267,102 @@ func (st pgStore) pipedPut(old, inv *journal.Invocation, rec []byte) error {
 	st.pipe.wrote[inv.ID] = kept // a later write of the group reads this one's record
 	st.pipe.touch = append(st.pipe.touch, inv.ID)
 	st.pipe.puts = append(st.pipe.puts, recentPut{id: inv.ID, inv: kept.inv, rec: rec})
+	return nil
+}
+
+// held is the epoch of a run this process holds and has not lost.
+func (st pgStore) held(run journal.ID) (int64, bool) {
+	e, held := st.l.epoch(run)
+	return e, held && e != lostEpoch
+}
+
+// pipedRun is Run in a pipelined write: the record this process last wrote
+// for a run it holds, decoded afresh for the caller.
+func (st pgStore) pipedRun(id journal.ID) (*journal.Run, error) {
+	if _, held := st.held(id); !held {
+		return nil, errNotPiped
+	}
+	rec, ok := st.pipe.runs[id]
+	if !ok {
+		if rec, ok = st.recent.run(id); !ok {
+			return nil, errNotPiped
+		}
+		st.pipe.read[id] = rec
+	}
+	return journal.DecodeRun(st.s, rec)
+}
+
+// pipedHasRun answers for a run this process does not hold: it does not
+// exist, which only a PutRun that inserts it may check (see pipe.absent).
+func (st pgStore) pipedHasRun(id journal.ID) (bool, error) {
+	if _, held := st.l.epoch(id); held {
+		return false, errNotPiped
+	}
+	if _, ok := st.pipe.runs[id]; ok {
+		return false, errNotPiped
+	}
+	st.pipe.absent[id] = true
+	return false, nil
+}
+
+// pipedFirstWhere answers for a run this process holds: no invocation
+// matches, which the run's next UPDATE checks (see pipe.none).
+func (st pgStore) pipedFirstWhere(run journal.ID, match func(journal.State) bool) (*journal.Invocation, error) {
+	if _, held := st.held(run); !held {
+		return nil, errNotPiped
+	}
+	var states []string
+	for _, s := range journal.States() {
+		if match(s) {
+			states = append(states, s.String())
+		}
+	}
+	st.pipe.none[run] = append(st.pipe.none[run], states...)
+	return nil, nil
+}
+
+// pipedPutRun queues the write of a run's record: the INSERT of a new run,
+// which becomes this session's at epoch 1, or the UPDATE of a run this
+// process holds, checked as an invocation's is.
+func (st pgStore) pipedPutRun(old, r *journal.Run, rec []byte) error {
+	if old == nil {
+		if !st.pipe.absent[r.ID] {
+			return errNotPiped
+		}
+		delete(st.pipe.absent, r.ID)
+		st.pipe.b.Queue(`INSERT INTO mcpflow_runs (id, status, workflow, started_at, record, owner, session, epoch)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, 1)`,
+			uuidOf(r.ID), r.Status.String(), r.Workflow, r.StartedAt, rec, st.l.worker, uuidOf(st.l.session))
+		st.l.hold(r.ID, 1)
+		st.pipe.held = append(st.pipe.held, r.ID)
+	} else {
+		e, held := st.held(r.ID)
+		was, ok := st.pipe.runs[r.ID]
+		if !ok {
+			was, ok = st.pipe.read[r.ID]
+		}
+		if !held || !ok || old.ID != r.ID {
+			return errNotPiped
+		}
+		none := st.pipe.none[r.ID]
+		delete(st.pipe.none, r.ID)
+		if none == nil {
+			none = []string{}
+		}
+		st.pipe.b.Queue(`UPDATE mcpflow_runs r SET status = $2,
+				record = CASE WHEN r.record = $4 AND r.session = $5 AND r.epoch = $6
+					AND NOT EXISTS (SELECT 1 FROM mcpflow_invocations i WHERE i.run_id = r.id AND i.state = ANY($7::text[]))
+					THEN $3::bytea END,
+				cancel_reason = CASE WHEN $2 = 'running' THEN r.cancel_reason END
+			WHERE r.id = $1`,
+			uuidOf(r.ID), r.Status.String(), rec, was, uuidOf(st.l.session), e, none)
+	}
+	st.pipe.runs[r.ID] = rec
+	put := recentPut{id: r.ID, run: true}
+	if r.Status == journal.RunRunning {
+		put.rec = rec
+	}
+	st.pipe.touch = append(st.pipe.touch, r.ID)
+	st.pipe.puts = append(st.pipe.puts, put)
 	return nil
 }

@@ -107,10 +107,9 @@ func TestPipelineFencesALostRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sql(t, location, `UPDATE mcpflow_workers SET lease_until = clock_timestamp() - interval '1 second' WHERE id = 'a'`)
-	if ids, err := b.Claim(1); err != nil || len(ids) != 1 {
-		t.Fatalf("claim: %v, %v", ids, err)
-	}
+	// b takes the run over, as a claim after a's lease expired would.
+	sql(t, location, `UPDATE mcpflow_runs r SET owner = 'b', session = w.session, epoch = r.epoch + 1
+		FROM mcpflow_workers w WHERE w.id = 'b' AND r.id = $1::uuid`, run.String())
 	before := a.PipedCommits()
 	if _, err := step(t, a, in, run); !errors.Is(err, journal.ErrLeaseLost) {
 		t.Fatalf("a step of the worker that lost the run: %v; want ErrLeaseLost", err)
@@ -127,5 +126,61 @@ func TestPipelineFencesALostRun(t *testing.T) {
 	}
 	if len(invs) != 2 || invs[1].State != intent {
 		t.Fatalf("after the refused step: %d invocations, the last %v; want 2, still in flight", len(invs), invs[len(invs)-1].State)
+	}
+}
+
+// TestPipelinedRunStartAndEnd: a run's creation rides with its first
+// intent, and its end with its last outcome, each in one pipeline; ending
+// it as succeeded while a call is in flight is refused (ErrTransition) as
+// in a transaction, and so is creating a run whose id is taken.
+func TestPipelinedRunStartAndEnd(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	a := openWorker(t, location, "a", true)
+	reader := journaltest.OpenStore(t, location, &journal.Options{ReadOnly: true})
+	before := a.PipedCommits()
+	r := &journal.Run{Workflow: "wf", Definition: []byte("name: wf\n"), Workspace: "/ws"}
+	created, err := a.CreateRunLater(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := begin(t, a, r.ID, "srv", "t")
+	if err := created.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.FinishLater(in, journal.Outcome{State: done, Result: &journal.Result{Content: json.RawMessage(`[]`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, err := a.EndRun(r.ID, journal.RunSucceeded, nil, map[string]any{"n": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.PipedCommits() - before; got != 2 {
+		t.Errorf("%d pipelines for the start and the end, want 2", got)
+	}
+	if ended.Status != journal.RunSucceeded || ended.Outputs["n"] != 1.0 {
+		t.Errorf("ended run: %s %v", ended.Status, ended.Outputs)
+	}
+	got, err := reader.Run(r.ID)
+	if err != nil || got.Status != journal.RunSucceeded {
+		t.Fatalf("run as read: %v, %v", got, err)
+	}
+	if s := state(t, reader, in.ID); s != done {
+		t.Errorf("last call is %s", s)
+	}
+	other := newRun(t, a)
+	begin(t, a, other, "srv", "t")
+	if _, err := a.EndRun(other, journal.RunSucceeded, nil, nil); !errors.Is(err, journal.ErrTransition) {
+		t.Fatalf("succeeded with a call in flight: %v; want ErrTransition", err)
+	}
+	if got, err := reader.Run(other); err != nil || got.Status != journal.RunRunning {
+		t.Fatalf("run refused its end: %v, %v; want running", got, err)
+	}
+	again := &journal.Run{ID: r.ID, Workflow: "wf"}
+	if err := a.CreateRun(again); !errors.Is(err, journal.ErrExists) {
+		t.Fatalf("a run whose id is taken: %v; want ErrExists", err)
 	}
 }

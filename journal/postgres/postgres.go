@@ -153,7 +153,7 @@ func Open(ctx context.Context, rawURL string, opts *journal.Options) (*Store, er
 		pool.Close()
 		return nil, fmt.Errorf("open journal %s: %w: %v", where, journal.ErrInaccessible, redactErr(err, rawURL))
 	}
-	p := &Store{pool: pool, where: where, readOnly: o.ReadOnly, recent: recent{m: map[journal.ID]recentInv{}}}
+	p := &Store{pool: pool, where: where, readOnly: o.ReadOnly, recent: newRecent()}
 	p.sealer = journal.NewSealer(o.Key)
 	p.Writer = journal.NewWriter(o.Now, p.sealer, p.storeWrite, p.storeLater)
 	p.gc.Init(p.apply)
@@ -389,7 +389,7 @@ var bg = context.Background()
 
 func (st pgStore) Run(id journal.ID) (*journal.Run, error) {
 	if st.pipe != nil {
-		return nil, errNotPiped
+		return st.pipedRun(id)
 	}
 	if err := st.fence(id); err != nil {
 		return nil, err
@@ -434,30 +434,38 @@ func (st pgStore) Invocation(id journal.ID) (*journal.Invocation, error) {
 }
 
 func (st pgStore) PutRun(old, r *journal.Run) error {
-	if st.pipe != nil {
-		return errNotPiped
-	}
 	b, err := journal.EncodeRun(st.s, r)
 	if err != nil {
 		return err
+	}
+	rec := journal.AddChecksum(b)
+	if st.pipe != nil {
+		return st.pipedPutRun(old, r, rec)
 	}
 	if old == nil {
 		// A new run is its creator's, at epoch 1.
 		_, err = st.tx.Exec(bg, `INSERT INTO mcpflow_runs (id, status, workflow, started_at, record, owner, session, epoch)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, 1)`,
-			uuidOf(r.ID), r.Status.String(), r.Workflow, r.StartedAt, journal.AddChecksum(b), st.l.worker, uuidOf(st.l.session))
+			uuidOf(r.ID), r.Status.String(), r.Workflow, r.StartedAt, rec, st.l.worker, uuidOf(st.l.session))
 		if err == nil {
 			st.l.hold(r.ID, 1)
 		}
+	} else if err = st.fence(r.ID); err == nil {
+		// A cancel request lasts while the run is running.
+		_, err = st.tx.Exec(bg, `UPDATE mcpflow_runs SET status = $2, record = $3,
+			cancel_reason = CASE WHEN $2 = 'running' THEN cancel_reason END WHERE id = $1`, uuidOf(r.ID), r.Status.String(), rec)
+	}
+	if err != nil {
 		return err
 	}
-	if err := st.fence(r.ID); err != nil {
-		return err
+	// Kept for the next write of a running run this process holds, once
+	// this one commits (pipeline.go).
+	put := recentPut{id: r.ID, run: true}
+	if _, held := st.held(r.ID); held && r.Status == journal.RunRunning {
+		put.rec = rec
 	}
-	// A cancel request lasts while the run is running.
-	_, err = st.tx.Exec(bg, `UPDATE mcpflow_runs SET status = $2, record = $3,
-		cancel_reason = CASE WHEN $2 = 'running' THEN cancel_reason END WHERE id = $1`, uuidOf(r.ID), r.Status.String(), journal.AddChecksum(b))
-	return err
+	*st.puts = append(*st.puts, put)
+	return nil
 }
 
 func (st pgStore) PutInvocation(old, inv *journal.Invocation) error {
@@ -545,7 +553,7 @@ func (st pgStore) insertInv(inv *journal.Invocation, rec []byte) error {
 // HasRun also fences a run this process holds, in the same round trip.
 func (st pgStore) HasRun(id journal.ID) (bool, error) {
 	if st.pipe != nil {
-		return false, errNotPiped
+		return st.pipedHasRun(id)
 	}
 	e, held := st.l.epoch(id)
 	_, done := st.fenced[id]
@@ -593,7 +601,7 @@ func exists(q querier, sql string, id journal.ID) (bool, error) {
 
 func (st pgStore) FirstWhere(run journal.ID, match func(journal.State) bool) (*journal.Invocation, error) {
 	if st.pipe != nil {
-		return nil, errNotPiped
+		return st.pipedFirstWhere(run, match)
 	}
 	return pgFirstWhere(st.tx, st.s, run, match)
 }
