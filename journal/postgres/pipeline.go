@@ -147,8 +147,8 @@ type pipe struct {
 	absent map[journal.ID]bool
 	none   map[journal.ID][]string
 	held   []journal.ID // new runs the group made this session's (undone when it does not commit)
-	puts  []recentPut
-	touch []journal.ID // every invocation written
+	puts   []recentPut
+	touch  []journal.ID // every invocation written
 }
 
 // applyPiped runs fns as one pipeline (see above). ok false: fns could not
