@@ -74,6 +74,8 @@ func BenchmarkWorkers(b *testing.B) {
 	b.ReportMetric(three.stepsPerSec()/one.stepsPerSec(), "3w/1w")
 	b.ReportMetric(one.workerCPU, "1w-worker-cpu")
 	b.ReportMetric(one.busy, "1w-machine-busy")
+	b.ReportMetric(one.pgCPU, "1w-pg-cpu")
+	b.ReportMetric(three.pgCPU, "3w-pg-cpu")
 	b.ReportMetric(three.workerCPU, "3w-worker-cpu")
 	b.ReportMetric(three.busy, "3w-machine-busy")
 }
@@ -138,6 +140,7 @@ type trial struct {
 	took      time.Duration
 	workerCPU float64 // the workers' CPU time over the wall time, in cores
 	busy      float64 // the machine's busy CPU over the wall time, in cores
+	pgCPU     float64 // PostgreSQL's processes' CPU time over the wall time, in cores
 }
 
 func (t trial) stepsPerSec() float64 { return float64(t.steps) / t.took.Seconds() }
@@ -180,7 +183,7 @@ func (e *env) trial(wf string, n int) trial {
 	defer j.Close()
 
 	// Start the workers and time them until no run is running.
-	start, busy0 := time.Now(), machineBusy()
+	start, busy0, pg0 := time.Now(), machineBusy(), postgresCPU()
 	var procs []*exec.Cmd
 	var logs []*bytes.Buffer
 	for i := range n {
@@ -222,10 +225,11 @@ func (e *env) trial(wf string, n int) trial {
 		if time.Now().After(deadline) {
 			b.Fatalf("%d runs of %d still running after %v", left, *runs, time.Since(start))
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(25 * time.Millisecond)
 	}
 	t := trial{steps: *runs * *steps, took: time.Since(start)}
 	t.busy = (machineBusy() - busy0).Seconds() / t.took.Seconds()
+	t.pgCPU = (postgresCPU() - pg0).Seconds() / t.took.Seconds()
 	var cpu time.Duration
 	for _, p := range procs {
 		cpu += processCPU(p.Process.Pid)
@@ -253,8 +257,8 @@ func (e *env) trial(wf string, n int) trial {
 	if invs != *runs**steps {
 		b.Fatalf("%d completed calls, want %d", invs, *runs**steps)
 	}
-	b.Logf("%d worker(s): %d steps in %v: %.0f steps/s, workers %.2f cores, machine %.2f cores busy",
-		n, t.steps, t.took.Round(time.Millisecond), t.stepsPerSec(), t.workerCPU, t.busy)
+	b.Logf("%d worker(s): %d steps in %v: %.0f steps/s, workers %.2f cores, PostgreSQL %.2f, machine %.2f cores busy",
+		n, t.steps, t.took.Round(time.Millisecond), t.stepsPerSec(), t.workerCPU, t.pgCPU, t.busy)
 	return t
 }
 
@@ -288,6 +292,22 @@ func processCPU(pid int) time.Duration {
 	utime, _ := strconv.ParseInt(f[11], 10, 64)
 	stime, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// postgresCPU is the CPU time of the processes named postgres now running
+// (the database's backends, of every client, and its own processes).
+func postgresCPU() time.Duration {
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	var sum time.Duration
+	for _, d := range dirs {
+		comm, err := os.ReadFile(d + "/comm")
+		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		sum += processCPU(pid)
+	}
+	return sum
 }
 
 // machineBusy is the CPU time all cores have spent not idle since boot,
