@@ -84,6 +84,7 @@ func BenchmarkWorkers(b *testing.B) {
 type env struct {
 	b                           *testing.B
 	exe, workspace, config, key string
+	demo                        int // the demo server's pid
 	base                        []string // the environment of every command
 }
 
@@ -105,6 +106,7 @@ func (e *env) demoServer() string {
 	if err := cmd.Start(); err != nil {
 		e.b.Fatal(err)
 	}
+	e.demo = cmd.Process.Pid
 	urls := make(chan string, 1)
 	drained := make(chan struct{})
 	go func() { // owned by the cleanup below, which waits for it
@@ -141,6 +143,7 @@ type trial struct {
 	workerCPU float64 // the workers' CPU time over the wall time, in cores
 	busy      float64 // the machine's busy CPU over the wall time, in cores
 	pgCPU     float64 // PostgreSQL's processes' CPU time over the wall time, in cores
+	demoCPU   float64 // the demo server's, in cores
 }
 
 func (t trial) stepsPerSec() float64 { return float64(t.steps) / t.took.Seconds() }
@@ -183,7 +186,7 @@ func (e *env) trial(wf string, n int) trial {
 	defer j.Close()
 
 	// Start the workers and time them until no run is running.
-	start, busy0, pg0 := time.Now(), machineBusy(), postgresCPU()
+	start, busy0, pg0, demo0 := time.Now(), machineBusy(), postgresCPU(), processCPU(e.demo)
 	var procs []*exec.Cmd
 	var logs []*bytes.Buffer
 	for i := range n {
@@ -230,12 +233,25 @@ func (e *env) trial(wf string, n int) trial {
 	t := trial{steps: *runs * *steps, took: time.Since(start)}
 	t.busy = (machineBusy() - busy0).Seconds() / t.took.Seconds()
 	t.pgCPU = (postgresCPU() - pg0).Seconds() / t.took.Seconds()
+	t.demoCPU = (processCPU(e.demo) - demo0).Seconds() / t.took.Seconds()
 	var cpu time.Duration
 	for _, p := range procs {
 		cpu += processCPU(p.Process.Pid)
 	}
 	t.workerCPU = cpu.Seconds() / t.took.Seconds()
 	stop()
+
+	// Each run was claimed once: no worker took a run from another.
+	claims := 0
+	for _, l := range logs {
+		claims += strings.Count(l.String(), "claimed run ")
+	}
+	if claims != *runs {
+		for i, l := range logs {
+			b.Logf("worker w%d:\n%s", i+1, l)
+		}
+		b.Fatalf("%d claims of %d runs", claims, *runs)
+	}
 
 	// Every run succeeded, every step of it called once.
 	all, err := j.Runs(journal.RunFilter{})
@@ -257,8 +273,8 @@ func (e *env) trial(wf string, n int) trial {
 	if invs != *runs**steps {
 		b.Fatalf("%d completed calls, want %d", invs, *runs**steps)
 	}
-	b.Logf("%d worker(s): %d steps in %v: %.0f steps/s, workers %.2f cores, PostgreSQL %.2f, machine %.2f cores busy",
-		n, t.steps, t.took.Round(time.Millisecond), t.stepsPerSec(), t.workerCPU, t.pgCPU, t.busy)
+	b.Logf("%d worker(s): %d steps in %v: %.0f steps/s, workers %.2f cores, PostgreSQL %.2f, demo server %.2f, machine %.2f cores busy",
+		n, t.steps, t.took.Round(time.Millisecond), t.stepsPerSec(), t.workerCPU, t.pgCPU, t.demoCPU, t.busy)
 	return t
 }
 
