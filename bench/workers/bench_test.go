@@ -84,7 +84,7 @@ func BenchmarkWorkers(b *testing.B) {
 type env struct {
 	b                           *testing.B
 	exe, workspace, config, key string
-	demo                        int // the demo server's pid
+	demo                        int      // the demo server's pid
 	base                        []string // the environment of every command
 }
 
