@@ -132,7 +132,7 @@ func (s *Server) launch(trace context.Context, fn func(ctx context.Context, even
 	s.going.Add(1)
 	go func() {
 		defer s.runs.Done()
-		defer s.going.Add(-1)
+		defer s.ended()
 		announced := false
 		err := fn(trace, func(ev engine.Event) {
 			if ev.Kind == engine.RunStarted && !announced {

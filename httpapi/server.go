@@ -98,7 +98,7 @@ type Server struct {
 	runs     sync.WaitGroup // the goroutines of the runs going
 	going    atomic.Int64   // how many runs go
 	quit     chan struct{}  // closed by Stop: the worker stops claiming
-	poked    chan struct{}  // a run was submitted here: claim now
+	poked    chan struct{}  // a run was submitted here, or one ended: claim now
 	working  sync.WaitGroup // the worker's claim loop
 
 	servers   []*http.Server

@@ -21,12 +21,15 @@ func (s *Server) pool() (journal.Shared, bool) {
 	return p, ok && p.Worker() != ""
 }
 
-// work claims free runs, up to MaxRuns going at once, every Poll until
-// Stop, and resumes each exactly as a crash is resumed: a call that was in
+// work claims free runs, up to MaxRuns going at once, every Poll, when a
+// run is submitted here or freed anywhere, and when one of its runs ends,
+// until Stop, and
+// resumes each exactly as a crash is resumed: a call that was in
 // flight in the worker that had it is a lost connection, replayed only
 // where the replay rule clears it, otherwise outcome unknown.
 func (s *Server) work(p journal.Shared) {
 	defer s.working.Done()
+	p.OnFreed(s.poke) // a run submitted or let go elsewhere: claim now
 	t := time.NewTicker(s.o.Poll)
 	defer t.Stop()
 	for {
@@ -59,11 +62,23 @@ func (s *Server) enqueue(trace context.Context, req service.RunRequest) (journal
 	if err != nil {
 		return id, err
 	}
+	s.poke()
+	return id, nil
+}
+
+// ended counts a run of this server out, and makes a worker claim at
+// once a free run for the place it leaves, rather than at the next poll.
+func (s *Server) ended() {
+	s.going.Add(-1)
+	s.poke()
+}
+
+// poke makes the worker look for free runs now (see work).
+func (s *Server) poke() {
 	select {
 	case s.poked <- struct{}{}:
 	default:
 	}
-	return id, nil
 }
 
 // takeOver resumes a run this worker claimed. A run that cannot be

@@ -115,6 +115,11 @@ type Shared interface {
 	Acquire(ID) error
 	Release(ID) error
 	OnLost(func(ID))
+	// OnFreed sets what is told, within moments, when a running run may
+	// have become free to claim (submitted, or let go by a worker): a
+	// worker claims it then rather than at its next poll. It must not
+	// block.
+	OnFreed(func())
 	// A cancel asked in one process reaches the one that holds the run.
 	RequestCancel(run ID, reason string) (bool, error)
 	CancelRequested(ID) (string, bool, error)

@@ -9,6 +9,11 @@
 // the columns beside them are what the queries select on, readable from
 // SQL. Every write is one transaction committed with synchronous_commit on
 // before it returns; concurrent writers share transactions (group commit).
+// A group of writes that only writes invocations of runs this process
+// holds (a step: the previous outcome and the next intent) goes as one
+// pipeline, one round trip, that the server runs as one implicit
+// transaction and commits at its end; its statements check in the
+// database what the process remembered of the records (pipeline.go).
 // A write that first touches a run checks that this worker still holds
 // it at the epoch it claimed ([journal.ErrLeaseLost] otherwise), before any
 // rule.

@@ -7,3 +7,6 @@ import "github.com/mcpflow/mcpflow/journal"
 // HoldUncommitted makes this session hold run at epoch as a creation
 // does before its transaction commits: held here, not yet in the table.
 func (p *Store) HoldUncommitted(run journal.ID, epoch int64) { p.leases.hold(run, epoch) }
+
+// PipedCommits counts the groups of writes committed in one pipeline.
+func (p *Store) PipedCommits() int64 { return p.piped.Load() }

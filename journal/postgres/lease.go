@@ -37,9 +37,16 @@ type leases struct {
 	held   map[journal.ID]int64 // run: the epoch this session took it at, or lostEpoch
 	lost   func(journal.ID)
 	cancel func(journal.ID, string)
+	freed  func()
 	owner  *pgx.Conn // the session's connection: its liveness is the process's
 	stop   chan struct{}
-	beaten sync.WaitGroup // the heartbeat
+	beaten sync.WaitGroup // the heartbeat and the listener
+
+	// channel is the schema's channel on which the statements that free a
+	// running run (free, leave) notify, with their commit, the workers
+	// that listen.
+	channel  string
+	unlisten context.CancelFunc // stops the listener
 
 	// unfreed (under mu) are runs let go whose release failed (the
 	// database was restarting, say), at the epochs they were held at: the
@@ -94,9 +101,51 @@ func join(ctx context.Context, pool *pgxpool.Pool, where string, o journal.Optio
 	// listed while their rows say when they were last seen).
 	l.owner.Exec(ctx, `DELETE FROM mcpflow_workers w WHERE NOT serves AND lease_until < clock_timestamp() - interval '1 hour'
 		AND NOT EXISTS (SELECT 1 FROM mcpflow_runs r WHERE r.session = w.session)`)
+	if err := l.owner.QueryRow(ctx, `SELECT 'mcpflow_freed_' || md5(current_schema())`).Scan(&l.channel); err != nil {
+		l.owner.Close(bg)
+		return nil, fmt.Errorf("%w: %v", journal.ErrInaccessible, err)
+	}
 	l.beaten.Add(1)
 	go l.heartbeat()
+	lctx, unlisten := context.WithCancel(context.Background())
+	l.unlisten = unlisten
+	if l.serves { // only a server claims runs
+		l.beaten.Add(1)
+		go l.listen(lctx)
+	}
 	return l, nil
+}
+
+// listen waits, on a connection of its own, for the notifications that a
+// run was freed (see channel) and tells the freed callback, until ctx is
+// done. A connection that breaks is made again after a pause; meanwhile
+// workers find free runs by polling.
+func (l *leases) listen(ctx context.Context) {
+	defer l.beaten.Done()
+	for ctx.Err() == nil {
+		c, err := l.pool.Acquire(ctx)
+		if err == nil {
+			conn := c.Hijack()
+			if _, err = conn.Exec(ctx, `LISTEN `+pgx.Identifier{l.channel}.Sanitize()); err == nil {
+				for {
+					if _, err = conn.WaitForNotification(ctx); err != nil {
+						break
+					}
+					l.mu.Lock()
+					freed := l.freed
+					l.mu.Unlock()
+					if freed != nil {
+						freed()
+					}
+				}
+			}
+			conn.Close(bg)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // register writes the session's row, taking over the worker id's row when
@@ -245,11 +294,22 @@ func (l *leases) hold(run journal.ID, epoch int64) {
 	l.mu.Unlock()
 }
 
+// unhold forgets run, held at epoch by a write that did not commit.
+func (l *leases) unhold(run journal.ID, epoch int64) {
+	l.mu.Lock()
+	if l.held[run] == epoch {
+		delete(l.held, run)
+	}
+	l.mu.Unlock()
+}
+
 // free lets run go in the database if this session still holds it at
 // epoch.
 func (l *leases) free(q querier, run journal.ID, epoch int64) error {
-	_, err := q.Exec(bg, `UPDATE mcpflow_runs SET owner = NULL, session = NULL WHERE id = $1 AND session = $2 AND epoch = $3`,
-		uuidOf(run), uuidOf(l.session), epoch)
+	_, err := q.Exec(bg, `WITH freed AS (UPDATE mcpflow_runs SET owner = NULL, session = NULL WHERE id = $1 AND session = $2 AND epoch = $3
+			RETURNING status)
+		SELECT pg_notify($4, '') FROM freed WHERE status = 'running'`,
+		uuidOf(run), uuidOf(l.session), epoch, l.channel)
 	return err
 }
 
@@ -318,10 +378,12 @@ func (l *leases) loseAll() {
 // another worker to take) and removes the session.
 func (l *leases) leave() {
 	close(l.stop)
+	l.unlisten()
 	l.beaten.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	l.owner.Exec(ctx, `UPDATE mcpflow_runs SET owner = NULL, session = NULL WHERE session = $1`, uuidOf(l.session))
+	l.owner.Exec(ctx, `WITH freed AS (UPDATE mcpflow_runs SET owner = NULL, session = NULL WHERE session = $1 RETURNING status)
+		SELECT pg_notify($2, '') WHERE EXISTS (SELECT 1 FROM freed WHERE status = 'running')`, uuidOf(l.session), l.channel)
 	l.owner.Exec(ctx, `DELETE FROM mcpflow_workers WHERE session = $1`, uuidOf(l.session))
 	l.owner.Close(bg)
 }
@@ -335,6 +397,18 @@ func (p *Store) OnLost(fn func(journal.ID)) {
 	}
 	p.leases.mu.Lock()
 	p.leases.lost = fn
+	p.leases.mu.Unlock()
+}
+
+// OnFreed sets what is told when a running run may have become free to
+// claim: another process submitted it or let it go (released it, or
+// stopped). It runs on the listener's goroutine and must not block.
+func (p *Store) OnFreed(fn func()) {
+	if p.leases == nil {
+		return
+	}
+	p.leases.mu.Lock()
+	p.leases.freed = fn
 	p.leases.mu.Unlock()
 }
 

@@ -354,3 +354,61 @@ func TestCancelRequests(t *testing.T) {
 		t.Fatalf("request for a cancelled run: %v, %v; want false", ok, err)
 	}
 }
+
+// TestFreedRunsAreNotified: a serving worker is told at once when a
+// running run becomes free — submitted and let go by another process, or
+// left by a worker that stops — and is not told of a run that ended.
+func TestFreedRunsAreNotified(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	w := openWorker(t, location, "w", true)
+	freed := make(chan struct{}, 16)
+	w.OnFreed(func() { freed <- struct{}{} })
+	told := func(what string, want bool) {
+		t.Helper()
+		select {
+		case <-freed:
+			if !want {
+				t.Errorf("%s: told a run was freed", what)
+			}
+		case <-time.After(2 * time.Second):
+			if want {
+				t.Errorf("%s: not told within 2s", what)
+			}
+		}
+	}
+	// The listener may still be connecting: a run freed before it listens
+	// is found by polling. Submit until one is heard.
+	sub := openWorker(t, location, "sub", false)
+	heard := false
+	for range 20 {
+		if err := sub.Release(newRun(t, sub)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-freed:
+			heard = true
+		case <-time.After(200 * time.Millisecond):
+		}
+		if heard {
+			break
+		}
+	}
+	if !heard {
+		t.Fatal("a submitted run was never notified")
+	}
+	for len(freed) > 0 {
+		<-freed
+	}
+	ended := newRun(t, sub)
+	if _, err := sub.EndRun(ended, journal.RunSucceeded, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Release(ended); err != nil {
+		t.Fatal(err)
+	}
+	told("a run that ended, let go", false)
+	other := openWorker(t, location, "other", true)
+	newRun(t, other)
+	other.Close()
+	told("a worker that stopped with a running run", true)
+}

@@ -93,9 +93,11 @@ type Store struct {
 	pool     *pgxpool.Pool
 	where    string // the URL without its password, for messages
 	readOnly bool
-	gc       journal.GroupCommit[pgx.Tx]
+	gc       journal.GroupCommit[*write]
 
-	leases *leases // this process's worker session; nil when read-only
+	leases *leases      // this process's worker session; nil when read-only
+	recent recent       // records in flight this process wrote (pipeline.go)
+	piped  atomic.Int64 // groups of writes committed in one pipeline
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -151,7 +153,7 @@ func Open(ctx context.Context, rawURL string, opts *journal.Options) (*Store, er
 		pool.Close()
 		return nil, fmt.Errorf("open journal %s: %w: %v", where, journal.ErrInaccessible, redactErr(err, rawURL))
 	}
-	p := &Store{pool: pool, where: where, readOnly: o.ReadOnly}
+	p := &Store{pool: pool, where: where, readOnly: o.ReadOnly, recent: newRecent()}
 	p.sealer = journal.NewSealer(o.Key)
 	p.Writer = journal.NewWriter(o.Now, p.sealer, p.storeWrite, p.storeLater)
 	p.gc.Init(p.apply)
@@ -274,9 +276,14 @@ func (e noJournal) Unwrap() error { return fs.ErrNotExist }
 // commit whose outcome is unknown — a connection lost at the commit, or a
 // termination (57P01) the commit is the first to hear of, though nothing
 // committed then either: the rule is to retry only what provably did not.
-func (p *Store) apply(fns []func(pgx.Tx) error) (int, error) {
+func (p *Store) apply(fns []func(*write) error) (int, error) {
 	if p.readOnly {
 		return -1, fmt.Errorf("journal %s was opened read-only", p.where)
+	}
+	if p.leases != nil {
+		if failed, err, ok := p.applyPiped(fns); ok {
+			return failed, err
+		}
 	}
 	for try := 1; ; try++ {
 		failed, ended, err := p.applyOnce(fns)
@@ -293,7 +300,7 @@ const pgApplyTries = 3
 
 // applyOnce runs fns in one transaction; ended says the database ended the
 // transaction before its commit (nothing of it committed).
-func (p *Store) applyOnce(fns []func(pgx.Tx) error) (failed int, ended bool, err error) {
+func (p *Store) applyOnce(fns []func(*write) error) (failed int, ended bool, err error) {
 	ctx := context.Background()
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
@@ -301,8 +308,10 @@ func (p *Store) applyOnce(fns []func(pgx.Tx) error) (failed int, ended bool, err
 		return -1, !errors.As(err, &ce), p.connErr(err) // a dead pooled connection; not a database that is down
 	}
 	defer tx.Rollback(ctx)
+	var puts []recentPut
+	w := &write{tx: tx, puts: &puts}
 	for i, fn := range fns {
-		if err := fn(tx); err != nil {
+		if err := fn(w); err != nil {
 			if tx.Conn().IsClosed() {
 				return -1, true, p.connErr(err)
 			}
@@ -313,8 +322,14 @@ func (p *Store) applyOnce(fns []func(pgx.Tx) error) (failed int, ended bool, err
 		// The connection gone during the commit, it may have committed;
 		// ended while idle, it did not: the commit never arrived.
 		var pe *pgconn.PgError
+		forgotten := make([]journal.ID, len(puts))
+		for i, put := range puts {
+			forgotten[i] = put.id
+		}
+		p.recent.forget(forgotten)
 		return -1, errors.As(err, &pe) && pe.Code == pgIdleInTransactionTimeout, p.connErr(err)
 	}
+	p.recent.keep(puts)
 	return -1, false, nil
 }
 
@@ -323,11 +338,11 @@ func (p *Store) applyOnce(fns []func(pgx.Tx) error) (failed int, ended bool, err
 const pgIdleInTransactionTimeout = "25P03"
 
 func (p *Store) storeWrite(fn func(journal.Tx) error) error {
-	return p.gc.Do(func(tx pgx.Tx) error { return fn(p.store(tx)) })
+	return p.gc.Do(func(w *write) error { return fn(p.store(w)) })
 }
 
 func (p *Store) storeLater(fn func(journal.Tx) error) (*journal.Pending, error) {
-	return p.gc.Later(func(tx pgx.Tx) error { return fn(p.store(tx)) }, nil)
+	return p.gc.Later(func(w *write) error { return fn(p.store(w)) }, nil)
 }
 
 // connErr names the database in an error of the connection.
@@ -347,14 +362,17 @@ func (p *Store) connErr(err error) error {
 // checked when the write first reads or writes a record of the run: a
 // worker that lost the run learns it before any rule of the write.
 type pgStore struct {
-	tx     pgx.Tx
+	tx     pgx.Tx // nil in a pipelined write
+	pipe   *pipe  // nil in a transaction
+	puts   *[]recentPut
+	recent *recent
 	s      *journal.Sealer
 	l      *leases                 // nil: read-only
 	fenced map[journal.ID]struct{} // runs whose epoch this write has checked
 }
 
-func (p *Store) store(tx pgx.Tx) pgStore {
-	return pgStore{tx: tx, s: p.sealer, l: p.leases, fenced: map[journal.ID]struct{}{}}
+func (p *Store) store(w *write) pgStore {
+	return pgStore{tx: w.tx, pipe: w.pipe, puts: w.puts, recent: &p.recent, s: p.sealer, l: p.leases, fenced: map[journal.ID]struct{}{}}
 }
 
 // fence checks run's epoch once per write (see leases.fence).
@@ -370,6 +388,9 @@ func (st pgStore) fence(run journal.ID) error {
 var bg = context.Background()
 
 func (st pgStore) Run(id journal.ID) (*journal.Run, error) {
+	if st.pipe != nil {
+		return st.pipedRun(id)
+	}
 	if err := st.fence(id); err != nil {
 		return nil, err
 	}
@@ -385,6 +406,9 @@ func (st pgStore) Run(id journal.ID) (*journal.Run, error) {
 }
 
 func (st pgStore) Invocation(id journal.ID) (*journal.Invocation, error) {
+	if st.pipe != nil {
+		return st.pipedInvocation(id)
+	}
 	// The run's lease comes with the record: one round trip.
 	var rec []byte
 	var run [16]byte
@@ -414,23 +438,34 @@ func (st pgStore) PutRun(old, r *journal.Run) error {
 	if err != nil {
 		return err
 	}
+	rec := journal.AddChecksum(b)
+	if st.pipe != nil {
+		return st.pipedPutRun(old, r, rec)
+	}
 	if old == nil {
 		// A new run is its creator's, at epoch 1.
 		_, err = st.tx.Exec(bg, `INSERT INTO mcpflow_runs (id, status, workflow, started_at, record, owner, session, epoch)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, 1)`,
-			uuidOf(r.ID), r.Status.String(), r.Workflow, r.StartedAt, journal.AddChecksum(b), st.l.worker, uuidOf(st.l.session))
+			uuidOf(r.ID), r.Status.String(), r.Workflow, r.StartedAt, rec, st.l.worker, uuidOf(st.l.session))
 		if err == nil {
 			st.l.hold(r.ID, 1)
 		}
+	} else if err = st.fence(r.ID); err == nil {
+		// A cancel request lasts while the run is running.
+		_, err = st.tx.Exec(bg, `UPDATE mcpflow_runs SET status = $2, record = $3,
+			cancel_reason = CASE WHEN $2 = 'running' THEN cancel_reason END WHERE id = $1`, uuidOf(r.ID), r.Status.String(), rec)
+	}
+	if err != nil {
 		return err
 	}
-	if err := st.fence(r.ID); err != nil {
-		return err
+	// Kept for the next write of a running run this process holds, once
+	// this one commits (pipeline.go).
+	put := recentPut{id: r.ID, run: true}
+	if _, held := st.held(r.ID); held && r.Status == journal.RunRunning {
+		put.rec = rec
 	}
-	// A cancel request lasts while the run is running.
-	_, err = st.tx.Exec(bg, `UPDATE mcpflow_runs SET status = $2, record = $3,
-		cancel_reason = CASE WHEN $2 = 'running' THEN cancel_reason END WHERE id = $1`, uuidOf(r.ID), r.Status.String(), journal.AddChecksum(b))
-	return err
+	*st.puts = append(*st.puts, put)
+	return nil
 }
 
 func (st pgStore) PutInvocation(old, inv *journal.Invocation) error {
@@ -438,15 +473,27 @@ func (st pgStore) PutInvocation(old, inv *journal.Invocation) error {
 	if err != nil {
 		return err
 	}
-	if old == nil {
-		return st.insertInv(inv, journal.AddChecksum(b))
+	rec := journal.AddChecksum(b)
+	if st.pipe != nil {
+		return st.pipedPut(old, inv, rec)
 	}
-	if err := st.fence(inv.RunID); err != nil {
+	if old == nil {
+		err = st.insertInv(inv, rec)
+	} else if err = st.fence(inv.RunID); err == nil {
+		_, err = st.tx.Exec(bg, `UPDATE mcpflow_invocations SET state = $2, tool_error = $3, record = $4 WHERE id = $1`,
+			uuidOf(inv.ID), inv.State.String(), inv.ToolError, rec)
+	}
+	if err != nil {
 		return err
 	}
-	_, err = st.tx.Exec(bg, `UPDATE mcpflow_invocations SET state = $2, tool_error = $3, record = $4 WHERE id = $1`,
-		uuidOf(inv.ID), inv.State.String(), inv.ToolError, journal.AddChecksum(b))
-	return err
+	// Kept for the next write of a run this process holds, once this
+	// one commits (pipeline.go).
+	put := recentPut{id: inv.ID}
+	if e, held := st.l.epoch(inv.RunID); held && e != lostEpoch {
+		put.inv, put.rec = journal.CloneInvocation(inv), rec
+	}
+	*st.puts = append(*st.puts, put)
+	return nil
 }
 
 // insertInv inserts a new invocation's record in one round trip: the run's
@@ -505,6 +552,9 @@ func (st pgStore) insertInv(inv *journal.Invocation, rec []byte) error {
 
 // HasRun also fences a run this process holds, in the same round trip.
 func (st pgStore) HasRun(id journal.ID) (bool, error) {
+	if st.pipe != nil {
+		return st.pipedHasRun(id)
+	}
 	e, held := st.l.epoch(id)
 	_, done := st.fenced[id]
 	switch {
@@ -537,6 +587,9 @@ func (st pgStore) settle(run journal.ID, mine bool) error {
 }
 
 func (st pgStore) HasInvocation(id journal.ID) (bool, error) {
+	if st.pipe != nil {
+		return false, errNotPiped
+	}
 	return exists(st.tx, `SELECT EXISTS (SELECT 1 FROM mcpflow_invocations WHERE id = $1)`, id)
 }
 
@@ -547,6 +600,9 @@ func exists(q querier, sql string, id journal.ID) (bool, error) {
 }
 
 func (st pgStore) FirstWhere(run journal.ID, match func(journal.State) bool) (*journal.Invocation, error) {
+	if st.pipe != nil {
+		return st.pipedFirstWhere(run, match)
+	}
 	return pgFirstWhere(st.tx, st.s, run, match)
 }
 
@@ -920,6 +976,17 @@ func (p *Store) check(tx pgx.Tx) (probs []journal.Problem, err error) {
 	return probs, nil
 }
 
+// inTx runs fn in a read-write transaction: a write of the group commit
+// that is never pipelined.
+func (p *Store) inTx(fn func(pgx.Tx) error) error {
+	return p.gc.Do(func(w *write) error {
+		if w.tx == nil {
+			return errNotPiped
+		}
+		return fn(w.tx)
+	})
+}
+
 // read runs fn in a read-only transaction that sees one snapshot.
 func (p *Store) read(fn func(pgx.Tx) error) error {
 	tx, err := p.pool.BeginTx(bg, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
@@ -941,7 +1008,7 @@ func (p *Store) Prune(before time.Time, dryRun bool) (journal.PruneReport, error
 		var last [16]byte
 		n := 0
 		// A dry run only reads: no commit, and it works read-only.
-		run, lock := p.gc.Do, " FOR UPDATE"
+		run, lock := p.inTx, " FOR UPDATE"
 		if dryRun {
 			run, lock = p.read, ""
 		}
