@@ -29,6 +29,7 @@ var (
 	stepsFlag = flag.Int("steps", 10, "steps of each run (calls of each bare caller)")
 	connsFlag = flag.Int("conns", 0, "connections the bare callers share per server (0: the server's own, -server-conns)")
 	srvConns  = flag.Int("server-conns", 4, "sessions the server keeps per server (the workspace's `sessions:`); 0 writes no setting (a build before it: one per run)")
+	submitter = flag.Int("submitters", 16, "clients submitting the runs at once, each one run after another")
 	binFlag   = flag.String("bin", os.Getenv("MCPFLOW_BENCH_BIN"), "the mcpflow binary to measure (default: built from this tree)")
 )
 
@@ -151,7 +152,7 @@ func journaledPhase(b *testing.B, bin, ws, home string, f *figures) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", sock)
 		},
-		MaxIdleConnsPerHost: 64,
+		MaxIdleConnsPerHost: max(64, *submitter),
 	}}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -175,7 +176,7 @@ func journaledPhase(b *testing.B, bin, ws, home string, f *figures) {
 	var next atomic.Int64
 	var submit sync.WaitGroup
 	var submitErr atomic.Value
-	for range 16 {
+	for range *submitter {
 		submit.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
