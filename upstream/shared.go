@@ -96,6 +96,9 @@ func (h *Shared) pick(key string, max int) (e *poolEntry, mine bool) {
 		load := int64(1) // connecting: as busy as one call
 		select {
 		case <-c.ready:
+			if c.err != nil {
+				continue // failed: its connector drops it
+			}
 			load = c.sess.InFlight()
 		default:
 		}

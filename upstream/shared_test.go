@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
@@ -148,4 +149,29 @@ func TestSharedReconnectWaitsForCallsInFlight(t *testing.T) {
 		t.Error("a later call did not get the new session")
 	}
 	callGreet(t, fresh, "c")
+}
+
+// A server that cannot start fails every caller, concurrent ones
+// included, and leaves nothing behind to pick.
+func TestSharedFailedConnect(t *testing.T) {
+	set := Set{"bad": {Name: "bad", Command: filepath.Join(t.TempDir(), "missing"), Sessions: 2}}
+	h := NewShared()
+	defer h.Close()
+	p := NewPool(set, &Options{Workspace: t.TempDir()})
+	p.Share(h)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if s, err := p.Session(context.Background(), "bad"); err == nil {
+				t.Errorf("a session of a missing command: %v", s)
+			}
+		})
+	}
+	wg.Wait()
+	h.mu.Lock()
+	n := len(h.groups)
+	h.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d groups kept after failed connects", n)
+	}
 }
