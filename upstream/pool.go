@@ -53,10 +53,11 @@ func (p *Pool) Session(ctx context.Context, name string) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.shared != nil && shares(srv, &p.opts) {
+	p.mu.Lock()
+	if p.shared != nil && shares(srv, &p.opts) && !p.closed {
+		p.mu.Unlock()
 		return p.shared.session(ctx, srv, &p.opts)
 	}
-	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		return nil, errors.New("server pool is closed")
