@@ -54,12 +54,16 @@ type Service struct {
 
 	mu     sync.Mutex
 	active map[journal.ID]context.CancelCauseFunc // runs going in this process
+
+	// shared holds the sessions the runs share, of the servers whose
+	// entry sets sessions: (see upstream.Shared); Close stops them.
+	shared *upstream.Shared
 }
 
 // New returns a service on j, or on the journal Options.OpenJournal opens
 // when j is nil.
 func New(j journal.Store, o *Options) (*Service, error) {
-	s := &Service{j: j, active: map[journal.ID]context.CancelCauseFunc{}}
+	s := &Service{j: j, active: map[journal.ID]context.CancelCauseFunc{}, shared: upstream.NewShared()}
 	s.share(j)
 	if o != nil {
 		s.o = *o
@@ -149,16 +153,21 @@ func (s *Service) Journal() (journal.Store, error) {
 	return s.j, nil
 }
 
-// Close closes the journal the service opened itself (Options.OpenJournal);
-// a journal given to New is the caller's to close.
+// Close stops the server sessions the runs shared (upstream.Shared), and
+// closes the journal the service opened itself (Options.OpenJournal); a
+// journal given to New is the caller's to close.
 func (s *Service) Close() error {
+	var err error
+	if s.shared != nil {
+		err = s.shared.Close()
+	}
 	s.jmu.Lock()
 	defer s.jmu.Unlock()
 	if !s.opened {
-		return nil
+		return err
 	}
 	s.opened = false
-	return s.j.Close()
+	return errors.Join(err, s.j.Close())
 }
 
 // External reads the servers configured outside workflows in workspace:
@@ -232,9 +241,11 @@ func (s *Service) prepareFor(set, own upstream.Set, workspace string, trustWorks
 	sm := newSampler(s.samplingConfig(workspace))
 	o := s.runOptions(workspace, sm)
 	o.Peer = peer
+	pool := upstream.NewPool(set, o)
+	pool.Share(s.shared)
 	return &execution{
 		sampler: sm,
-		pool:    upstream.NewPool(set, o),
+		pool:    pool,
 		trust: trust.NewResolver(&trust.Options{
 			Workspace: workspace,
 			Flag:      trustWorkspace,

@@ -78,6 +78,16 @@ type Server struct {
 	// import as these: a client's allowlist is never widened.
 	IncludeTools []string `yaml:"include_tools,omitempty" json:"include_tools,omitempty"`
 	ExcludeTools []string `yaml:"exclude_tools,omitempty" json:"exclude_tools,omitempty"`
+	// Sessions, when above 0, lets the runs of one process (mcpflow
+	// server) share up to this many sessions of the server, instead of
+	// each run connecting its own (a process for a stdio server) and
+	// closing it at its end. A call goes to the open session with the
+	// fewest calls in flight; another is connected while every open one
+	// is busy. Only for servers that keep no state between calls that a
+	// run relies on, and that ask nothing during a call on protocols
+	// before 2026-07-28 (a question on a session with several calls in
+	// flight is refused: no one can tell which call asks). See Shared.
+	Sessions int `yaml:"sessions,omitempty" json:"sessions,omitempty"`
 	// Roots are the directories the server is told it may work in (MCP
 	// roots, sent as file:// URIs), each a path or a file:// URI (see
 	// [CheckRoot]); a relative path is relative to the workspace. Nil means
@@ -226,6 +236,9 @@ func (s *Server) check() *problem {
 	if s.ReconnectTimeout < 0 {
 		return &problem{"reconnect_timeout", "negative reconnect_timeout (expected a positive duration such as \"30s\")"}
 	}
+	if s.Sessions < 0 {
+		return &problem{"sessions", fmt.Sprintf("negative sessions %d (expected how many sessions runs share, such as 4; 0 or none for one per run)", s.Sessions)}
+	}
 	if s.CallTimeout < 0 {
 		return &problem{"call_timeout", "negative call_timeout (expected a positive duration such as \"30s\")"}
 	}
@@ -301,6 +314,7 @@ type serverJSON struct {
 	MaxMessageSize int64             `json:"max_message_size,omitempty"`
 	IncludeTools   []string          `json:"include_tools,omitempty"`
 	ExcludeTools   []string          `json:"exclude_tools,omitempty"`
+	Sessions       int               `json:"sessions,omitempty"`
 	Roots          *[]string         `json:"roots,omitempty"` // nil: the workspace; empty: none
 	Origin         string            `json:"origin,omitempty"`
 	Shadows        []string          `json:"shadows,omitempty"`
@@ -312,7 +326,7 @@ func (s Server) MarshalJSON() ([]byte, error) {
 	j := serverJSON{
 		Name: s.Name, Builtin: s.Builtin, Command: s.Command, Args: s.Args, Env: s.Env, Cwd: s.Cwd, EnvFile: s.EnvFile,
 		URL: s.URL, Headers: s.Headers, Type: s.Type, Trust: s.Trust, Origin: s.Origin,
-		IncludeTools: s.IncludeTools, ExcludeTools: s.ExcludeTools, Shadows: s.Shadows, Warnings: s.Warnings,
+		IncludeTools: s.IncludeTools, ExcludeTools: s.ExcludeTools, Sessions: s.Sessions, Shadows: s.Shadows, Warnings: s.Warnings,
 	}
 	if s.Roots != nil {
 		j.Roots = &s.Roots
@@ -339,7 +353,7 @@ func (s *Server) UnmarshalJSON(b []byte) error {
 	out := Server{
 		Name: j.Name, Builtin: j.Builtin, Command: j.Command, Args: j.Args, Env: j.Env, Cwd: j.Cwd, EnvFile: j.EnvFile,
 		URL: j.URL, Headers: j.Headers, Type: j.Type, Trust: j.Trust, Origin: j.Origin, MaxMessageSize: j.MaxMessageSize,
-		IncludeTools: j.IncludeTools, ExcludeTools: j.ExcludeTools, Shadows: j.Shadows, Warnings: j.Warnings,
+		IncludeTools: j.IncludeTools, ExcludeTools: j.ExcludeTools, Sessions: j.Sessions, Shadows: j.Shadows, Warnings: j.Warnings,
 	}
 	if j.Roots != nil {
 		out.Roots = append([]string{}, *j.Roots...)

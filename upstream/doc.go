@@ -1,7 +1,7 @@
 // Package upstream connects mcpflow to the MCP servers it calls: their configuration
 // ([Server], [Set]), where it comes from ([ParseEntry], [LoadWorkspace],
 // [Import], [Merge]), sessions over stdio, streamable HTTP and SSE
-// ([Connect], [Session], [Pool]), discovery of tools with their annotations
+// ([Connect], [Session], [Pool], [Shared]), discovery of tools with their annotations
 // exactly as declared on the wire ([Tool]), argument checks against a
 // tool's input schema ([Tool.Validate]), the wire-level count of tools/call
 // requests that proves no hidden re-send happened ([Session.CallsSent]),
@@ -35,6 +35,24 @@
 // a run's secret inputs for as long as the run uses the session) show as
 // [Redacted] in both: log messages are scrubbed as they are read, stderr a
 // line at a time on its way to the file.
+//
+// # Sessions runs share
+//
+// A [Pool] is one run's: by default it connects its own session of each
+// server (a process of its own for a stdio server) and Close stops them at
+// the run's end. An entry with sessions: N ([Server.Sessions]) is shared
+// instead, among the pools given one [Shared] (the service gives every
+// run's pool its own): up to N sessions of the entry, each call on the one
+// with the fewest calls in flight, a new one connected only while all are
+// busy; they live until [Shared.Close]. A lost connection drops the
+// session for later calls but lets the other runs' calls on it finish
+// before it is closed ([Session.Idle]).
+//
+// Caveats: a shared server's state is every run's (a stdio server that
+// remembers something between calls remembers it for all the runs), and
+// a server that asks during a call (elicitation, sampling, roots on
+// protocols before 2026-07-28) is refused while its session has several
+// calls in flight, which sharing makes common.
 //
 // # Sampling
 //

@@ -8,6 +8,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// httpIdleConns is how many idle connections a session's own HTTP client
+// keeps (net/http keeps 2 per host by default). A session that runs share
+// (Server.Sessions) has as many POSTs in flight as calls, each on a
+// connection of its own: one not kept is a new TCP connection, and a
+// socket in TIME_WAIT, for a later call.
+const httpIdleConns = 256
+
 // httpClient returns the client of an http or sse session: the base client
 // with a Transport that adds the server's headers.
 func (s *Session) httpClient(o Options, endpoint string, headers http.Header) *http.Client {
@@ -19,6 +26,7 @@ func (s *Session) httpClient(o Options, endpoint string, headers http.Header) *h
 	if base == nil {
 		if dt, ok := http.DefaultTransport.(*http.Transport); ok {
 			s.ownHTTP = dt.Clone()
+			s.ownHTTP.MaxIdleConns, s.ownHTTP.MaxIdleConnsPerHost = httpIdleConns, httpIdleConns
 			base = s.ownHTTP
 		} else {
 			base = http.DefaultTransport

@@ -17,7 +17,7 @@ var entryKeys = []string{
 	"builtin", "command", "args", "env", "env_file", "cwd",
 	"url", "type", "headers",
 	"trust", "connect_timeout", "call_timeout", "reconnect_timeout", "max_message_size",
-	"include_tools", "exclude_tools", "roots",
+	"include_tools", "exclude_tools", "roots", "sessions",
 }
 
 // synonyms maps keys that other MCP clients use to the mcpflow key, for
@@ -100,6 +100,8 @@ func ParseEntry(file, name string, node *yaml.Node) (srv *Server, err error) {
 			}
 		case "call_timeout":
 			srv.CallTimeout, err = p.duration(v, k)
+		case "sessions":
+			srv.Sessions, err = p.count(v, k)
 		}
 		if err != nil {
 			return nil, err
@@ -248,6 +250,17 @@ func (p *yamlParser) boolean(n *yaml.Node, key string) (bool, error) {
 		return false, p.errAt(n, "%s: %v (expected true or false)", key, err)
 	}
 	return b, nil
+}
+
+func (p *yamlParser) count(n *yaml.Node, key string) (int, error) {
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		return 0, p.errAt(n, "%s: expected a whole number such as 4, found %s", key, yamlpos.KindName(n))
+	}
+	var c int
+	if err := n.Decode(&c); err != nil {
+		return 0, p.errAt(n, "%s: %v (expected a whole number such as 4)", key, err)
+	}
+	return c, nil
 }
 
 func (p *yamlParser) duration(n *yaml.Node, key string) (time.Duration, error) {

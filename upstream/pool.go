@@ -12,6 +12,10 @@ type Pool struct {
 	set  Set
 	opts Options
 
+	// shared, when set, holds the sessions of the servers whose entry
+	// sets Sessions (see Share).
+	shared *Shared
+
 	mu       sync.Mutex
 	sessions map[string]*poolEntry
 	closed   bool
@@ -32,6 +36,13 @@ func NewPool(set Set, opts *Options) *Pool {
 	return p
 }
 
+// Share makes the pool take the sessions of the servers whose entry sets
+// Sessions from h, shared with the other pools given h, instead of
+// connecting sessions of its own; Close leaves those open (h.Close stops
+// them). A pool that stands in for a client (Options.Peer) shares nothing.
+// Call Share before the pool's first use.
+func (p *Pool) Share(h *Shared) { p.shared = h }
+
 // Set returns the servers the pool knows.
 func (p *Pool) Set() Set { return p.set }
 
@@ -43,6 +54,10 @@ func (p *Pool) Session(ctx context.Context, name string) (*Session, error) {
 		return nil, err
 	}
 	p.mu.Lock()
+	if p.shared != nil && shares(srv, &p.opts) && !p.closed {
+		p.mu.Unlock()
+		return p.shared.session(ctx, srv, &p.opts)
+	}
 	if p.closed {
 		p.mu.Unlock()
 		return nil, errors.New("server pool is closed")
@@ -86,7 +101,14 @@ func (p *Pool) forget(name string, e *poolEntry) {
 // Reconnect drops the session for name (stopping its server) and connects
 // afresh: a new process or connection, a new initialize, and — on the next
 // Tools call — a fresh tools/list. Nothing of the old session carries over.
+//
+// A shared session (see Share) is not closed at once: the other runs'
+// calls in flight on it may still be answered. It is closed when the last
+// of them returned, and the next call gets another session.
 func (p *Pool) Reconnect(ctx context.Context, name string, old *Session) (*Session, error) {
+	if srv, err := p.set.Lookup(name); err == nil && p.shared != nil && shares(srv, &p.opts) {
+		return p.shared.reconnect(ctx, srv, &p.opts, old)
+	}
 	p.mu.Lock()
 	if e, ok := p.sessions[name]; ok {
 		select {
@@ -116,6 +138,16 @@ func (p *Pool) Close() error {
 	entries := p.sessions
 	p.sessions = map[string]*poolEntry{}
 	p.mu.Unlock()
+	all := make([]*poolEntry, 0, len(entries))
+	for _, e := range entries {
+		all = append(all, e)
+	}
+	return closeEntries(all)
+}
+
+// closeEntries closes the sessions of entries at once (waiting for those
+// still connecting), and returns when each has ended.
+func closeEntries(entries []*poolEntry) error {
 	errs := make([]error, 0, len(entries))
 	var mu sync.Mutex
 	var wg sync.WaitGroup

@@ -125,8 +125,46 @@ type Session struct {
 	tools      map[string]Tool
 	toolsStale atomic.Bool // the server said its tools changed
 
+	// inflight counts the calls in flight (the load a Shared balances);
+	// idle, when set, is closed when it falls to zero (see Idle).
+	inflight atomic.Int64
+	idle     chan struct{}
+
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// InFlight is the number of tools/call requests of the session that have
+// not returned.
+func (s *Session) InFlight() int64 { return s.inflight.Load() }
+
+// Idle returns a channel closed once the session has no call in flight
+// (at once when it has none now).
+func (s *Session) Idle() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inflight.Load() == 0 {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	return s.idle
+}
+
+// callDone counts a call out of InFlight and wakes Idle's waiters at zero.
+func (s *Session) callDone() {
+	if s.inflight.Add(-1) != 0 {
+		return
+	}
+	s.mu.Lock()
+	if s.idle != nil && s.inflight.Load() == 0 {
+		close(s.idle)
+		s.idle = nil
+	}
+	s.mu.Unlock()
 }
 
 // terminateDuration is how long Close waits for a stdio server to exit
@@ -548,6 +586,8 @@ func (s *Session) Continue(ctx context.Context, tool string, args json.RawMessag
 
 func (s *Session) call(ctx context.Context, params *mcp.CallToolParams, progress func(progress, total float64, message string)) (*mcp.CallToolResult, error) {
 	tool, meta := params.Name, params.Meta
+	s.inflight.Add(1)
+	defer s.callDone()
 	if a, ok := ctx.Value(askerKey{}).(*Asker); ok {
 		s.mu.Lock()
 		if s.askers == nil {

@@ -24,12 +24,8 @@ func (t Tool) Validate(args json.RawMessage) error {
 	if len(bytes.TrimSpace(t.InputSchema)) == 0 {
 		return nil
 	}
-	var schema jsonschema.Schema
-	if err := json.Unmarshal(t.InputSchema, &schema); err != nil {
-		return nil
-	}
-	resolved, err := schema.Resolve(nil)
-	if err != nil {
+	resolved := resolveSchema(t.InputSchema)
+	if resolved == nil {
 		return nil
 	}
 	var instance any = map[string]any{}
@@ -41,7 +37,7 @@ func (t Tool) Validate(args json.RawMessage) error {
 	if _, ok := instance.(map[string]any); !ok {
 		return &ArgsError{Tool: t.Name, Reason: "not an object (expected a JSON object of named arguments)"}
 	}
-	err = resolved.Validate(instance)
+	err := resolved.Validate(instance)
 	if err == nil {
 		return nil
 	}
@@ -49,6 +45,46 @@ func (t Tool) Validate(args json.RawMessage) error {
 		return nil
 	}
 	return argsError(t.Name, err)
+}
+
+// resolvedSchemas are the input schemas resolved so far, by their text:
+// every call of a step checks its arguments, and unmarshalling and
+// resolving the schema each time took a tenth of mcpflow server's CPU
+// with a thousand runs going. A nil value is a schema this package cannot
+// use. A *jsonschema.Resolved is only read by Validate, so calls share it.
+var resolvedSchemas struct {
+	mu sync.Mutex
+	m  map[string]*jsonschema.Resolved
+}
+
+// maxResolvedSchemas bounds resolvedSchemas: past it, the cache starts
+// again empty (servers whose schemas change with every list cannot grow
+// it without end).
+const maxResolvedSchemas = 1024
+
+// resolveSchema returns the resolved schema of raw, or nil when it is not
+// JSON or cannot be resolved.
+func resolveSchema(raw json.RawMessage) *jsonschema.Resolved {
+	key := string(raw)
+	resolvedSchemas.mu.Lock()
+	r, ok := resolvedSchemas.m[key]
+	resolvedSchemas.mu.Unlock()
+	if ok {
+		return r
+	}
+	var schema jsonschema.Schema
+	if err := json.Unmarshal(raw, &schema); err == nil {
+		if res, err := schema.Resolve(nil); err == nil {
+			r = res
+		}
+	}
+	resolvedSchemas.mu.Lock()
+	if resolvedSchemas.m == nil || len(resolvedSchemas.m) >= maxResolvedSchemas {
+		resolvedSchemas.m = map[string]*jsonschema.Resolved{}
+	}
+	resolvedSchemas.m[key] = r
+	resolvedSchemas.mu.Unlock()
+	return r
 }
 
 // argsError turns a jsonschema-go error chain ("validating root:

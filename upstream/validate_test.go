@@ -3,7 +3,9 @@ package upstream
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/mcpflow/mcpflow/upstream/demo"
@@ -92,5 +94,29 @@ func TestRedactValuesNumbers(t *testing.T) {
 		if got := redactValues(in); got != want {
 			t.Errorf("redactValues(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// Calls share a tool's resolved schema: many at once, valid and not, each
+// gets its own verdict (under -race: the schema is only read).
+func TestToolValidateConcurrently(t *testing.T) {
+	tool := Tool{Name: "t", InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","maximum":10}},"required":["n"]}`)}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				n := (g + i) % 20
+				err := tool.Validate(json.RawMessage(fmt.Sprintf(`{"n":%d}`, n)))
+				var ae *ArgsError
+				if n <= 10 && err != nil || n > 10 && (!errors.As(err, &ae) || ae.Field != "n") {
+					t.Errorf("n=%d: %v", n, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := (Tool{Name: "t", InputSchema: json.RawMessage(`{"type":`)}).Validate(json.RawMessage(`{"x":1}`)); err != nil {
+		t.Errorf("a schema that is not JSON rejected arguments: %v", err)
 	}
 }

@@ -282,6 +282,22 @@ func TestLedgerSeqContinuesFile(t *testing.T) {
 	}
 }
 
+// With NoLedger the tools answer as usual, row 0 for the ones that count,
+// and the ledger's directory is never made.
+func TestNoLedger(t *testing.T) {
+	ledgerPath := testLedger(t)
+	cs, _ := connect(t, Config{Ledger: ledgerPath, NoLedger: true}, nil)
+	if got := text(t, call(t, cs, "greet", map[string]any{"name": "Ada"}, "k1")); got != "Hello, Ada!" {
+		t.Errorf("greet said %q", got)
+	}
+	if got := text(t, call(t, cs, "ledger_append", map[string]any{"entry": "x"}, "k2")); got != "appended row 0" {
+		t.Errorf("ledger_append said %q, want %q", got, "appended row 0")
+	}
+	if _, err := os.Stat(filepath.Dir(ledgerPath)); !os.IsNotExist(err) {
+		t.Errorf("the ledger's directory exists (%v): something was written", err)
+	}
+}
+
 func TestInvalidInputIsNotExecuted(t *testing.T) {
 	ledgerPath := testLedger(t)
 	cs, _ := connect(t, Config{Ledger: ledgerPath}, nil)

@@ -81,7 +81,9 @@
 // seq is the line's 1-based number in the file, args the call's arguments as
 // received, and idempotency_key the call's _meta["io.mcpflow/idempotency-key"]
 // ("" if absent). The line is fsynced before the tool replies. Directories
-// are created 0700, the file 0600.
+// are created 0700, the file 0600. With Config.NoLedger (--no-ledger, env
+// MCPFLOW_DEMO_NO_LEDGER=1) no line is written and row-returning tools answer
+// row 0: a benchmark's calls then cost no fsync in the demo server.
 //
 // With Config.LedgerEnds (--ledger-ends, env MCPFLOW_DEMO_LEDGER_ENDS=1) a
 // call that ends without answering adds a second line, with the call's key:

@@ -181,7 +181,11 @@ func (d *demo) execute(ctx context.Context, req *mcp.CallToolRequest, drop dropF
 		}
 	}
 	key, _ := req.Params.Meta[idempotencyKeyMeta].(string)
-	seq, err := d.ledger.append(name, req.Params.Arguments, key)
+	var seq int
+	var err error
+	if !d.cfg.NoLedger {
+		seq, err = d.ledger.append(name, req.Params.Arguments, key)
+	}
 	if err != nil || f.kind == faultNone {
 		return seq, err
 	}

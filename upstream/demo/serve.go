@@ -38,6 +38,12 @@ type Config struct {
 	// when the client cancelled it (notifications/cancelled), "abandoned"
 	// when its connection ended first. See the package documentation.
 	LedgerEnds bool
+	// NoLedger (--no-ledger, env MCPFLOW_DEMO_NO_LEDGER=1) writes no ledger
+	// line: every tool runs without its append and its fsync, and the tools
+	// that answer with their row answer row 0. For benchmarks, where the
+	// ledger's fsync and its re-read of the whole file on every append would
+	// measure the demo server instead of its client.
+	NoLedger bool
 	// Protocol is the newest MCP protocol version the server speaks
 	// (--protocol, env MCPFLOW_DEMO_PROTOCOL); "" = go-sdk's newest. With
 	// "2025-11-25" or older, clients initialize, and the sample tool asks
@@ -90,6 +96,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&c.Annotations, "annotations", ann, "send `TOOL=JSON` as the tool's annotations, exactly (repeatable; env MCPFLOW_DEMO_ANNOTATIONS, one a line)")
 	fs.StringVar(&c.Protocol, "protocol", os.Getenv("MCPFLOW_DEMO_PROTOCOL"), "speak MCP protocol `version`s up to this one, such as 2025-11-25 (default go-sdk's newest; env MCPFLOW_DEMO_PROTOCOL)")
 	fs.BoolVar(&c.SDKHints, "sdk-hints", false, "send go-sdk's always-present readOnlyHint/idempotentHint instead of the declared sparse annotations")
+	fs.BoolVar(&c.NoLedger, "no-ledger", os.Getenv("MCPFLOW_DEMO_NO_LEDGER") == "1", "write no ledger line: tools run without counting their executions, for benchmarks (env MCPFLOW_DEMO_NO_LEDGER=1)")
 	fs.BoolVar(&c.LedgerEnds, "ledger-ends", os.Getenv("MCPFLOW_DEMO_LEDGER_ENDS") == "1", "also write a ledger line for each call that ends unanswered: cancelled by the client, or abandoned with its connection (env MCPFLOW_DEMO_LEDGER_ENDS=1)")
 
 	// A flag given on the command line replaces a bad environment default.

@@ -378,6 +378,7 @@ func TestAddFlags(t *testing.T) {
 	t.Setenv("MCPFLOW_DEMO_PAGE_SIZE", "3")
 	t.Setenv("MCPFLOW_DEMO_ANNOTATIONS", "greet={}\nupper={\"idempotentHint\":\"yes\"}\n")
 	t.Setenv("MCPFLOW_DEMO_LEDGER_ENDS", "1")
+	t.Setenv("MCPFLOW_DEMO_NO_LEDGER", "1")
 	t.Setenv("MCPFLOW_DEMO_PROTOCOL", "2025-11-25")
 	var c Config
 	fs := pflag.NewFlagSet("demo-server", pflag.ContinueOnError)
@@ -386,19 +387,19 @@ func TestAddFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{HTTPAddr: "127.0.0.1:0", Ledger: "/tmp/l.jsonl", Fault: "hang-after-commit", FaultTool: "greet",
-		Delay: 250 * time.Millisecond, PageSize: 4, SDKHints: true, Annotations: []string{"greet={}", `upper={"idempotentHint":"yes"}`}, LedgerEnds: true, Protocol: "2025-11-25"}
+		Delay: 250 * time.Millisecond, PageSize: 4, SDKHints: true, Annotations: []string{"greet={}", `upper={"idempotentHint":"yes"}`}, LedgerEnds: true, NoLedger: true, Protocol: "2025-11-25"}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("config = %+v, want %+v", c, want)
 	}
 	var names []string
 	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
-	if wantNames := []string{"after-fault", "annotations", "delay", "fault", "fault-tool", "http", "ledger", "ledger-ends", "page-size", "protocol", "sdk-hints", "sse"}; !slices.Equal(names, wantNames) {
+	if wantNames := []string{"after-fault", "annotations", "delay", "fault", "fault-tool", "http", "ledger", "ledger-ends", "no-ledger", "page-size", "protocol", "sdk-hints", "sse"}; !slices.Equal(names, wantNames) {
 		t.Errorf("flags = %v, want %v", names, wantNames)
 	}
 }
 
 func TestAddFlagsDefaults(t *testing.T) {
-	for _, k := range []string{"LEDGER", "FAULT", "FAULT_TOOL", "DELAY", "PAGE_SIZE", "ANNOTATIONS", "LEDGER_ENDS", "PROTOCOL"} {
+	for _, k := range []string{"LEDGER", "FAULT", "FAULT_TOOL", "DELAY", "PAGE_SIZE", "ANNOTATIONS", "LEDGER_ENDS", "NO_LEDGER", "PROTOCOL"} {
 		t.Setenv("MCPFLOW_DEMO_"+k, "")
 	}
 	var c Config

@@ -1,0 +1,183 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"sync"
+)
+
+// Shared holds the sessions that the runs of one process share: those of
+// the servers whose entry sets Sessions (see [Server.Sessions]). A Pool
+// given one (Pool.Share) takes such a server's sessions from it instead of
+// connecting one of its own, and its Close leaves them open; Shared.Close
+// stops them. It is safe for concurrent use.
+//
+// Sessions are shared by entry: the same configuration (every field the
+// entry was read with, the variables its ${VAR} may read included) in the
+// same workspace, with the same capabilities (sampling declared or not).
+// Each call goes to the live session with the fewest calls in flight; a
+// new session is connected while every open one has a call in flight and
+// fewer than Sessions are open.
+type Shared struct {
+	mu     sync.Mutex
+	groups map[string][]*poolEntry
+	closed bool
+	// retiring are the sessions dropped after a lost connection, each
+	// closed by a goroutine of its own once its last call returned.
+	retiring sync.WaitGroup
+	stop     chan struct{} // closed by Close: retiring sessions close now
+}
+
+// NewShared returns an empty set of shared sessions.
+func NewShared() *Shared {
+	return &Shared{groups: map[string][]*poolEntry{}, stop: make(chan struct{})}
+}
+
+// sharedKey names the sessions runs may share: the entry as read, where
+// it runs, and what the session declares.
+func sharedKey(srv *Server, o *Options) string {
+	cfg, _ := json.Marshal(struct {
+		S       *Server
+		Allowed []string
+		W       string
+		Self    string
+		Sample  bool
+	}{srv, srv.EnvAllowed, o.Workspace, o.Self, o.CreateMessage != nil})
+	return string(cfg)
+}
+
+// shares reports whether a pool with options o takes srv's sessions from
+// a Shared: the entry asks for it, and the pool stands in for no client
+// (mcpflow proxy's session is its client's own).
+func shares(srv *Server, o *Options) bool { return srv.Sessions > 0 && o.Peer == nil }
+
+// session returns a session of srv for a call: the live one with the
+// fewest calls in flight, or a new one while all are busy and fewer than
+// srv.Sessions are open. A failed connect is not kept; a caller that
+// waited for it tries once more.
+func (h *Shared) session(ctx context.Context, srv *Server, o *Options) (*Session, error) {
+	key := sharedKey(srv, o)
+	for try := 0; ; try++ {
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return nil, errors.New("shared sessions are closed")
+		}
+		e, mine := h.pick(key, srv.Sessions)
+		h.mu.Unlock()
+		if mine {
+			e.sess, e.err = Connect(ctx, srv, o)
+			close(e.ready)
+			if e.err != nil {
+				h.drop(key, e)
+			}
+			return e.sess, e.err
+		}
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if e.err == nil || try > 0 {
+			return e.sess, e.err
+		}
+	}
+}
+
+// pick chooses the entry for a call under h.mu; mine says the caller must
+// connect it.
+func (h *Shared) pick(key string, max int) (e *poolEntry, mine bool) {
+	entries := h.groups[key]
+	var best *poolEntry
+	bestLoad := int64(-1)
+	for i, c := range entries {
+		load := int64(1) // connecting: as busy as one call
+		select {
+		case <-c.ready:
+			if c.err != nil {
+				continue // failed: its connector drops it
+			}
+			load = c.sess.InFlight()
+		default:
+		}
+		if best == nil || load < bestLoad {
+			best, bestLoad = entries[i], load
+		}
+	}
+	if best != nil && (bestLoad == 0 || len(entries) >= max) {
+		return best, false
+	}
+	e = &poolEntry{ready: make(chan struct{})}
+	h.groups[key] = append(entries, e)
+	return e, true
+}
+
+// drop removes e from the sessions of key.
+func (h *Shared) drop(key string, e *poolEntry) {
+	h.mu.Lock()
+	h.groups[key] = slices.DeleteFunc(h.groups[key], func(c *poolEntry) bool { return c == e })
+	if len(h.groups[key]) == 0 {
+		delete(h.groups, key)
+	}
+	h.mu.Unlock()
+}
+
+// reconnect drops old (its connection was lost) and returns a session for
+// the next call, as session does. The other calls in flight on old are not
+// cut short — on streamable HTTP one request can fail while the session
+// lives — : old is closed once its last call returned (or at Close).
+func (h *Shared) reconnect(ctx context.Context, srv *Server, o *Options, old *Session) (*Session, error) {
+	if old != nil {
+		key := sharedKey(srv, o)
+		h.mu.Lock()
+		var found *poolEntry
+		for _, c := range h.groups[key] {
+			select {
+			case <-c.ready:
+				if c.sess == old {
+					found = c
+				}
+			default:
+			}
+		}
+		closed := h.closed
+		if found != nil && !closed {
+			h.retiring.Go(func() {
+				select {
+				case <-old.Idle():
+				case <-h.stop:
+				}
+				old.Close()
+			})
+		}
+		h.mu.Unlock()
+		if found != nil {
+			h.drop(key, found)
+		}
+	}
+	return h.session(ctx, srv, o)
+}
+
+// Close stops every shared session, all at once, and returns when each
+// has ended (see Pool.Close). It is idempotent.
+func (h *Shared) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	close(h.stop)
+	groups := h.groups
+	h.groups = map[string][]*poolEntry{}
+	h.mu.Unlock()
+	var entries []*poolEntry
+	for _, g := range groups {
+		entries = append(entries, g...)
+	}
+	err := closeEntries(entries)
+	h.retiring.Wait()
+	return err
+}
