@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpflow/mcpflow/door"
+	"github.com/mcpflow/mcpflow/internal/gcpolicy"
 	"github.com/mcpflow/mcpflow/journal"
 )
 
@@ -71,6 +72,9 @@ the workflow's text instead.`,
 			if runF != nil {
 				return runF(cmd.Context(), o)
 			}
+			// The runs a server holds while they wait make its live
+			// heap large: see gcpolicy.
+			gcpolicy.LimitServer()
 			return runServer(cmd.Context(), o)
 		},
 	}

@@ -1,6 +1,7 @@
 package gcpolicy
 
 import (
+	"math"
 	"runtime/debug"
 	"testing"
 )
@@ -20,5 +21,23 @@ func TestApply(t *testing.T) {
 	Apply()
 	if got := debug.SetGCPercent(100); got != 150 {
 		t.Errorf("with GOGC=150: GC percent %d", got)
+	}
+}
+
+func TestLimitServer(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+
+	t.Setenv("GOMEMLIMIT", "")
+	LimitServer()
+	if got := debug.SetMemoryLimit(-1); got != ServerLimit {
+		t.Errorf("memory limit %d, want %d", got, ServerLimit)
+	}
+
+	// The environment wins.
+	debug.SetMemoryLimit(1 << 30)
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	LimitServer()
+	if got := debug.SetMemoryLimit(-1); got != 1<<30 {
+		t.Errorf("with GOMEMLIMIT=1GiB: memory limit %d", got)
 	}
 }
