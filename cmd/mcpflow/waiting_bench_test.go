@@ -438,9 +438,11 @@ func BenchmarkRunsPage(b *testing.B) {
 			b.Fatalf("MCPFLOW_BENCH_RUNS=%q: want a number of runs, at least 100", v)
 		}
 	}
-	w := &waitingServer{b: b, config: b.TempDir()}
-	if w.workspace = os.Getenv("MCPFLOW_BENCH_RUNS_FIXTURE"); w.workspace == "" {
-		w.workspace = b.TempDir()
+	w := &waitingServer{b: b, workspace: b.TempDir(), config: b.TempDir()}
+	if dir := os.Getenv("MCPFLOW_BENCH_RUNS_FIXTURE"); dir != "" {
+		// The journal records its key, which lives in the configuration
+		// directory: both are kept.
+		w.workspace, w.config = dir, filepath.Join(dir, ".config")
 	}
 	journalFile := filepath.Join(w.workspace, ".mcpflow", "journal.db")
 	if _, err := os.Stat(journalFile); err != nil {
