@@ -209,6 +209,8 @@ func (p Prompt) CheckArguments(given []string) error {
 // (with the log level, as Call does); the server's CallTimeout bounds it.
 // A read changes nothing on the server: sending it again is always safe.
 func (s *Session) ReadResource(ctx context.Context, uri string, meta map[string]any) (*mcp.ReadResourceResult, error) {
+	s.inflight.Add(1) // a request in flight, as a call is (InFlight, askerNow)
+	defer s.callDone()
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	res, err := s.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri, Meta: s.requestMeta(meta)})
@@ -230,6 +232,8 @@ func errReadNeedsInput(method string) error {
 // attached as _meta (with the log level, as Call does); the server's
 // CallTimeout bounds it.
 func (s *Session) GetPrompt(ctx context.Context, name string, args map[string]string, meta map[string]any) (*mcp.GetPromptResult, error) {
+	s.inflight.Add(1) // a request in flight, as a call is (InFlight, askerNow)
+	defer s.callDone()
 	ctx, cancel := s.callContext(ctx)
 	defer cancel()
 	res, err := s.cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: name, Arguments: args, Meta: s.requestMeta(meta)})

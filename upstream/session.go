@@ -134,8 +134,8 @@ type Session struct {
 	closeErr  error
 }
 
-// InFlight is the number of tools/call requests of the session that have
-// not returned.
+// InFlight is the number of requests of the session (tools/call,
+// resources/read, prompts/get) that have not returned.
 func (s *Session) InFlight() int64 { return s.inflight.Load() }
 
 // Idle returns a channel closed once the session has no call in flight
@@ -726,6 +726,11 @@ func (s *Session) askerNow(what string) (*Asker, error) {
 		a = f
 	}
 	s.mu.Unlock()
+	// A read, a prompt or a call without an asker in flight beside the
+	// call could be the one asking, on a session runs share: several.
+	if inflight := int(s.inflight.Load()); n == 1 && inflight > 1 {
+		n = inflight
+	}
 	switch {
 	case n == 0:
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "mcpflow answers " + what + " only during a tools/call of a workflow step"}

@@ -15,7 +15,7 @@ import (
 // stops them. It is safe for concurrent use.
 //
 // Sessions are shared by entry: the same configuration (every field the
-// entry was read with, the variables its ${VAR} may read included) in the
+// entry was read with but where, the variables its ${VAR} may read included) in the
 // same workspace, with the same capabilities (sampling declared or not).
 // Each call goes to the live session with the fewest calls in flight; a
 // new session is connected while every open one has a call in flight and
@@ -38,13 +38,15 @@ func NewShared() *Shared {
 // sharedKey names the sessions runs may share: the entry as read, where
 // it runs, and what the session declares.
 func sharedKey(srv *Server, o *Options) string {
+	entry := *srv
+	entry.Origin = "" // where it was read: the same entry in two files, or a file edited, is one
 	cfg, _ := json.Marshal(struct {
 		S       *Server
 		Allowed []string
 		W       string
 		Self    string
 		Sample  bool
-	}{srv, srv.EnvAllowed, o.Workspace, o.Self, o.CreateMessage != nil})
+	}{&entry, srv.EnvAllowed, o.Workspace, o.Self, o.CreateMessage != nil})
 	return string(cfg)
 }
 
@@ -68,12 +70,7 @@ func (h *Shared) session(ctx context.Context, srv *Server, o *Options) (*Session
 		e, mine := h.pick(key, srv.Sessions)
 		h.mu.Unlock()
 		if mine {
-			e.sess, e.err = Connect(ctx, srv, o)
-			close(e.ready)
-			if e.err != nil {
-				h.drop(key, e)
-			}
-			return e.sess, e.err
+			return h.connect(ctx, key, e, srv, o)
 		}
 		select {
 		case <-e.ready:
@@ -84,6 +81,17 @@ func (h *Shared) session(ctx context.Context, srv *Server, o *Options) (*Session
 			return e.sess, e.err
 		}
 	}
+}
+
+// connect connects e, a new entry of key's sessions: a failed connect is
+// not kept.
+func (h *Shared) connect(ctx context.Context, key string, e *poolEntry, srv *Server, o *Options) (*Session, error) {
+	e.sess, e.err = Connect(ctx, srv, o)
+	close(e.ready)
+	if e.err != nil {
+		h.drop(key, e)
+	}
+	return e.sess, e.err
 }
 
 // pick chooses the entry for a call under h.mu; mine says the caller must
@@ -124,13 +132,16 @@ func (h *Shared) drop(key string, e *poolEntry) {
 	h.mu.Unlock()
 }
 
-// reconnect drops old (its connection was lost) and returns a session for
-// the next call, as session does. The other calls in flight on old are not
-// cut short — on streamable HTTP one request can fail while the session
-// lives — : old is closed once its last call returned (or at Close).
+// reconnect drops old (its connection was lost) and returns a new session
+// in its place, connected for this caller: never another open one, which
+// the same failure (the server restarted, say) may have broken too, and
+// whose tool list would not be the fresh one the replay rule asks for
+// after a lost connection. The other calls in flight on old are not cut
+// short — on streamable HTTP one request can fail while the session lives
+// — : old is closed once its last call returned (or at Close).
 func (h *Shared) reconnect(ctx context.Context, srv *Server, o *Options, old *Session) (*Session, error) {
+	key := sharedKey(srv, o)
 	if old != nil {
-		key := sharedKey(srv, o)
 		h.mu.Lock()
 		var found *poolEntry
 		for _, c := range h.groups[key] {
@@ -157,7 +168,15 @@ func (h *Shared) reconnect(ctx context.Context, srv *Server, o *Options, old *Se
 			h.drop(key, found)
 		}
 	}
-	return h.session(ctx, srv, o)
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, errors.New("shared sessions are closed")
+	}
+	e := &poolEntry{ready: make(chan struct{})}
+	h.groups[key] = append(h.groups[key], e)
+	h.mu.Unlock()
+	return h.connect(ctx, key, e, srv, o)
 }
 
 // Close stops every shared session, all at once, and returns when each
