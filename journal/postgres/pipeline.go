@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -136,10 +138,14 @@ type write struct {
 
 // pipe is the state of one pipelined group of writes.
 type pipe struct {
-	b     pgx.Batch
-	read  map[journal.ID][]byte    // records read: what each UPDATE expects stored
-	wrote map[journal.ID]recentInv // records written so far in the group
-	runs  map[journal.ID][]byte    // runs' records read or written so far in the group
+	b    pgx.Batch
+	read map[journal.ID][]byte // records read: what each UPDATE expects stored
+	// checked are the records read that an UPDATE of the group checks: a
+	// read no statement checks (a rule that read a record and wrote
+	// nothing of it) needs the transaction's read.
+	checked map[journal.ID]bool
+	wrote   map[journal.ID]recentInv // records written so far in the group
+	runs    map[journal.ID][]byte    // runs' records read or written so far in the group
 	// absent are the runs HasRun said do not exist, which only the INSERT
 	// of each (PutRun, refused on a taken id) may check; none are the
 	// states FirstWhere said no invocation of a run is in, which the next
@@ -155,7 +161,7 @@ type pipe struct {
 // be pipelined, or the pipeline failed before anything of it could have
 // committed; they are to run as a transaction.
 func (p *Store) applyPiped(fns []func(*write) error) (failed int, err error, ok bool) {
-	w := &write{pipe: &pipe{read: map[journal.ID][]byte{}, wrote: map[journal.ID]recentInv{}, runs: map[journal.ID][]byte{},
+	w := &write{pipe: &pipe{read: map[journal.ID][]byte{}, checked: map[journal.ID]bool{}, wrote: map[journal.ID]recentInv{}, runs: map[journal.ID][]byte{},
 		absent: map[journal.ID]bool{}, none: map[journal.ID][]string{}}}
 	defer func() {
 		if !ok {
@@ -172,7 +178,7 @@ func (p *Store) applyPiped(fns []func(*write) error) (failed int, err error, ok 
 			return 0, nil, false
 		}
 	}
-	if w.pipe.b.Len() == 0 || len(w.pipe.absent) > 0 || len(w.pipe.none) > 0 {
+	if w.pipe.b.Len() == 0 || len(w.pipe.absent) > 0 || len(w.pipe.none) > 0 || len(w.pipe.checked) < len(w.pipe.read) {
 		return 0, nil, false // nothing to write, or an assumption nothing checks
 	}
 	br := p.pool.SendBatch(bg, &w.pipe.b)
@@ -200,13 +206,23 @@ func (p *Store) applyPiped(fns []func(*write) error) (failed int, err error, ok 
 		// refused (an ERROR): it rolled back. The cache may be out of date.
 		p.recent.forget(w.pipe.touch)
 		return 0, nil, false
-	case pgconn.SafeToRetry(err):
-		return 0, nil, false // nothing reached the server
+	case pgconn.SafeToRetry(err) || errors.As(err, new(pgx.ErrPreprocessingBatch)):
+		// Nothing reached the server, or only the statements' preparation
+		// (no Execute, no Sync: nothing to commit).
+		return 0, nil, false
 	default:
-		// Lost with the connection: it may have committed. As with a
-		// commit whose outcome is unknown, no write is retried.
+		// Lost with the connection: it may have committed. The
+		// database says whether it did (a pooled connection that died
+		// with a restart of the server fails so before anything of the
+		// pipeline reached it); when it cannot, as with a commit whose
+		// outcome is unknown, no write is retried.
 		p.recent.forget(w.pipe.touch)
-		return -1, p.connErr(err), true
+		switch committed, known := p.pipelineCommitted(w.pipe.puts); {
+		case known && !committed:
+			return 0, nil, false
+		case !known:
+			return -1, p.connErr(err), true
+		}
 	}
 	for _, tag := range tags {
 		if tag.RowsAffected() != 1 {
@@ -220,6 +236,28 @@ func (p *Store) applyPiped(fns []func(*write) error) (failed int, err error, ok 
 	p.recent.keep(w.pipe.puts)
 	p.piped.Add(1)
 	return -1, nil, true
+}
+
+// pipelineCommitted reads whether a pipeline whose connection was lost
+// committed: the record of one invocation it wrote is stored as it wrote
+// it, or not (a transaction's writes commit together). known is false
+// when the pipeline wrote no invocation or the database does not answer.
+func (p *Store) pipelineCommitted(puts []recentPut) (committed, known bool) {
+	i := slices.IndexFunc(puts, func(put recentPut) bool { return !put.run && put.rec != nil })
+	if i < 0 {
+		return false, false
+	}
+	for range 3 { // the pool may hand out another connection that died with the server
+		var rec []byte
+		err := p.pool.QueryRow(bg, `SELECT record FROM mcpflow_invocations WHERE id = $1`, uuidOf(puts[i].id)).Scan(&rec)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return false, true
+		case err == nil:
+			return bytes.Equal(rec, puts[i].rec), true
+		}
+	}
+	return false, false
 }
 
 // pipedInvocation is Invocation in a pipelined write: the record this
@@ -257,6 +295,7 @@ func (st pgStore) pipedPut(old, inv *journal.Invocation, rec []byte) error {
 		if !ok || old.ID != inv.ID {
 			return errNotPiped
 		}
+		st.pipe.checked[old.ID] = true
 		st.pipe.b.Queue(`UPDATE mcpflow_invocations i SET state = $2, tool_error = $3,
 				record = CASE WHEN i.record = $5 AND EXISTS (SELECT 1 FROM mcpflow_runs WHERE id = $6 AND session = $7 AND epoch = $8 FOR SHARE)
 					THEN $4::bytea END
@@ -344,6 +383,7 @@ func (st pgStore) pipedPutRun(old, r *journal.Run, rec []byte) error {
 		if !held || !ok || old.ID != r.ID {
 			return errNotPiped
 		}
+		st.pipe.checked[r.ID] = true
 		none := st.pipe.none[r.ID]
 		delete(st.pipe.none, r.ID)
 		if none == nil {
