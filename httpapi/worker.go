@@ -37,14 +37,27 @@ func (s *Server) work(p journal.Shared) {
 		case <-s.poked:
 		default:
 		}
+		letGo := false
 		if n := s.o.MaxRuns - int(s.going.Load()); n > 0 && !s.stopping.Load() {
 			ids, err := p.Claim(n)
 			if err != nil {
 				s.logf("claim runs: %v", err)
 			}
 			for _, id := range ids {
-				s.takeOver(id)
+				letGo = s.takeOver(id) || letGo
 			}
+		}
+		if letGo {
+			// A run this worker could not resume, let go: its release
+			// pokes every worker, this one too. Claiming again at once
+			// would take it again, and fail again, as fast as the
+			// database answers: look again at the next poll.
+			select {
+			case <-s.quit:
+				return
+			case <-t.C:
+			}
+			continue
 		}
 		select {
 		case <-s.quit:
@@ -86,14 +99,14 @@ func (s *Server) poke() {
 // definition no longer loads against the servers configured) is blocked
 // with the reason, so that it is not claimed over and over; an operator
 // resumes it once the cause is fixed. On any other error (the database)
-// the run is let go, for the next claim.
-func (s *Server) takeOver(id journal.ID) {
+// the run is let go, for the next claim, and takeOver says so.
+func (s *Server) takeOver(id journal.ID) (letGo bool) {
 	s.logf("claimed run %s: resuming it", id.Short())
 	// A worker trusts workspaces by its own trust store only: trust a
 	// command gave with --trust-workspace does not travel.
 	_, err := s.resume(s.base, service.ResumeRequest{Run: id.String(), Untrusted: true})
 	if err == nil {
-		return
+		return false
 	}
 	s.logf("resume claimed run %s: %v", id.Short(), err)
 	switch {
@@ -105,7 +118,9 @@ func (s *Server) takeOver(id journal.ID) {
 		}
 	default:
 		s.svc.Release(id)
+		return true
 	}
+	return false
 }
 
 // Worker is this server's worker id on a shared journal ("" otherwise).
