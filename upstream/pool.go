@@ -3,6 +3,8 @@ package upstream
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 )
 
@@ -138,11 +140,7 @@ func (p *Pool) Close() error {
 	entries := p.sessions
 	p.sessions = map[string]*poolEntry{}
 	p.mu.Unlock()
-	all := make([]*poolEntry, 0, len(entries))
-	for _, e := range entries {
-		all = append(all, e)
-	}
-	return closeEntries(all)
+	return closeEntries(slices.Collect(maps.Values(entries)))
 }
 
 // closeEntries closes the sessions of entries at once (waiting for those

@@ -47,6 +47,15 @@ var declaredAnnotations = map[string]string{
 // stops it and waits for Serve to return.
 func serveDemoHTTP(t *testing.T, cfg demo.Config) string {
 	t.Helper()
+	url, _ := startDemoHTTP(t, cfg)
+	return url
+}
+
+// startDemoHTTP is serveDemoHTTP, with a func that stops the server before
+// the test ends (a server that goes down, to be started again on its
+// address); cleanup stops it if the test did not.
+func startDemoHTTP(t *testing.T, cfg demo.Config) (url string, stop func()) {
+	t.Helper()
 	if cfg.Ledger == "" {
 		cfg.Ledger = filepath.Join(t.TempDir(), "ledger.jsonl")
 	}
@@ -65,32 +74,36 @@ func serveDemoHTTP(t *testing.T, cfg demo.Config) string {
 			lines <- sc.Text()
 		}
 	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("demo.Serve: %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("demo.Serve: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Errorf("demo.Serve did not return after cancel")
 			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("demo.Serve did not return after cancel")
-		}
-		for range lines {
-		}
-	})
+			for range lines {
+			}
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case line := <-lines:
 		url, ok := strings.CutPrefix(line, "listening on ")
 		if !ok {
 			t.Fatalf("demo server said %q, want \"listening on …\"", line)
 		}
-		return url
+		return url, stop
 	case err := <-done:
 		t.Fatalf("demo.Serve returned early: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("demo server did not say where it listens")
 	}
-	return ""
+	return "", stop
 }
 
 // wireCounter is the base RoundTripper of test sessions: it counts the

@@ -109,12 +109,7 @@ func TestSharedSessions(t *testing.T) {
 // they returned, and later calls go to a new one.
 func TestSharedReconnectWaitsForCallsInFlight(t *testing.T) {
 	url := serveDemoHTTP(t, demo.Config{HTTPAddr: "127.0.0.1:0", Delay: 300 * time.Millisecond})
-	set := Set{"remote": {Name: "remote", URL: url, Sessions: 1}}
-	h := NewShared()
-	defer h.Close()
-	a, b := NewPool(set, &Options{}), NewPool(set, &Options{})
-	a.Share(h)
-	b.Share(h)
+	a, b := sharedPools(t, Set{"remote": {Name: "remote", URL: url, Sessions: 1}}, &Options{})
 	old, err := a.Session(context.Background(), "remote")
 	if err != nil {
 		t.Fatal(err)
