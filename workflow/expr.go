@@ -112,9 +112,6 @@ func (l *Lazy) Value() any {
 	return l.v
 }
 
-// MarshalJSON is the value's JSON.
-func (l *Lazy) MarshalJSON() ([]byte, error) { return json.Marshal(l.Value()) }
-
 // expression is one compiled CEL expression.
 type Expression struct {
 	src  string
@@ -414,9 +411,6 @@ func (t *template) Eval(ctx context.Context, v Vars) (any, error) {
 }
 
 func Text(v any) string {
-	if l, ok := v.(*Lazy); ok {
-		v = l.Value()
-	}
 	switch x := v.(type) {
 	case string:
 		return x
