@@ -65,9 +65,8 @@ const maxResolvedSchemas = 1024
 // resolveSchema returns the resolved schema of raw, or nil when it is not
 // JSON or cannot be resolved.
 func resolveSchema(raw json.RawMessage) *jsonschema.Resolved {
-	key := string(raw)
 	resolvedSchemas.mu.Lock()
-	r, ok := resolvedSchemas.m[key]
+	r, ok := resolvedSchemas.m[string(raw)] // no copy of raw for a lookup
 	resolvedSchemas.mu.Unlock()
 	if ok {
 		return r
@@ -82,7 +81,7 @@ func resolveSchema(raw json.RawMessage) *jsonschema.Resolved {
 	if resolvedSchemas.m == nil || len(resolvedSchemas.m) >= maxResolvedSchemas {
 		resolvedSchemas.m = map[string]*jsonschema.Resolved{}
 	}
-	resolvedSchemas.m[key] = r
+	resolvedSchemas.m[string(raw)] = r
 	resolvedSchemas.mu.Unlock()
 	return r
 }
