@@ -109,14 +109,14 @@ func (c *recent) keep(puts []recentPut) {
 	}
 }
 
-// forget drops ids: a write of them whose outcome is unknown, or that
-// found the cache out of date.
-func (c *recent) forget(ids []journal.ID) {
+// forget drops the records of puts: a write of them whose outcome is
+// unknown, or that found the cache out of date.
+func (c *recent) forget(puts []recentPut) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, id := range ids {
-		delete(c.m, id)
-		delete(c.runs, id)
+	for _, put := range puts {
+		delete(c.m, put.id)
+		delete(c.runs, put.id)
 	}
 }
 
@@ -154,7 +154,6 @@ type pipe struct {
 	none   map[journal.ID][]string
 	held   []journal.ID // new runs the group made this session's (undone when it does not commit)
 	puts   []recentPut
-	touch  []journal.ID // every invocation written
 }
 
 // applyPiped runs fns as one pipeline (see above). ok false: fns could not
@@ -204,7 +203,7 @@ func (p *Store) applyPiped(fns []func(*write) error) (failed int, err error, ok 
 		// statement ran (a FATAL in its place): nothing committed, for the
 		// commit comes after every statement. Or the commit itself was
 		// refused (an ERROR): it rolled back. The cache may be out of date.
-		p.recent.forget(w.pipe.touch)
+		p.recent.forget(w.pipe.puts)
 		return 0, nil, false
 	case pgconn.SafeToRetry(err) || errors.As(err, new(pgx.ErrPreprocessingBatch)):
 		// Nothing reached the server, or only the statements' preparation
@@ -216,7 +215,7 @@ func (p *Store) applyPiped(fns []func(*write) error) (failed int, err error, ok 
 		// with a restart of the server fails so before anything of the
 		// pipeline reached it); when it cannot, as with a commit whose
 		// outcome is unknown, no write is retried.
-		p.recent.forget(w.pipe.touch)
+		p.recent.forget(w.pipe.puts)
 		switch committed, known := p.pipelineCommitted(w.pipe.puts); {
 		case known && !committed:
 			return 0, nil, false
@@ -229,7 +228,7 @@ func (p *Store) applyPiped(fns []func(*write) error) (failed int, err error, ok 
 			// A record that vanished under a run this process holds (the
 			// constraints refuse every other failure): the other writes
 			// committed, but no write of the group can be trusted to have.
-			p.recent.forget(w.pipe.touch)
+			p.recent.forget(w.pipe.puts)
 			return -1, fmt.Errorf("journal %s: a pipelined write changed no row (%s)", p.where, tag), true
 		}
 	}
@@ -304,7 +303,6 @@ func (st pgStore) pipedPut(old, inv *journal.Invocation, rec []byte) error {
 	}
 	kept := recentInv{inv: journal.CloneInvocation(inv), rec: rec}
 	st.pipe.wrote[inv.ID] = kept // a later write of the group reads this one's record
-	st.pipe.touch = append(st.pipe.touch, inv.ID)
 	st.pipe.puts = append(st.pipe.puts, recentPut{id: inv.ID, inv: kept.inv, rec: rec})
 	return nil
 }
@@ -402,7 +400,6 @@ func (st pgStore) pipedPutRun(old, r *journal.Run, rec []byte) error {
 	if r.Status == journal.RunRunning {
 		put.rec = rec
 	}
-	st.pipe.touch = append(st.pipe.touch, r.ID)
 	st.pipe.puts = append(st.pipe.puts, put)
 	return nil
 }

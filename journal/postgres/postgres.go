@@ -322,11 +322,7 @@ func (p *Store) applyOnce(fns []func(*write) error) (failed int, ended bool, err
 		// The connection gone during the commit, it may have committed;
 		// ended while idle, it did not: the commit never arrived.
 		var pe *pgconn.PgError
-		forgotten := make([]journal.ID, len(puts))
-		for i, put := range puts {
-			forgotten[i] = put.id
-		}
-		p.recent.forget(forgotten)
+		p.recent.forget(puts)
 		return -1, errors.As(err, &pe) && pe.Code == pgIdleInTransactionTimeout, p.connErr(err)
 	}
 	p.recent.keep(puts)
