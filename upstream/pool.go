@@ -15,8 +15,10 @@ type Pool struct {
 	opts Options
 
 	// shared, when set, holds the sessions of the servers whose entry
-	// sets Sessions (see Share).
-	shared *Shared
+	// sets Sessions (see Share); sharedKeys are their keys there, by
+	// server name, made once (a call asks for its session each time).
+	shared     *Shared
+	sharedKeys map[string]string
 
 	mu       sync.Mutex
 	sessions map[string]*poolEntry
@@ -45,6 +47,19 @@ func NewPool(set Set, opts *Options) *Pool {
 // Call Share before the pool's first use.
 func (p *Pool) Share(h *Shared) { p.shared = h }
 
+// sharedKey is srv's key in p.shared (see sharedKey); p.mu is held.
+func (p *Pool) sharedKey(name string, srv *Server) string {
+	key, ok := p.sharedKeys[name]
+	if !ok {
+		if p.sharedKeys == nil {
+			p.sharedKeys = map[string]string{}
+		}
+		key = sharedKey(srv, &p.opts)
+		p.sharedKeys[name] = key
+	}
+	return key
+}
+
 // Set returns the servers the pool knows.
 func (p *Pool) Set() Set { return p.set }
 
@@ -57,8 +72,9 @@ func (p *Pool) Session(ctx context.Context, name string) (*Session, error) {
 	}
 	p.mu.Lock()
 	if p.shared != nil && shares(srv, &p.opts) && !p.closed {
+		key := p.sharedKey(name, srv)
 		p.mu.Unlock()
-		return p.shared.session(ctx, srv, &p.opts)
+		return p.shared.session(ctx, key, srv, &p.opts)
 	}
 	if p.closed {
 		p.mu.Unlock()
@@ -109,7 +125,10 @@ func (p *Pool) forget(name string, e *poolEntry) {
 // of them returned, and the next call gets another session.
 func (p *Pool) Reconnect(ctx context.Context, name string, old *Session) (*Session, error) {
 	if srv, err := p.set.Lookup(name); err == nil && p.shared != nil && shares(srv, &p.opts) {
-		return p.shared.reconnect(ctx, srv, &p.opts, old)
+		p.mu.Lock()
+		key := p.sharedKey(name, srv)
+		p.mu.Unlock()
+		return p.shared.reconnect(ctx, key, srv, &p.opts, old)
 	}
 	p.mu.Lock()
 	if e, ok := p.sessions[name]; ok {

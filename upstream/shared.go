@@ -55,12 +55,11 @@ func sharedKey(srv *Server, o *Options) string {
 // (mcpflow proxy's session is its client's own).
 func shares(srv *Server, o *Options) bool { return srv.Sessions > 0 && o.Peer == nil }
 
-// session returns a session of srv for a call: the live one with the
+// session returns a session of srv (key: sharedKey) for a call: the live one with the
 // fewest calls in flight, or a new one while all are busy and fewer than
 // srv.Sessions are open. A failed connect is not kept; a caller that
 // waited for it tries once more.
-func (h *Shared) session(ctx context.Context, srv *Server, o *Options) (*Session, error) {
-	key := sharedKey(srv, o)
+func (h *Shared) session(ctx context.Context, key string, srv *Server, o *Options) (*Session, error) {
 	for try := 0; ; try++ {
 		h.mu.Lock()
 		if h.closed {
@@ -139,8 +138,7 @@ func (h *Shared) drop(key string, e *poolEntry) {
 // after a lost connection. The other calls in flight on old are not cut
 // short — on streamable HTTP one request can fail while the session lives
 // — : old is closed once its last call returned (or at Close).
-func (h *Shared) reconnect(ctx context.Context, srv *Server, o *Options, old *Session) (*Session, error) {
-	key := sharedKey(srv, o)
+func (h *Shared) reconnect(ctx context.Context, key string, srv *Server, o *Options, old *Session) (*Session, error) {
 	if old != nil {
 		h.mu.Lock()
 		var found *poolEntry
