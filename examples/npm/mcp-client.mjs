@@ -6,8 +6,9 @@
 //	node examples/npm/mcp-client.mjs '{"command": "mcpflow", "args": ["proxy", "demo"],
 //	  "steps": [{"op": "list"}, {"op": "call", "tool": "greet", "args": {"name": "Ada"}}]}'
 //
-// Steps: list (tools), call (tool, args, progress: true collects progress
-// notifications, timeout in ms: the client cancels the call then), resources, read (uri), prompts, prompt (name, args), and
+// Steps: list (tools), call (tool, args, progress: true asks for progress
+// and collects the notifications/progress the client read during the call,
+// timeout in ms: the client cancels the call then), resources, read (uri), prompts, prompt (name, args), and
 // wait, which prints {"op": "wait"} and reads one line of stdin before going
 // on (the test does something meanwhile, such as killing the server).
 // Notifications of list changes and log messages are printed as they come:
@@ -37,6 +38,16 @@ for (const schema of [ToolListChangedNotificationSchema, ResourceListChangedNoti
 }
 client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => print({ notification: n.method, params: n.params }));
 await client.connect(transport);
+// Progress is collected as read from the transport, in arrival order: the
+// SDK dispatches a notification a microtask later than a response, so one
+// read in the same chunk as its call's answer never reaches onprogress
+// (typescript-sdk#2580). What mcpflow sent is what is checked.
+let heard = null;
+const dispatch = transport.onmessage;
+transport.onmessage = (msg, extra) => {
+  if (heard && msg.method === "notifications/progress") heard.push(msg.params);
+  dispatch(msg, extra);
+};
 print({ op: "connected", server: client.getServerVersion(), capabilities: client.getServerCapabilities() });
 
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
@@ -48,11 +59,17 @@ for (const step of spec.steps) {
         out = await client.listTools();
         break;
       case "call": {
-        const progress = [];
         const opts = { timeout: step.timeout ?? 60000 };
-        if (step.progress) opts.onprogress = (p) => progress.push(p);
-        out = await client.callTool({ name: step.tool, arguments: step.args ?? {} }, undefined, opts);
-        if (step.progress) out = { ...out, progress };
+        if (step.progress) {
+          heard = [];
+          opts.onprogress = () => {};
+        }
+        try {
+          out = await client.callTool({ name: step.tool, arguments: step.args ?? {} }, undefined, opts);
+        } finally {
+          if (step.progress) out = out && { ...out, progress: heard };
+          heard = null;
+        }
         break;
       }
       case "resources":
