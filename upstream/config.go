@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpflow/mcpflow/oauth"
 )
 
 // Transport names, as returned by [Server.Transport] and accepted by the
@@ -88,6 +90,12 @@ type Server struct {
 	// before 2026-07-28 (a question on a session with several calls in
 	// flight is refused: no one can tell which call asks). See Shared.
 	Sessions int `yaml:"sessions,omitempty" json:"sessions,omitempty"`
+	// OAuth, for a url server over streamable HTTP, says how to get the
+	// access token the server asks for (MCP authorization): unattended
+	// (client_credentials) or from a person's login (mcpflow servers
+	// login NAME). Nil: no token is asked for, and a 401 says how to
+	// configure one.
+	OAuth *oauth.Config `yaml:"oauth,omitempty" json:"oauth,omitempty"`
 	// Roots are the directories the server is told it may work in (MCP
 	// roots, sent as file:// URIs), each a path or a file:// URI (see
 	// [CheckRoot]); a relative path is relative to the workspace. Nil means
@@ -239,6 +247,23 @@ func (s *Server) check() *problem {
 	if s.Sessions < 0 {
 		return &problem{"sessions", fmt.Sprintf("negative sessions %d (expected how many sessions runs share, such as 4; 0 or none for one per run)", s.Sessions)}
 	}
+	if s.OAuth != nil {
+		if s.URL == "" {
+			return &problem{"oauth", "oauth applies only to url servers (expected no oauth with " + set[0] + ")"}
+		}
+		if s.Transport() == TransportSSE {
+			return &problem{"oauth", "oauth needs streamable HTTP (expected no type: sse with oauth; the older SSE transport has no authorization)"}
+		}
+		if key, msg := s.OAuth.Check(); msg != "" {
+			return &problem{"oauth", "oauth " + key + ": " + msg}
+		}
+		for _, k := range oauthVars {
+			v := map[string]string{"client_id": s.OAuth.ClientID, "client_secret": s.OAuth.ClientSecret, "private_key": s.OAuth.PrivateKey}[k]
+			if err := checkVars(v); err != nil {
+				return &problem{"oauth", fmt.Sprintf("oauth %s: %v", k, err)}
+			}
+		}
+	}
 	if s.CallTimeout < 0 {
 		return &problem{"call_timeout", "negative call_timeout (expected a positive duration such as \"30s\")"}
 	}
@@ -315,6 +340,7 @@ type serverJSON struct {
 	IncludeTools   []string          `json:"include_tools,omitempty"`
 	ExcludeTools   []string          `json:"exclude_tools,omitempty"`
 	Sessions       int               `json:"sessions,omitempty"`
+	OAuth          *oauth.Config     `json:"oauth,omitempty"`
 	Roots          *[]string         `json:"roots,omitempty"` // nil: the workspace; empty: none
 	Origin         string            `json:"origin,omitempty"`
 	Shadows        []string          `json:"shadows,omitempty"`
@@ -326,7 +352,7 @@ func (s Server) MarshalJSON() ([]byte, error) {
 	j := serverJSON{
 		Name: s.Name, Builtin: s.Builtin, Command: s.Command, Args: s.Args, Env: s.Env, Cwd: s.Cwd, EnvFile: s.EnvFile,
 		URL: s.URL, Headers: s.Headers, Type: s.Type, Trust: s.Trust, Origin: s.Origin,
-		IncludeTools: s.IncludeTools, ExcludeTools: s.ExcludeTools, Sessions: s.Sessions, Shadows: s.Shadows, Warnings: s.Warnings,
+		IncludeTools: s.IncludeTools, ExcludeTools: s.ExcludeTools, Sessions: s.Sessions, OAuth: s.OAuth, Shadows: s.Shadows, Warnings: s.Warnings,
 	}
 	if s.Roots != nil {
 		j.Roots = &s.Roots
@@ -353,7 +379,7 @@ func (s *Server) UnmarshalJSON(b []byte) error {
 	out := Server{
 		Name: j.Name, Builtin: j.Builtin, Command: j.Command, Args: j.Args, Env: j.Env, Cwd: j.Cwd, EnvFile: j.EnvFile,
 		URL: j.URL, Headers: j.Headers, Type: j.Type, Trust: j.Trust, Origin: j.Origin, MaxMessageSize: j.MaxMessageSize,
-		IncludeTools: j.IncludeTools, ExcludeTools: j.ExcludeTools, Sessions: j.Sessions, Shadows: j.Shadows, Warnings: j.Warnings,
+		IncludeTools: j.IncludeTools, ExcludeTools: j.ExcludeTools, Sessions: j.Sessions, OAuth: j.OAuth, Shadows: j.Shadows, Warnings: j.Warnings,
 	}
 	if j.Roots != nil {
 		out.Roots = append([]string{}, *j.Roots...)
@@ -396,6 +422,7 @@ func (s *Server) Redacted() *Server {
 		return out
 	}
 	c.Env, c.Headers = redact(s.Env), redact(s.Headers)
+	c.OAuth = s.OAuth.Redacted(onlyVars)
 	return &c
 }
 

@@ -201,11 +201,16 @@ func validVarName(n string) bool {
 }
 
 // EnvRefs lists, sorted and once each, the environment variables the
-// entry's ${VAR} references read (command, args, env, cwd, url, headers).
+// entry's ${VAR} references read (command, args, env, cwd, url, headers,
+// oauth's client_id, client_secret and private_key).
 func (s *Server) EnvRefs() []string {
 	seen := map[string]bool{}
 	record := func(name string) (string, bool) { seen[name] = true; return "x", true }
-	for _, v := range append(append([]string{s.Command, s.Cwd, s.EnvFile, s.URL}, s.Args...), append(mapValues(s.Env), mapValues(s.Headers)...)...) {
+	vals := append(append([]string{s.Command, s.Cwd, s.EnvFile, s.URL}, s.Args...), append(mapValues(s.Env), mapValues(s.Headers)...)...)
+	if o := s.OAuth; o != nil {
+		vals = append(vals, o.ClientID, o.ClientSecret, o.PrivateKey)
+	}
+	for _, v := range vals {
 		expandVars(v, record)
 	}
 	return sortedKeys(seen)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/internal/didyoumean"
 	"github.com/mcpflow/mcpflow/internal/yamlpos"
+	"github.com/mcpflow/mcpflow/oauth"
 )
 
 // entryKeys are the keys of a server entry in mcpflow's own YAML.
@@ -17,7 +18,7 @@ var entryKeys = []string{
 	"builtin", "command", "args", "env", "env_file", "cwd",
 	"url", "type", "headers",
 	"trust", "connect_timeout", "call_timeout", "reconnect_timeout", "max_message_size",
-	"include_tools", "exclude_tools", "roots", "sessions",
+	"include_tools", "exclude_tools", "roots", "sessions", "oauth",
 }
 
 // synonyms maps keys that other MCP clients use to the mcpflow key, for
@@ -102,6 +103,8 @@ func ParseEntry(file, name string, node *yaml.Node) (srv *Server, err error) {
 			srv.CallTimeout, err = p.duration(v, k)
 		case "sessions":
 			srv.Sessions, err = p.count(v, k)
+		case "oauth":
+			srv.OAuth, err = p.oauth(v)
 		}
 		if err != nil {
 			return nil, err
@@ -127,9 +130,58 @@ func ParseEntry(file, name string, node *yaml.Node) (srv *Server, err error) {
 			for i := 0; i+1 < len(v.Content); i += 2 {
 				srv.place(placeKey(k, v.Content[i].Value), position(file, v.Content[i+1]))
 			}
+		case "oauth":
+			for i := 0; i+1 < len(v.Content); i += 2 {
+				if kk := v.Content[i].Value; slices.Contains(oauthVars, kk) {
+					srv.place("oauth "+kk, position(file, v.Content[i+1]))
+				}
+			}
 		}
 	}
 	return srv, nil
+}
+
+// oauthVars are the keys of an oauth: mapping whose values may refer to
+// the environment (${VAR}).
+var oauthVars = []string{"client_id", "client_secret", "private_key"}
+
+// oauth reads an entry's oauth: mapping. Its consistency is checked with
+// the entry's (Server.check), where the key at fault is "oauth".
+func (p *yamlParser) oauth(n *yaml.Node) (*oauth.Config, error) {
+	fields, keys, err := p.fields(n, oauth.Keys)
+	if err != nil {
+		return nil, err
+	}
+	c := &oauth.Config{}
+	for _, k := range keys {
+		v := fields[k]
+		key := "oauth " + k
+		switch k {
+		case "grant":
+			c.Grant, err = p.str(v, key)
+		case "client_id":
+			c.ClientID, err = p.str(v, key)
+		case "client_secret":
+			c.ClientSecret, err = p.str(v, key)
+		case "private_key":
+			c.PrivateKey, err = p.str(v, key)
+		case "signing_alg":
+			c.SigningAlg, err = p.str(v, key)
+		case "scopes":
+			c.Scopes, err = p.strList(v, key)
+		case "client_metadata_url":
+			c.ClientMetadataURL, err = p.str(v, key)
+		case "redirect_port":
+			c.RedirectPort, err = p.count(v, key)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if k, msg := c.Check(); msg != "" {
+		return nil, p.errAt(fields[k], "oauth: %s", msg)
+	}
+	return c, nil
 }
 
 // yamlParser reads nodes of one server entry (server != "") or of a file's
