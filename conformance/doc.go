@@ -8,7 +8,10 @@
 // command is the test binary itself in driver mode (driverMain): it
 // writes a workspace whose mcpflow.yaml names the server conf, and runs
 // the real mcpflow binary on it as a user would — mcpflow run, servers
-// tools. The suite then judges what went over the wire.
+// tools, servers login (with BROWSER set to the test binary in browser
+// mode, which follows the authorization server's redirect to mcpflow's
+// loopback listener), resume. The suite then judges what went over the
+// wire.
 //
 // expected-failures.yml is the baseline, in the suite's own format
 // (client: [scenario…]), one reason a comment above each entry: a listed

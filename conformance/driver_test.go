@@ -3,13 +3,16 @@ package conformance_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,10 +20,28 @@ import (
 	"time"
 )
 
+// The client-metadata URL the suite's authorization servers expect as
+// client_id where they support client ID metadata documents.
+const clientMetadataURL = "https://conformance-test.local/client-metadata.json"
+
+// maxLogins bounds the logins of one scenario: auth/scope-retry-limit
+// wants no more than three authorization requests from a client that the
+// server keeps refusing for want of scopes.
+const maxLogins = 3
+
 // stepTimeout bounds each workflow step, well under the suite's own
 // timeout, so that a call that never ends fails the scenario with
 // mcpflow's own message instead of the suite's kill.
 const stepTimeout = "20s"
+
+// scenarioContext is MCP_CONFORMANCE_CONTEXT: the credentials of a client
+// registered beforehand, for the scenarios that have one.
+type scenarioContext struct {
+	ClientID         string `json:"client_id"`
+	ClientSecret     string `json:"client_secret"`
+	PrivateKeyPEM    string `json:"private_key_pem"`
+	SigningAlgorithm string `json:"signing_algorithm"`
+}
 
 // driverMain is the client the suite runs for one scenario
 // (MCP_CONFORMANCE_SCENARIO): args ends with the test server's URL. It
@@ -60,6 +81,7 @@ type driver struct {
 	dir     string // the workspace; its config/ is XDG_CONFIG_HOME
 	mcpflow string
 	self    string
+	logins  int
 }
 
 func newDriver(ctx context.Context, url string) (*driver, error) {
@@ -100,8 +122,96 @@ func (d *driver) drive(scenario string) (int, error) {
 		// The step accepts the server's question without fields of its
 		// own: the schema's defaults are the answer (SEP-1034).
 		return d.workflow("", "test_client_elicitation_defaults", "    elicit: {}\n")
+	case strings.HasPrefix(scenario, "auth/cross-app-access"):
+		return 1, errors.New("mcpflow has no grant for cross-app access (an identity provider's ID token exchanged for an authorization grant, RFC 8693 and the ID-JAG draft)")
+	case strings.HasPrefix(scenario, "auth/client-credentials-"):
+		oauth, err := d.preRegistered(true)
+		if err != nil {
+			return 1, err
+		}
+		return d.workflow(oauth, "test-tool", "")
+	case strings.HasPrefix(scenario, "auth/"):
+		return d.authorizationCode(scenario)
 	}
 	return 2, fmt.Errorf("the driver does not know this scenario")
+}
+
+// authorizationCode logs in, runs the workflow and, while the run is
+// blocked on a login (a token with too few scopes: step-up), logs in again
+// and resumes it, at most maxLogins logins in all.
+func (d *driver) authorizationCode(scenario string) (int, error) {
+	oauth := "    oauth:\n      client_metadata_url: " + clientMetadataURL + "\n"
+	if os.Getenv("MCP_CONFORMANCE_CONTEXT") != "" {
+		var err error
+		if oauth, err = d.preRegistered(false); err != nil {
+			return 1, err
+		}
+	}
+	if err := d.config(oauth); err != nil {
+		return 1, err
+	}
+	wf, err := d.writeWorkflow("test-tool", "")
+	if err != nil {
+		return 1, err
+	}
+	if code, err := d.login(); code != 0 || err != nil {
+		return code, err
+	}
+	code, out, err := d.run("run", wf)
+	for err == nil && code == 3 && strings.Contains(out, "mcpflow servers login conf") {
+		if d.logins >= maxLogins {
+			return code, fmt.Errorf("the run is still blocked on a login after %d logins", d.logins)
+		}
+		id := runID.FindStringSubmatch(out)
+		if id == nil {
+			return code, errors.New("the blocked run's output names no run id")
+		}
+		if code, err := d.login(); code != 0 || err != nil {
+			return code, err
+		}
+		code, out, err = d.run("resume", id[1])
+	}
+	return code, err
+}
+
+// runID finds the run id in what mcpflow run and resume print.
+var runID = regexp.MustCompile(`\brun ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b`)
+
+func (d *driver) login() (int, error) {
+	d.logins++
+	code, _, err := d.run("servers", "login", "conf")
+	return code, err
+}
+
+// preRegistered is the oauth: mapping of the client MCP_CONFORMANCE_CONTEXT
+// describes, with the client_credentials grant or the default one. A
+// private key goes to a file of the workspace (0600) that the mapping
+// names.
+func (d *driver) preRegistered(clientCredentials bool) (string, error) {
+	var c scenarioContext
+	if err := json.Unmarshal([]byte(os.Getenv("MCP_CONFORMANCE_CONTEXT")), &c); err != nil {
+		return "", fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
+	}
+	var b strings.Builder
+	b.WriteString("    oauth:\n")
+	if clientCredentials {
+		b.WriteString("      grant: client_credentials\n")
+	}
+	fmt.Fprintf(&b, "      client_id: %s\n", strconv.Quote(c.ClientID))
+	if c.ClientSecret != "" {
+		fmt.Fprintf(&b, "      client_secret: %s\n", strconv.Quote(c.ClientSecret))
+	}
+	if c.PrivateKeyPEM != "" {
+		key := filepath.Join(d.dir, "client-key.pem")
+		if err := os.WriteFile(key, []byte(c.PrivateKeyPEM), 0o600); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "      private_key: %s\n", strconv.Quote(key))
+		if c.SigningAlgorithm != "" {
+			fmt.Fprintf(&b, "      signing_alg: %s\n", c.SigningAlgorithm)
+		}
+	}
+	return b.String(), nil
 }
 
 // config writes the workspace's mcpflow.yaml: the server conf at the
@@ -144,7 +254,8 @@ func (d *driver) run(args ...string) (int, string, error) {
 	fmt.Fprintf(os.Stderr, "driver: mcpflow %s\n", strings.Join(args, " "))
 	cmd := exec.CommandContext(d.ctx, d.mcpflow, append([]string{"--workspace", d.dir}, args...)...)
 	cmd.Dir = d.dir
-	cmd.Env = append(os.Environ(), "NO_COLOR=1", "XDG_CONFIG_HOME="+filepath.Join(d.dir, "config"))
+	cmd.Env = append(os.Environ(), "NO_COLOR=1", "XDG_CONFIG_HOME="+filepath.Join(d.dir, "config"),
+		"BROWSER="+d.self, browserEnv+"=1")
 	out := &lockedBuffer{}
 	cmd.Stdout = io.MultiWriter(os.Stdout, out)
 	cmd.Stderr = io.MultiWriter(os.Stderr, out)
@@ -178,4 +289,29 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// browserMain is the browser mcpflow servers login opens ($BROWSER URL):
+// it follows the authorization server's redirects, the last of which
+// brings the code and state to mcpflow's loopback listener.
+func browserMain(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(os.Stderr, "browser: want a URL")
+		return 2
+	}
+	u := args[len(args)-1]
+	fmt.Fprintf(os.Stderr, "browser: GET %s\n", u)
+	c := &http.Client{Timeout: 20 * time.Second}
+	resp, err := c.Get(u)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "browser:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	fmt.Fprintf(os.Stderr, "browser: %s from %s: %s\n", resp.Status, resp.Request.URL.Redacted(), bytes.TrimSpace(body))
+	if resp.StatusCode >= 400 {
+		return 1
+	}
+	return 0
 }

@@ -13,6 +13,7 @@ import (
 // the mcpflow binary its driver runs.
 const (
 	driverEnv  = "MCPFLOW_CONFORMANCE_DRIVER"  // "1": be the client the suite runs
+	browserEnv = "MCPFLOW_CONFORMANCE_BROWSER" // "1": be the browser mcpflow servers login opens
 	mcpflowEnv = "MCPFLOW_CONFORMANCE_MCPFLOW" // the mcpflow binary the driver runs
 )
 
@@ -24,7 +25,12 @@ var mcpflowBin string
 var repo string
 
 func TestMain(m *testing.M) {
-	if os.Getenv(driverEnv) == "1" {
+	// The browser is started by mcpflow, which the driver started: it
+	// inherits driverEnv too, so browserEnv is looked at first.
+	switch {
+	case os.Getenv(browserEnv) == "1":
+		os.Exit(browserMain(os.Args[1:]))
+	case os.Getenv(driverEnv) == "1":
 		os.Exit(driverMain(os.Args[1:]))
 	}
 	os.Exit(run(m))
