@@ -8,6 +8,7 @@ package elicit
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -152,6 +153,26 @@ func (q *Question) Check(content map[string]any) error {
 		return fmt.Errorf("the answer does not match the requested schema: %w", err)
 	}
 	return nil
+}
+
+// WithDefaults returns content completed with the defaults of the
+// requested schema: each field content lacks whose schema gives a
+// default is answered with it, as a form pre-filled with the defaults and
+// accepted would be (SEP-1034). content itself is not changed; a field it
+// has, even null, is kept as given.
+func (q *Question) WithDefaults(content map[string]any) (map[string]any, error) {
+	fs, err := q.Fields()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]any, len(content)+len(fs))
+	maps.Copy(out, content)
+	for _, f := range fs {
+		if _, given := out[f.Name]; !given && f.Default != nil {
+			out[f.Name] = f.Default
+		}
+	}
+	return out, nil
 }
 
 // FromFields builds a form answer's content from NAME=VALUE fields, each

@@ -173,6 +173,10 @@ func (r *runner) answerItself(ctx context.Context, u unit, q journal.InputReques
 			return nil, fmt.Sprintf("elicit: %v", err)
 		}
 		content, _ = v.(map[string]any)
+		// The fields elicit: leaves out take the schema's defaults.
+		if content, err = question.WithDefaults(content); err != nil {
+			return nil, fmt.Sprintf("elicit: %v", err)
+		}
 		if err := question.Check(content); err != nil {
 			return nil, fmt.Sprintf("elicit: %v", err)
 		}

@@ -296,6 +296,19 @@ steps:
 			t.Errorf("step %s: %d attempts, want one: the call waited open", invs[i].Step, len(invs[i].Attempts))
 		}
 	}
+	// The fields elicit: left out took the schema's defaults; those it
+	// gave kept its values.
+	var own struct {
+		Content map[string]any `json:"content"`
+	}
+	if in := invs[0].Inputs; len(in) == 1 && len(in[0].Answers) == 1 {
+		if err := json.Unmarshal(in[0].Answers[0].Response, &own); err != nil {
+			t.Fatal(err)
+		}
+		if c := own.Content; c["name"] != "Ada" || c["integer"] != 7.0 || c["firstLine"] != "It was a dark and stormy night." || c["number"] != 3.14 {
+			t.Errorf("step own answered %v, want its fields and the schema's defaults", c)
+		}
+	}
 }
 
 // TestRootsAskedThroughInputRequests: under protocol 2026-07-28 the demo
