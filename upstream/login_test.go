@@ -1,7 +1,12 @@
 package upstream
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"os"
 	"path/filepath"
@@ -197,5 +202,31 @@ func TestLoginRequiredIsNotDelivered(t *testing.T) {
 	_, err = s.Call(t.Context(), "count", json.RawMessage(`{}`), nil, nil)
 	if c := Classify(err); c != replay.ClassNotDelivered || as.Calls.Load() != 0 {
 		t.Errorf("a call refused for scope: class %v, %d calls ran; want not delivered, none", c, as.Calls.Load())
+	}
+}
+
+// client_credentials with private_key_jwt: the client signs an assertion
+// with its key, read from a file relative to the workspace.
+func TestClientCredentialsWithASignedJWT(t *testing.T) {
+	as := oauthtest.New(t)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as.JWTKey = &key.PublicKey
+	der, _ := x509.MarshalECPrivateKey(key)
+	srv, opts, _ := loginServer(t, as, &oauth.Config{Grant: oauth.GrantClientCredentials, ClientID: as.ClientID, PrivateKey: "keys/ci.pem"})
+	os.MkdirAll(filepath.Join(opts.Workspace, "keys"), 0o700)
+	if err := os.WriteFile(filepath.Join(opts.Workspace, "keys", "ci.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Connect(t.Context(), srv, opts)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer s.Close()
+	callCount(t, s)
+	if as.LastTokenAuth.Load() != "jwt" {
+		t.Errorf("token request authenticated by %v, want a signed JWT", as.LastTokenAuth.Load())
 	}
 }

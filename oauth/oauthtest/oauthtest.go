@@ -6,6 +6,7 @@ package oauthtest
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -22,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
@@ -43,6 +45,10 @@ type Server struct {
 	tokens  map[string][]string
 	refresh map[string][]string // refresh token → scopes
 	codes   map[string]code
+	// JWTKey, when set, is the public key a client_assertion (private_key_jwt)
+	// must be signed with; its iss and sub must be ClientID, its audience
+	// the issuer.
+	JWTKey *ecdsa.PublicKey
 	// RefuseRefresh makes the token endpoint refuse refresh tokens.
 	RefuseRefresh atomic.Bool
 	// Counts.
@@ -178,7 +184,14 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		how = "basic"
 	} else if r.PostForm.Get("client_secret") != "" {
 		how = "post"
-	} else if r.PostForm.Get("client_assertion") != "" {
+	} else if a := r.PostForm.Get("client_assertion"); a != "" {
+		var claims jwt.RegisteredClaims
+		_, err := jwt.ParseWithClaims(a, &claims, func(*jwt.Token) (any, error) { return s.JWTKey, nil },
+			jwt.WithValidMethods([]string{"ES256"}), jwt.WithAudience(s.base), jwt.WithIssuer(s.ClientID), jwt.WithSubject(s.ClientID))
+		if s.JWTKey == nil || err != nil || r.PostForm.Get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
+			tokenError(w, http.StatusUnauthorized, "invalid_client")
+			return
+		}
 		how = "jwt"
 	}
 	s.LastTokenAuth.Store(how)
