@@ -54,19 +54,9 @@ func (s *Service) Prompts(ctx context.Context, req ToolsRequest) (*PromptsReport
 // the workflow's), and started only where such a command may start it
 // (mayStart).
 func (s *Service) connectToList(ctx context.Context, req ToolsRequest) (*upstream.Session, error) {
-	set, err := s.ServerSet(req.Workflow)
+	srv, err := s.lookServer(req.Server, req.Workflow, req.TrustWorkspace)
 	if err != nil {
 		return nil, err
-	}
-	srv, err := set.Lookup(req.Server)
-	if err != nil {
-		if d, err := s.leftOut(req.Server, err); d != nil || req.Workflow != "" {
-			return nil, err
-		}
-		return nil, invalid("%v; servers a workflow declares need --workflow FILE", err)
-	}
-	if err := s.mayStart(srv, req.TrustWorkspace); err != nil {
-		return nil, &invalidError{msg: err.Error(), cause: err}
 	}
 	return upstream.Connect(ctx, srv, s.lookOptions())
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/oauth"
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/trust"
 	"github.com/mcpflow/mcpflow/upstream"
@@ -81,6 +82,9 @@ type ServerStatus struct {
 	// Disabled, when set, says why the entry was read and left out (a
 	// server asked for by name that is not in effect); it is not checked.
 	Disabled *upstream.Disabled
+	// Login is the person's login kept for a server with oauth: and the
+	// authorization code grant; nil when there is none.
+	Login *oauth.Login
 }
 
 // ErrUntrustedWorkspace: a command that only looks was asked to start (or
@@ -134,6 +138,9 @@ func (s *Service) Servers(ctx context.Context, workflowFile string, connect, tru
 			continue
 		}
 		st := ServerStatus{Server: set[name], Checked: connect}
+		if o := set[name].OAuth; o != nil && o.GrantType() == oauth.GrantAuthorizationCode {
+			st.Login, _ = upstream.StoredLogin(set[name], s.lookOptions()) // a damaged file shows as none; login replaces it
+		}
 		if err := s.mayStart(set[name], trustWorkspace); connect && err != nil {
 			st.Checked, st.Err = false, err
 		} else if connect {

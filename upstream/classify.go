@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpflow/mcpflow/oauth"
 	"github.com/mcpflow/mcpflow/replay"
 )
 
@@ -54,6 +55,9 @@ func Classify(err error) replay.Class {
 	case errors.Is(err, ErrResultTooLarge):
 		return replay.ClassTooLarge
 	case errors.Is(err, mcp.ErrConnectionClosed):
+		return replay.ClassNotDelivered
+	case errors.As(err, new(*oauth.LoginRequiredError)):
+		// The server refused the request (401, 403) before acting on it.
 		return replay.ClassNotDelivered
 	}
 	if code, ok := serverCode(err); ok {

@@ -2,8 +2,11 @@ package upstream
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/mcpflow/mcpflow/oauth"
 )
 
 // expandVars replaces ${VAR} and ${VAR:-default} with values from lookup.
@@ -247,4 +250,24 @@ func onlyVars(s string) bool {
 		s = rest
 	}
 	return true
+}
+
+// OAuthConfig is the entry's oauth: mapping with its ${VAR} references
+// expanded, and a private_key path made absolute (relative to workspace).
+func (s *Server) OAuthConfig(workspace string, lookup func(string) (string, bool)) (oauth.Config, error) {
+	cfg := *s.OAuth
+	for _, f := range []struct {
+		key string
+		v   *string
+	}{{"client_id", &cfg.ClientID}, {"client_secret", &cfg.ClientSecret}, {"private_key", &cfg.PrivateKey}} {
+		v, err := s.expand("oauth "+f.key, *f.v, lookup)
+		if err != nil {
+			return oauth.Config{}, err
+		}
+		*f.v = v
+	}
+	if k := cfg.PrivateKey; k != "" && !strings.Contains(k, "-----BEGIN") && !filepath.IsAbs(k) {
+		cfg.PrivateKey = filepath.Join(workspace, k)
+	}
+	return cfg, nil
 }

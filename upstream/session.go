@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/internal/didyoumean"
 	mcpmeta "github.com/mcpflow/mcpflow/internal/meta"
+	"github.com/mcpflow/mcpflow/oauth"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -65,6 +66,9 @@ type Options struct {
 	// back to the server as the JSON-RPC error's message: it must hold no
 	// secret.
 	CreateMessage func(ctx context.Context, server string, req *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error)
+	// Logins keeps the logins of servers with oauth: (mcpflow servers
+	// login). Default: oauth.DefaultStore().
+	Logins *oauth.Store
 	// Peer, when set, is the client the session stands in for (mcpflow
 	// proxy): the session declares the peer's capabilities, and passes the
 	// server's requests and notifications on to it (see Peer).
@@ -318,7 +322,22 @@ func (s *Session) transport(o Options) (mcp.Transport, error) {
 	if srv.Transport() == TransportSSE {
 		return &detachedTransport{inner: &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: hc}}, nil
 	}
-	return &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: httpReconnects}, nil
+	t := &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: httpReconnects}
+	if srv.OAuth != nil {
+		cfg, err := srv.OAuthConfig(o.Workspace, o.LookupEnv)
+		if err != nil {
+			return nil, err
+		}
+		store := o.Logins
+		if store == nil {
+			if store, err = oauth.DefaultStore(); err != nil {
+				return nil, err
+			}
+		}
+		// The authorization server gets none of the server's headers.
+		t.OAuthHandler = oauth.Handler(srv.Name, endpoint, cfg, store, o.HTTPClient)
+	}
+	return t, nil
 }
 
 func (s *Session) command(o Options) (*exec.Cmd, error) {
@@ -431,10 +450,10 @@ func authHint(srv *Server, err error) string {
 		return ""
 	}
 	msg := err.Error()
-	if !strings.Contains(msg, "Unauthorized") && !strings.Contains(msg, "Forbidden") && !strings.Contains(msg, "401") && !strings.Contains(msg, "403") {
+	if srv.OAuth != nil || !strings.Contains(msg, "Unauthorized") && !strings.Contains(msg, "Forbidden") && !strings.Contains(msg, "401") && !strings.Contains(msg, "403") {
 		return ""
 	}
-	return fmt.Sprintf(" (the server wants authorization; mcpflow does not do OAuth yet: pass a token in a header from an environment variable, e.g. headers: {Authorization: \"Bearer ${TOKEN}\"} on server %q)", srv.Name)
+	return fmt.Sprintf(" (the server wants authorization: add oauth: to server %q and log in with mcpflow servers login %s, or give it oauth: {grant: client_credentials, client_id: …, client_secret: ${SECRET}}; or pass a token in a header from an environment variable, e.g. headers: {Authorization: \"Bearer ${TOKEN}\"})", srv.Name, srv.Name)
 }
 
 // logName is a safe file name for a server's log: names from imported

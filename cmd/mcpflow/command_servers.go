@@ -17,13 +17,14 @@ func newServersCommand(g *globals) *cobra.Command {
 imports), in --servers FILE, and — with --workflow FILE — in a workflow.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return usageError("missing subcommand: try 'mcpflow servers list', 'mcpflow servers tools NAME', 'mcpflow servers resources NAME' or 'mcpflow servers prompts NAME'")
+			return usageError("missing subcommand: try 'mcpflow servers list', 'mcpflow servers tools NAME', 'mcpflow servers resources NAME', 'mcpflow servers prompts NAME' or 'mcpflow servers login NAME'")
 		},
 	}
 	var workflow string
 	cmd.PersistentFlags().StringVar(&workflow, "workflow", "", "also the servers a workflow file declares")
 	cmd.AddCommand(newServersListCommand(g, &workflow, nil), newServersToolsCommand(g, &workflow, nil),
-		newServersResourcesCommand(g, &workflow, nil), newServersPromptsCommand(g, &workflow, nil))
+		newServersResourcesCommand(g, &workflow, nil), newServersPromptsCommand(g, &workflow, nil),
+		newServersLoginCommand(g, &workflow), newServersLogoutCommand(g, &workflow))
 	return cmd
 }
 

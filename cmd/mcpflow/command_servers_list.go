@@ -1,11 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"time"
 
+	"github.com/mcpflow/mcpflow/oauth"
 	"github.com/mcpflow/mcpflow/service"
 	"github.com/spf13/cobra"
 )
@@ -39,6 +43,9 @@ type serverView struct {
 	// over; Warnings what of its entry mcpflow does not apply.
 	Shadows  []string `json:"shadows,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
+	// Login, for a server with oauth:, says how it gets tokens: "unattended"
+	// (client_credentials), or the person's login kept (see oauth.Describe).
+	Login string `json:"login,omitempty"`
 }
 
 func newServersListCommand(g *globals, workflow *string, runF func(context.Context, *serversListOptions) error) *cobra.Command {
@@ -79,6 +86,12 @@ func runServersList(ctx context.Context, o *serversListOptions) error {
 		srv := st.Server
 		v := serverView{Name: srv.Name, Transport: srv.Transport(), Target: target(srv), Trust: srv.Trust, Origin: srv.Origin, Connects: st.Checked && st.Err == nil, Tools: st.Tools,
 			Shadows: srv.Shadows, Warnings: srv.Warnings}
+		if o := srv.OAuth; o != nil {
+			v.Login = oauth.Describe(st.Login, time.Now())
+			if o.GrantType() == oauth.GrantClientCredentials {
+				v.Login = "unattended (client_credentials)"
+			}
+		}
 		if st.Disabled != nil {
 			v.LeftOut = st.Disabled.Reason()
 		} else if errors.Is(st.Err, service.ErrUntrustedWorkspace) {
@@ -93,7 +106,12 @@ func runServersList(ctx context.Context, o *serversListOptions) error {
 			_, err := fmt.Fprintf(w, "no servers configured: add them to %s/mcpflow.yaml, pass --servers FILE, or --workflow FILE\n", o.g.workspace)
 			return err
 		}
-		t := newTable(w, "NAME", "TRANSPORT", "TARGET", "TRUST", "STATUS")
+		logins := slices.ContainsFunc(views, func(v serverView) bool { return v.Login != "" })
+		cols := []string{"NAME", "TRANSPORT", "TARGET", "TRUST", "STATUS"}
+		if logins {
+			cols = append(cols, "LOGIN")
+		}
+		t := newTable(w, cols...)
 		for _, v := range views {
 			status := "not checked"
 			switch {
@@ -107,7 +125,11 @@ func runServersList(ctx context.Context, o *serversListOptions) error {
 			default:
 				status = "error: " + firstLine(v.Error)
 			}
-			t.row(v.Name, v.Transport, v.Target, trustWord(v.Trust), status)
+			row := []string{v.Name, v.Transport, v.Target, trustWord(v.Trust), status}
+			if logins {
+				row = append(row, cmp.Or(v.Login, "-"))
+			}
+			t.row(row...)
 		}
 		if err := t.flush(); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/bolt"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
+	"github.com/mcpflow/mcpflow/oauth/oauthtest"
 	"github.com/mcpflow/mcpflow/upstream"
 )
 
@@ -29,12 +31,24 @@ import (
 // server is started as "<executable> demo-server") inherit it.
 const asMainEnv = "MCPFLOW_TEST_AS_MAIN"
 
+// browserEnv makes the test binary a browser for mcpflow servers login
+// (set as $BROWSER): it follows the authorization URL it is given.
+const browserEnv = "MCPFLOW_TEST_BROWSER"
+
 // tagEnv marks every process a test starts, so the test can find leftovers.
 const tagEnv = "MCPFLOW_TEST_TAG"
 
 func TestMain(m *testing.M) {
 	if upstream.Supervising() {
 		os.Exit(upstream.Supervise(os.Args[1:]))
+	}
+	if os.Getenv(browserEnv) == "1" && len(os.Args) == 2 {
+		// $BROWSER of servers login: follow the authorization URL.
+		if err := oauthtest.Browse(os.Args[1]); err != nil {
+			fmt.Fprintln(os.Stderr, "browser:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
 	}
 	if os.Getenv(asMainEnv) == "1" {
 		killAfterCommit(os.Getenv(killAfterCommitEnv), os.Getenv(killAfterApplyEnv))

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mcpflow/mcpflow/oauth/oauthtest"
+)
+
+// A person logs in once with servers login ($BROWSER opens the URL); a run
+// then calls the server with the kept token; servers list shows the login
+// and no token; servers logout forgets it.
+func TestServersLoginThenRun(t *testing.T) {
+	t.Parallel()
+	as := oauthtest.New(t)
+	as.SetScopes("issues:read")
+	c := newCLI(t)
+	exe, _ := os.Executable()
+	c.env = append(c.env, "BROWSER="+exe, browserEnv+"=1")
+	os.WriteFile(filepath.Join(c.workspace, "mcpflow.yaml"), []byte("servers:\n  tracker:\n    url: "+as.URL+"\n    oauth:\n      scopes: [issues:write]\n"), 0o600)
+	wf := filepath.Join(c.workspace, "count.yaml")
+	os.WriteFile(wf, []byte("name: count\nsteps:\n  - id: one\n    server: tracker\n    tool: count\n"), 0o600)
+
+	r := c.run("servers", "login", "tracker", "--trust-workspace")
+	if r.code != 0 || !strings.Contains(r.stdout, "Logged in to server tracker") || !strings.Contains(r.stdout, "issues:read issues:write") || !strings.Contains(r.stderr, "/authorize?") {
+		t.Fatalf("servers login: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	files, _ := filepath.Glob(filepath.Join(c.config, "mcpflow", "tokens", "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("logins kept: %v, want one under XDG_CONFIG_HOME/mcpflow/tokens", files)
+	}
+	kept, _ := os.ReadFile(files[0])
+	var l struct {
+		Token struct {
+			AccessToken string `json:"access_token"`
+		} `json:"token"`
+	}
+	json.Unmarshal(kept, &l)
+	if l.Token.AccessToken == "" || strings.Contains(r.stdout+r.stderr, l.Token.AccessToken) {
+		t.Fatalf("the access token was printed, or not kept")
+	}
+
+	if r := c.run("run", wf); r.code != 0 || as.Calls.Load() != 1 {
+		t.Fatalf("run with the login: exit %d, %d calls\n%s\n%s", r.code, as.Calls.Load(), r.stdout, r.stderr)
+	}
+
+	r = c.run("servers", "list", "-o", "json", "--trust-workspace")
+	var list []serverView
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || !strings.HasPrefix(list[0].Login, "logged in until ") || strings.Contains(r.stdout, l.Token.AccessToken) {
+		t.Fatalf("servers list: %v %+v\n%s", err, list, r.stderr)
+	}
+	r = c.run("servers", "list", "--trust-workspace")
+	if !strings.Contains(r.stdout, "LOGIN") || !strings.Contains(r.stdout, "logged in until") {
+		t.Errorf("servers list table: %s", r.stdout)
+	}
+
+	if r := c.run("servers", "logout", "tracker"); r.code != 0 || !strings.Contains(r.stdout, "Logged out of server tracker") {
+		t.Fatalf("servers logout: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if files, _ := filepath.Glob(filepath.Join(c.config, "mcpflow", "tokens", "*.json")); len(files) != 0 {
+		t.Fatalf("after logout: %v", files)
+	}
+	if r := c.run("servers", "logout", "tracker"); r.code != 0 || !strings.Contains(r.stdout, "Not logged in") {
+		t.Errorf("second logout: exit %d %s", r.code, r.stdout)
+	}
+}

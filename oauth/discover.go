@@ -1,0 +1,111 @@
+package oauth
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+)
+
+// challenge is what a 401 or 403 said in its WWW-Authenticate header.
+type challenge struct {
+	status int
+	// err is the Bearer challenge's error ("insufficient_scope", …).
+	err string
+	// scopes are the Bearer challenge's scope, metadata the URL of the
+	// server's protected resource metadata, when it said.
+	scopes   []string
+	metadata string
+}
+
+func readChallenge(resp *http.Response) challenge {
+	c := challenge{status: resp.StatusCode}
+	cs, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	if err != nil {
+		return c
+	}
+	for _, ch := range cs {
+		if c.metadata == "" {
+			c.metadata = ch.Params["resource_metadata"]
+		}
+		if ch.Scheme != "bearer" {
+			continue
+		}
+		if c.err == "" {
+			c.err = ch.Params["error"]
+		}
+		if len(c.scopes) == 0 && ch.Params["scope"] != "" {
+			c.scopes = strings.Fields(ch.Params["scope"])
+		}
+	}
+	return c
+}
+
+// servers is what discovery found: the protected resource's metadata and
+// its authorization server's.
+type servers struct {
+	resource *oauthex.ProtectedResourceMetadata
+	auth     *oauthex.AuthServerMeta
+}
+
+// discover finds the authorization server of the MCP server at endpoint,
+// as the MCP specification says: the protected resource metadata named by
+// the challenge, else at the well-known path of the endpoint, else at the
+// root; without any (2025-03-26), the server's origin is the authorization
+// server. Its metadata comes from the RFC 8414 and OpenID paths, else the
+// 2025-03-26 default endpoints.
+func discover(ctx context.Context, endpoint string, ch challenge, hc *http.Client) (*servers, error) {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil, fmt.Errorf("server URL %q does not parse", endpoint)
+	}
+	var tries [][2]string // metadata URL, resource it must name
+	if ch.metadata != "" {
+		tries = append(tries, [2]string{ch.metadata, endpoint})
+	}
+	at := *u
+	at.RawQuery, at.Fragment = "", ""
+	at.Path = "/.well-known/oauth-protected-resource/" + strings.TrimLeft(u.Path, "/")
+	tries = append(tries, [2]string{at.String(), endpoint})
+	root := *u
+	root.Path, root.RawQuery, root.Fragment = "", "", ""
+	at.Path = "/.well-known/oauth-protected-resource"
+	tries = append(tries, [2]string{at.String(), root.String()})
+	var prm *oauthex.ProtectedResourceMetadata
+	for _, t := range tries {
+		m, err := oauthex.GetProtectedResourceMetadata(ctx, t[0], t[1], hc)
+		if err != nil || m == nil {
+			continue
+		}
+		if len(m.AuthorizationServers) == 0 {
+			return nil, fmt.Errorf("the protected resource metadata of %s names no authorization server", endpoint)
+		}
+		prm = m
+		break
+	}
+	if prm == nil {
+		prm = &oauthex.ProtectedResourceMetadata{Resource: endpoint, AuthorizationServers: []string{root.String()}}
+	}
+	issuer := prm.AuthorizationServers[0]
+	asm, err := auth.GetAuthServerMetadata(ctx, issuer, hc)
+	if err != nil {
+		return nil, fmt.Errorf("reading the metadata of authorization server %s: %w", issuer, err)
+	}
+	if asm == nil {
+		base := strings.TrimSuffix(issuer, "/")
+		asm = &oauthex.AuthServerMeta{Issuer: issuer, AuthorizationEndpoint: base + "/authorize", TokenEndpoint: base + "/token", RegistrationEndpoint: base + "/register"}
+	}
+	return &servers{resource: prm, auth: asm}, nil
+}
+
+// resourceOf is the resource indicator (RFC 8707) tokens are asked for.
+func (s *servers) resourceOf(endpoint string) string {
+	if s.resource.Resource != "" {
+		return s.resource.Resource
+	}
+	return endpoint
+}

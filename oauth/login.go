@@ -1,0 +1,202 @@
+package oauth
+
+import (
+	"context"
+	"fmt"
+	"html"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2"
+)
+
+// LoginOptions say whom a login is for and how to reach the person.
+type LoginOptions struct {
+	// Server is the entry's name; Endpoint its URL, expanded; Config its
+	// oauth: mapping, secrets expanded.
+	Server   string
+	Endpoint string
+	Config   Config
+	Store    *Store
+	// HTTPClient reaches the server (with its configured headers) and the
+	// authorization server.
+	HTTPClient *http.Client
+	// Open shows the person the authorization URL (a browser, or the
+	// terminal). It must not block until the person is done.
+	Open func(authURL string) error
+	// Client names mcpflow to the server.
+	Client *mcp.Implementation
+}
+
+// LoginTimeout bounds how long a login waits for the person.
+const LoginTimeout = 5 * time.Minute
+
+// LogIn runs the authorization code flow with PKCE for one server: it
+// connects without a token, and when the server answers 401 (or, if it
+// never does, at once) it discovers the authorization server, registers
+// the client if need be, sends the person to the authorization URL, takes
+// the code at a loopback redirect, exchanges it for tokens and keeps them
+// in the Store. It then lists the server's tools with the new token, and
+// returns the login and how many tools there are.
+func LogIn(ctx context.Context, o LoginOptions) (*Login, int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.Config.RedirectPort)))
+	if err != nil {
+		return nil, 0, fmt.Errorf("listening for the login's redirect: %w", err)
+	}
+	redirect := "http://" + ln.Addr().String() + "/callback"
+	results := make(chan *auth.AuthorizationResult, 1)
+	srv := &http.Server{Handler: callback(results), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln) // ends at Close below
+	defer srv.Close()
+
+	prev, err := o.Store.Load(o.Endpoint)
+	if err != nil {
+		return nil, 0, err
+	}
+	var wanted []string
+	if prev != nil {
+		wanted = prev.Wanted
+	}
+	var conf *oauth2.Config
+	var tok *oauth2.Token
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	cfg := &auth.AuthorizationCodeHandlerConfig{
+		RedirectURL: redirect,
+		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			if err := o.Open(args.URL); err != nil {
+				return nil, err
+			}
+			ctx, cancel := context.WithTimeout(ctx, LoginTimeout)
+			defer cancel()
+			select {
+			case r := <-results:
+				return r, nil
+			case <-ctx.Done():
+				return nil, fmt.Errorf("no answer from the authorization server's redirect within %s", LoginTimeout)
+			}
+		},
+		ScopeFilter:         func(found []string) []string { return union(union(found, o.Config.Scopes), wanted) },
+		RequestRefreshToken: true,
+		Client:              hc,
+		NewTokenSource: func(ctx context.Context, c *oauth2.Config, t *oauth2.Token) (oauth2.TokenSource, error) {
+			conf, tok = c, t
+			return c.TokenSource(ctx, t), nil
+		},
+	}
+	switch {
+	case o.Config.ClientID != "":
+		pre := &oauthex.ClientCredentials{ClientID: o.Config.ClientID}
+		if o.Config.ClientSecret != "" {
+			pre.ClientSecretAuth = &oauthex.ClientSecretAuth{ClientSecret: o.Config.ClientSecret}
+		}
+		cfg.PreregisteredClient = pre
+	default:
+		if o.Config.ClientMetadataURL != "" {
+			cfg.ClientIDMetadataDocumentConfig = &auth.ClientIDMetadataDocumentConfig{URL: o.Config.ClientMetadataURL}
+		}
+		cfg.DynamicClientRegistrationConfig = &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
+			RedirectURIs:  []string{redirect},
+			ClientName:    "mcpflow",
+			GrantTypes:    []string{"authorization_code", "refresh_token"},
+			ResponseTypes: []string{"code"},
+		}}
+	}
+	h, err := auth.NewAuthorizationCodeHandler(cfg)
+	if err != nil {
+		return nil, 0, fmt.Errorf("server %q: %w", o.Server, err)
+	}
+	client := mcp.NewClient(o.Client, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: o.Endpoint, HTTPClient: hc, OAuthHandler: h}, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("server %q: %w", o.Server, err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err == nil && tok == nil {
+		// The server let everything so far through without a token: log in
+		// all the same, as if it had asked.
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, o.Endpoint, nil)
+		resp := &http.Response{StatusCode: http.StatusUnauthorized, Header: http.Header{}, Body: http.NoBody}
+		if err = h.Authorize(ctx, req, resp); err == nil {
+			tools, err = cs.ListTools(ctx, nil)
+		}
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("server %q: %w", o.Server, err)
+	}
+	if tok == nil {
+		return nil, 0, fmt.Errorf("server %q: the login ended without a token", o.Server)
+	}
+	l := &Login{URL: o.Endpoint, Server: o.Server, ClientID: conf.ClientID, AuthStyle: conf.Endpoint.AuthStyle,
+		TokenURL: conf.Endpoint.TokenURL, Scopes: conf.Scopes, Token: tok, At: time.Now().UTC()}
+	if conf.ClientSecret != o.Config.ClientSecret {
+		l.ClientSecret = conf.ClientSecret // issued at registration
+	}
+	if err := o.Store.Save(l); err != nil {
+		return nil, 0, err
+	}
+	return l, len(tools.Tools), nil
+}
+
+// callback answers the authorization server's redirect and hands its code,
+// state and issuer to the waiting login, once.
+func callback(results chan<- *auth.AuthorizationResult) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/callback" {
+			http.NotFound(w, r)
+			return
+		}
+		q := r.URL.Query()
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		if e := q.Get("error"); e != "" {
+			fmt.Fprintf(w, "<p>mcpflow: the login was refused (%s). You may close this tab.</p>", html.EscapeString(e))
+			select {
+			case results <- &auth.AuthorizationResult{State: q.Get("state")}:
+			default:
+			}
+			return
+		}
+		if q.Get("code") == "" {
+			http.Error(w, "mcpflow: no authorization code in the redirect", http.StatusBadRequest)
+			return
+		}
+		select {
+		case results <- &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}:
+			fmt.Fprint(w, "<p>mcpflow: logged in. You may close this tab.</p>")
+		default:
+			fmt.Fprint(w, "<p>mcpflow: this login is already done. You may close this tab.</p>")
+		}
+	})
+}
+
+// Describe says who a login is for and until when, for servers list; no
+// token is shown.
+func Describe(l *Login, now time.Time) string {
+	if l == nil || l.Token == nil {
+		return "not logged in"
+	}
+	var b strings.Builder
+	b.WriteString("logged in")
+	if until := l.Until(); !until.IsZero() {
+		if until.After(now) {
+			fmt.Fprintf(&b, " until %s", until.UTC().Format(time.RFC3339))
+		} else if l.Refreshable() {
+			b.WriteString(", token expired (refreshed at next use)")
+		} else {
+			b.WriteString(", expired")
+		}
+	}
+	if len(l.Scopes) > 0 {
+		fmt.Fprintf(&b, " (%s)", strings.Join(l.Scopes, " "))
+	}
+	return b.String()
+}
