@@ -105,14 +105,11 @@ func (d *driver) drive(scenario string) (int, error) {
 	switch {
 	case scenario == "initialize":
 		// Initialize and list the tools: mcpflow servers tools. It only
-		// starts servers of a trusted workspace.
+		// reaches servers of a trusted workspace.
 		if err := d.config(""); err != nil {
 			return 1, err
 		}
-		if code, _, err := d.run("trust", "add"); code != 0 || err != nil {
-			return code, err
-		}
-		code, _, err := d.run("servers", "tools", "conf")
+		code, _, err := d.run("servers", "tools", "conf", "--trust-workspace")
 		return code, err
 	case scenario == "tools_call":
 		return d.workflow("", "add_numbers", "    with: {a: 2, b: 3}\n")
@@ -179,7 +176,8 @@ var runID = regexp.MustCompile(`\brun ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a
 
 func (d *driver) login() (int, error) {
 	d.logins++
-	code, _, err := d.run("servers", "login", "conf")
+	// A login reaches only the servers of a trusted workspace.
+	code, _, err := d.run("servers", "login", "conf", "--trust-workspace")
 	return code, err
 }
 
