@@ -49,11 +49,11 @@ func TestServersLoginThenRun(t *testing.T) {
 
 	r = c.run("servers", "list", "-o", "json", "--trust-workspace")
 	var list []serverView
-	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || !strings.HasPrefix(list[0].Login, "logged in until ") || strings.Contains(r.stdout, l.Token.AccessToken) {
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || !strings.HasPrefix(list[0].Login, "logged in as "+oauthtest.Person+" until ") || strings.Contains(r.stdout, l.Token.AccessToken) {
 		t.Fatalf("servers list: %v %+v\n%s", err, list, r.stderr)
 	}
 	r = c.run("servers", "list", "--trust-workspace")
-	if !strings.Contains(r.stdout, "LOGIN") || !strings.Contains(r.stdout, "logged in until") {
+	if !strings.Contains(r.stdout, "LOGIN") || !strings.Contains(r.stdout, "logged in as "+oauthtest.Person+" until") {
 		t.Errorf("servers list table: %s", r.stdout)
 	}
 
