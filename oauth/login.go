@@ -138,7 +138,7 @@ func LogIn(ctx context.Context, o LoginOptions) (*Login, int, error) {
 		return nil, 0, fmt.Errorf("server %q: the login ended without a token", o.Server)
 	}
 	l := &Login{URL: o.Endpoint, Server: o.Server, ClientID: conf.ClientID, Who: who(tok), AuthStyle: conf.Endpoint.AuthStyle,
-		TokenURL: conf.Endpoint.TokenURL, Scopes: conf.Scopes, Token: tok, At: time.Now().UTC()}
+		TokenURL: conf.Endpoint.TokenURL, Scopes: sortedUnique(conf.Scopes), Token: tok, At: time.Now().UTC()}
 	if conf.ClientSecret != o.Config.ClientSecret {
 		l.ClientSecret = conf.ClientSecret // issued at registration
 	}

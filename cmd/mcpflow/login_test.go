@@ -25,7 +25,7 @@ func TestServersLoginThenRun(t *testing.T) {
 	os.WriteFile(wf, []byte("name: count\nsteps:\n  - id: one\n    server: tracker\n    tool: count\n"), 0o600)
 
 	r := c.run("servers", "login", "tracker", "--trust-workspace")
-	if r.code != 0 || !strings.Contains(r.stdout, "Logged in to server tracker") || !strings.Contains(r.stdout, "issues:read issues:write") || !strings.Contains(r.stderr, "/authorize?") {
+	if r.code != 0 || !strings.Contains(r.stdout, "Logged in to server tracker") || !strings.Contains(r.stdout, "issues:read") || !strings.Contains(r.stdout, "issues:write") || !strings.Contains(r.stderr, "/authorize?") {
 		t.Fatalf("servers login: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	files, _ := filepath.Glob(filepath.Join(c.config, "mcpflow", "tokens", "*.json"))
