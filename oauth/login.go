@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
@@ -136,8 +137,8 @@ func LogIn(ctx context.Context, o LoginOptions) (*Login, int, error) {
 	if tok == nil {
 		return nil, 0, fmt.Errorf("server %q: the login ended without a token", o.Server)
 	}
-	l := &Login{URL: o.Endpoint, Server: o.Server, ClientID: conf.ClientID, AuthStyle: conf.Endpoint.AuthStyle,
-		TokenURL: conf.Endpoint.TokenURL, Scopes: conf.Scopes, Token: tok, At: time.Now().UTC()}
+	l := &Login{URL: o.Endpoint, Server: o.Server, ClientID: conf.ClientID, Who: who(tok), AuthStyle: conf.Endpoint.AuthStyle,
+		TokenURL: conf.Endpoint.TokenURL, Scopes: sortedUnique(conf.Scopes), Token: tok, At: time.Now().UTC()}
 	if conf.ClientSecret != o.Config.ClientSecret {
 		l.ClientSecret = conf.ClientSecret // issued at registration
 	}
@@ -186,6 +187,9 @@ func Describe(l *Login, now time.Time) string {
 	}
 	var b strings.Builder
 	b.WriteString("logged in")
+	if l.Who != "" {
+		fmt.Fprintf(&b, " as %s", l.Who)
+	}
 	if until := l.Until(); !until.IsZero() {
 		if until.After(now) {
 			fmt.Fprintf(&b, " until %s", until.UTC().Format(time.RFC3339))
@@ -199,4 +203,28 @@ func Describe(l *Login, now time.Time) string {
 		fmt.Fprintf(&b, " (%s)", strings.Join(l.Scopes, " "))
 	}
 	return b.String()
+}
+
+// who reads whom a token is for from its ID token, else from the access
+// token when that is a JWT: the email, else the preferred user name, else
+// the subject. The claims are shown, not trusted: nothing is decided on
+// them, so the signature is not checked.
+func who(tok *oauth2.Token) string {
+	var jwts []string
+	if id, ok := tok.Extra("id_token").(string); ok {
+		jwts = append(jwts, id)
+	}
+	jwts = append(jwts, tok.AccessToken)
+	for _, raw := range jwts {
+		claims := jwt.MapClaims{}
+		if _, _, err := jwt.NewParser().ParseUnverified(raw, claims); err != nil {
+			continue
+		}
+		for _, k := range []string{"email", "preferred_username", "sub"} {
+			if v, ok := claims[k].(string); ok && v != "" {
+				return v
+			}
+		}
+	}
+	return ""
 }

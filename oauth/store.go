@@ -39,6 +39,10 @@ type Login struct {
 	// Wanted are scopes a server refused a run for lack of (step-up): the
 	// next login asks for them too.
 	Wanted []string `json:"wanted,omitempty"`
+	// Who is whom the tokens are for, as the authorization server said
+	// (an ID token's or a JWT access token's email, name or subject),
+	// when it did: for servers list.
+	Who string `json:"who,omitempty"`
 	// Token is the access token, its refresh token and expiry.
 	Token *oauth2.Token `json:"token,omitempty"`
 	// At is when the person logged in.

@@ -17,6 +17,7 @@ import (
 	"github.com/mcpflow/mcpflow/oauth"
 	"github.com/mcpflow/mcpflow/oauth/oauthtest"
 	"github.com/mcpflow/mcpflow/replay"
+	"go.yaml.in/yaml/v3"
 )
 
 // loginServer is an entry for the oauthtest server, and options whose
@@ -228,5 +229,41 @@ func TestClientCredentialsWithASignedJWT(t *testing.T) {
 	callCount(t, s)
 	if as.LastTokenAuth.Load() != "jwt" {
 		t.Errorf("token request authenticated by %v, want a signed JWT", as.LastTokenAuth.Load())
+	}
+}
+
+// An oauth: mapping is read strictly, and a secret written into the file
+// is warned about.
+func TestOAuthEntries(t *testing.T) {
+	for _, c := range []struct {
+		yaml, err, warn string
+	}{
+		{yaml: "url: https://t.example/mcp\noauth: {}"},
+		{yaml: "url: https://t.example/mcp\noauth: {grant: client_credentials, client_id: ci, client_secret: \"${S}\", scopes: [a, b]}"},
+		{yaml: "url: https://t.example/mcp\noauth: {grant: client_credentials, client_id: ci, client_secret: hunter2}", warn: "t.yaml:2:66: oauth client_secret is written into the file"},
+		{yaml: "url: https://t.example/mcp\noauth: {grant: device}", err: `t.yaml:2:16: server s: oauth: unknown grant "device" (expected authorization_code or client_credentials)`},
+		{yaml: "url: https://t.example/mcp\noauth: {grant: client_credentials}", err: "client_credentials needs a client registered beforehand"},
+		{yaml: "url: https://t.example/mcp\noauth: {client_secret: x}", err: "client_secret without client_id"},
+		{yaml: "url: https://t.example/mcp\noauth: {client_id: a, client_secret: x, private_key: k.pem}", err: "sets both client_secret and private_key"},
+		{yaml: "url: https://t.example/mcp\noauth: {client_metadata_url: http://x.example/c.json}", err: "is not an https URL with a path"},
+		{yaml: "url: https://t.example/mcp\noauth: {scope: [a]}", err: `unknown key "scope" (did you mean "scopes"?)`},
+		{yaml: "url: https://t.example/mcp\ntype: sse\noauth: {}", err: "oauth needs streamable HTTP"},
+		{yaml: "command: srv\noauth: {}", err: "oauth applies only to url servers"},
+	} {
+		var n yaml.Node
+		if err := yaml.Unmarshal([]byte(c.yaml), &n); err != nil {
+			t.Fatal(err)
+		}
+		srv, err := ParseEntry("t.yaml", "s", n.Content[0])
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%q: %v", c.yaml, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%q: error %v, want %q", c.yaml, err, c.err)
+		case c.err == "" && strings.Join(srv.Warnings, "\n") != "" != (c.warn != ""):
+			t.Errorf("%q: warnings %q, want %q", c.yaml, srv.Warnings, c.warn)
+		case c.warn != "" && !strings.HasPrefix(srv.Warnings[0], c.warn):
+			t.Errorf("%q: warning %q, want %q", c.yaml, srv.Warnings[0], c.warn)
+		}
 	}
 }

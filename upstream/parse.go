@@ -132,8 +132,12 @@ func ParseEntry(file, name string, node *yaml.Node) (srv *Server, err error) {
 			}
 		case "oauth":
 			for i := 0; i+1 < len(v.Content); i += 2 {
-				if kk := v.Content[i].Value; slices.Contains(oauthVars, kk) {
-					srv.place("oauth "+kk, position(file, v.Content[i+1]))
+				kk, vv := v.Content[i].Value, v.Content[i+1]
+				if slices.Contains(oauthVars, kk) {
+					srv.place("oauth "+kk, position(file, vv))
+				}
+				if (kk == "client_secret" || kk == "private_key" && strings.Contains(vv.Value, "-----BEGIN")) && !onlyVars(vv.Value) {
+					srv.Warnings = append(srv.Warnings, fmt.Sprintf("%s: oauth %s is written into the file: write it as ${VAR} and keep it in the environment (workflow files are journaled)", position(file, vv), kk))
 				}
 			}
 		}

@@ -25,7 +25,7 @@ func TestServersLoginThenRun(t *testing.T) {
 	os.WriteFile(wf, []byte("name: count\nsteps:\n  - id: one\n    server: tracker\n    tool: count\n"), 0o600)
 
 	r := c.run("servers", "login", "tracker", "--trust-workspace")
-	if r.code != 0 || !strings.Contains(r.stdout, "Logged in to server tracker") || !strings.Contains(r.stdout, "issues:read issues:write") || !strings.Contains(r.stderr, "/authorize?") {
+	if r.code != 0 || !strings.Contains(r.stdout, "Logged in to server tracker") || !strings.Contains(r.stdout, "issues:read") || !strings.Contains(r.stdout, "issues:write") || !strings.Contains(r.stderr, "/authorize?") {
 		t.Fatalf("servers login: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	files, _ := filepath.Glob(filepath.Join(c.config, "mcpflow", "tokens", "*.json"))
@@ -49,11 +49,11 @@ func TestServersLoginThenRun(t *testing.T) {
 
 	r = c.run("servers", "list", "-o", "json", "--trust-workspace")
 	var list []serverView
-	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || !strings.HasPrefix(list[0].Login, "logged in until ") || strings.Contains(r.stdout, l.Token.AccessToken) {
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 1 || !strings.HasPrefix(list[0].Login, "logged in as "+oauthtest.Person+" until ") || strings.Contains(r.stdout, l.Token.AccessToken) {
 		t.Fatalf("servers list: %v %+v\n%s", err, list, r.stderr)
 	}
 	r = c.run("servers", "list", "--trust-workspace")
-	if !strings.Contains(r.stdout, "LOGIN") || !strings.Contains(r.stdout, "logged in until") {
+	if !strings.Contains(r.stdout, "LOGIN") || !strings.Contains(r.stdout, "logged in as "+oauthtest.Person+" until") {
 		t.Errorf("servers list table: %s", r.stdout)
 	}
 

@@ -28,6 +28,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 )
 
+// Person is whom the authorization server logs in: its ID tokens say so.
+const Person = "ada@tracker.example"
+
 // Server is the MCP server (at URL) and its authorization server.
 type Server struct {
 	URL string // the MCP endpoint, .../mcp
@@ -235,8 +238,13 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	s.tokens[access] = scopes
 	s.refresh[refresh] = scopes
 	s.mu.Unlock()
-	writeJSON(w, map[string]any{"access_token": access, "token_type": "Bearer", "expires_in": int(s.Lifetime.Seconds()),
-		"refresh_token": refresh, "scope": strings.Join(scopes, " ")})
+	body := map[string]any{"access_token": access, "token_type": "Bearer", "expires_in": int(s.Lifetime.Seconds()),
+		"refresh_token": refresh, "scope": strings.Join(scopes, " ")}
+	if r.PostForm.Get("grant_type") == "authorization_code" {
+		id, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"iss": s.base, "sub": "user-1", "email": Person}).SignedString([]byte(rand.Text()))
+		body["id_token"] = id
+	}
+	writeJSON(w, body)
 }
 
 func tokenError(w http.ResponseWriter, status int, code string) {
