@@ -81,6 +81,7 @@ type driver struct {
 	dir     string // the workspace; its config/ is XDG_CONFIG_HOME
 	mcpflow string
 	self    string
+	env     []string // for mcpflow, besides the driver's own
 	logins  int
 }
 
@@ -197,7 +198,10 @@ func (d *driver) preRegistered(clientCredentials bool) (string, error) {
 	}
 	fmt.Fprintf(&b, "      client_id: %s\n", strconv.Quote(c.ClientID))
 	if c.ClientSecret != "" {
-		fmt.Fprintf(&b, "      client_secret: %s\n", strconv.Quote(c.ClientSecret))
+		// A secret stays out of files, as mcpflow asks: the entry refers
+		// to the environment.
+		b.WriteString("      client_secret: ${CONFORMANCE_CLIENT_SECRET}\n")
+		d.env = append(d.env, "CONFORMANCE_CLIENT_SECRET="+c.ClientSecret)
 	}
 	if c.PrivateKeyPEM != "" {
 		key := filepath.Join(d.dir, "client-key.pem")
@@ -254,6 +258,7 @@ func (d *driver) run(args ...string) (int, string, error) {
 	cmd.Dir = d.dir
 	cmd.Env = append(os.Environ(), "NO_COLOR=1", "XDG_CONFIG_HOME="+filepath.Join(d.dir, "config"),
 		"BROWSER="+d.self, browserEnv+"=1")
+	cmd.Env = append(cmd.Env, d.env...)
 	out := &lockedBuffer{}
 	cmd.Stdout = io.MultiWriter(os.Stdout, out)
 	cmd.Stderr = io.MultiWriter(os.Stderr, out)
