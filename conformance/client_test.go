@@ -24,7 +24,7 @@ var coreScenarios = []string{"initialize", "tools_call", "sse-retry", "elicitati
 
 // suiteTimeout is the suite's limit on one scenario's client (mcpflow
 // under the race detector is slow to start; an auth scenario starts it
-// up to seven times).
+// up to six times).
 const suiteTimeout = 60 * time.Second
 
 // The official MCP conformance suite's client scenarios — the core ones

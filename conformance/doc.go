@@ -21,8 +21,11 @@
 //
 // The tests need Node and the suite from examples/npm (npm ci there):
 // skipped locally without them, failing in CI (CI set). Each scenario
-// starts a Node process and one mcpflow process or more, so at most
-// maxParallel scenarios run at once; sse-retry measures the client's
-// reconnect delay against the server's retry field (500 ms, late by
-// 200 ms at most), so a starved machine can fail it.
+// starts a Node process and one mcpflow process or more (up to six for a
+// step-up: three logins, the run, two resumes), as many scenarios at once
+// as go test's -parallel allows (GOMAXPROCS by default). sse-retry
+// measures the client's reconnect delay against the server's retry field
+// (500 ms, late by 200 ms at most), so a machine starved for CPU can fail
+// it. The driver keeps to what a user can do: a scenario that needs
+// another command of mcpflow is an expected failure until mcpflow has one.
 package conformance
