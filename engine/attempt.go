@@ -155,6 +155,9 @@ func (r *runner) begin(ctx context.Context, u *unit) (stepResult, error) {
 		if err != nil && ctx.Err() != nil {
 			return interrupted, nil
 		}
+		if le := loginRequired(err); le != nil {
+			return loginBlocked(*u, le), nil
+		}
 		if err != nil {
 			if !errors.Is(err, upstream.ErrUnknownTool) {
 				return failed(CodeServerUnavailable, "step %s: listing the tools of server %q failed: %v", u.name(), u.Server, err), nil
@@ -323,6 +326,10 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 		// Interrupted while rediscovering: nothing is decided, the
 		// journaled decision to send again stands for resume.
 		return stop(stepResult{status: journal.RunCancelled, err: &journal.Error{Code: CodeAborted, Message: fmt.Sprintf("step %s: interrupted while rediscovering the tools of server %s", u.name(), u.Server)}}, journal.StateIntent)
+	case loginRequired(toolErr) != nil:
+		// Refused for want of a login: the journaled decision to send
+		// again stands, for resume once someone logged in.
+		return stop(loginBlocked(u, loginRequired(toolErr)), journal.StateIntent)
 	case toolErr != nil && !errors.Is(toolErr, upstream.ErrUnknownTool):
 		// The listing failed: the server is not there to judge, which is
 		// not the tool being gone. Resume tries again.
@@ -371,7 +378,8 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 // (Engine.ReconnectTimeout) is spent, reporting each try as progress of
 // invocation id: a server that restarts after its side effect committed
 // has that long to come back. Interrupted, it ends the step as cancelled,
-// whatever it was doing.
+// whatever it was doing. A server that wants a login (login.go) ends the
+// step blocked at once: trying again would be refused again.
 func (r *runner) connect(ctx context.Context, u unit, old Session, afterLoss bool, id journal.ID) (Session, *stepResult) {
 	base := r.e.Backoff
 	if base <= 0 {
@@ -411,6 +419,10 @@ func (r *runner) connect(ctx context.Context, u unit, old Session, afterLoss boo
 			r.using(u.Server)
 			r.lendSecrets(s)
 			return s, nil
+		}
+		if le := loginRequired(err); le != nil {
+			out := loginBlocked(u, le)
+			return nil, &out
 		}
 		lastErr, old = err, nil
 		if !afterLoss {
@@ -523,6 +535,10 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		callErr = fmt.Errorf("not sent: %w", ctx.Err())
 	}
 	cancel()
+	le := loginRequired(callErr)
+	if le != nil {
+		class = replay.ClassNotDelivered // refused before the server acted on it
+	}
 	if callErr == nil && res.call != nil && res.call.NeedsInput() {
 		if len(res.call.InputRequests) > 0 {
 			return r.inputRequired(ctx, u, sess, intent, res.call)
@@ -550,6 +566,14 @@ func (r *runner) call(ctx context.Context, u unit, sess Session, intent journal.
 		trace.SpanFromContext(ctx).SetAttributes(attribute.String("error.type", class.String()))
 	}
 
+	if le != nil {
+		// Not sent again until someone logged in (login.go).
+		t, err := r.loginRefused(ctx, u, intent, le, detail)
+		if err != nil {
+			return t, err
+		}
+		return end(*t.end, t.end.state), nil
+	}
 	if class == replay.ClassLost || class == replay.ClassNotDelivered {
 		t, err := r.lost(ctx, u, intent, class, detail)
 		if err != nil || t.end == nil {

@@ -274,6 +274,10 @@ const (
 	CodeApprovalRequired = "MCPFLOW_APPROVAL_REQUIRED"
 	// CodeApprovalRejected fails a step an operator rejected.
 	CodeApprovalRejected = "MCPFLOW_APPROVAL_REJECTED"
+	// CodeLoginRequired blocks a run whose server wants a login mcpflow
+	// cannot get without a person (login.go): once someone logs in, resume
+	// runs the step again.
+	CodeLoginRequired = "MCPFLOW_LOGIN_REQUIRED"
 )
 
 // Run executes wf with inputs (already typed by ParseInputs) and returns the
