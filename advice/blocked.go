@@ -18,7 +18,9 @@ import (
 // Blocked says why a run is blocked and what to do: each invocation
 // waiting for an operator and each step waiting for approval, and the
 // commands that resolve, approve or reject them and continue (a decision
-// continues the run itself).
+// continues the run itself). A run blocked for a server's login
+// (engine.CodeLoginRequired) has nothing to resolve: its error names the
+// login to run, and resume continues it.
 func Blocked(w io.Writer, rep *service.Report) {
 	run := rep.Run
 	msg := "an invocation's outcome is unknown"
@@ -64,7 +66,8 @@ func Blocked(w io.Writer, rep *service.Report) {
 			return
 		}
 	}
-	if len(waiting) > 0 || len(approvals) == 0 && len(asking) == 0 {
+	login := run.Error != nil && run.Error.Code == engine.CodeLoginRequired
+	if len(waiting) > 0 || len(approvals) == 0 && len(asking) == 0 && !login {
 		fmt.Fprintf(w, "  resolve:  mcpflow journal resolve %s --as completed --result FILE | --as failed --reason TEXT | --as retry --reason TEXT\n", example)
 	}
 	for _, a := range approvals {
@@ -74,6 +77,10 @@ func Blocked(w io.Writer, rep *service.Report) {
 	if len(waiting) == 0 && len(approvals) > 0 {
 		// A decision continues the run itself.
 		fmt.Fprintf(w, "  either continues the run (with --no-continue: mcpflow resume %s)\n", run.ID.Short())
+		return
+	}
+	if login && len(waiting) == 0 {
+		fmt.Fprintf(w, "  continue: mcpflow resume %s, once logged in\n", run.ID.Short())
 		return
 	}
 	fmt.Fprintf(w, "  continue: mcpflow resume %s\n", run.ID.Short())
