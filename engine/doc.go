@@ -26,6 +26,13 @@
 // decision made in advance, before the run got to the step, is followed
 // when it gets there, without stopping.
 //
+// A server that wants a login mcpflow cannot get without a person (an
+// *oauth.LoginRequiredError from a connect, a tools/list or a request the
+// server refused before acting on it) ends the step after one try with the
+// run blocked ([CodeLoginRequired]); resume runs it again once someone
+// logged in. A refused request is journaled as not delivered, with the
+// decision to send it again (login.go).
+//
 // Secret inputs' values never reach what people read: the engine scrubs
 // them from events and journaled errors, and lends them to every session a
 // run calls through that keeps a server log (*upstream.Session, through

@@ -26,7 +26,9 @@ import (
 // like a lost connection; a decision already journaled is followed, never
 // re-decided; an outcome_unknown invocation keeps the run blocked until an
 // operator resolves it. A step with approve: runs once an operator
-// approved it, and fails without sending anything once one rejected it.
+// approved it, and fails without sending anything once one rejected it. A
+// run blocked for a server's login (CodeLoginRequired) runs again: the
+// step starts afresh, or its refused call is sent as journaled.
 //
 // It returns the run as committed, and whether anything was done: resuming
 // a run that succeeded, or one still blocked on an unresolved outcome or on

@@ -38,7 +38,9 @@ becomes outcome_unknown and the run stays blocked until you resolve it with
 'mcpflow journal resolve'. A run blocked at a step with approve: stays blocked
 until 'mcpflow approve' (the step runs) or 'mcpflow reject' (it fails, sending
 nothing), which continue the run themselves (resume continues it after one
-with --no-continue). Resuming a run that succeeded, or one still waiting,
+with --no-continue). A run blocked because a server needs a login goes on once
+you log in ('mcpflow servers login NAME'): the refused call did not run, and
+resume sends it. Resuming a run that succeeded, or one still waiting,
 changes nothing.
 
 A run started with --trust-workspace keeps needing it: without the flag (or the

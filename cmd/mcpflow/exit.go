@@ -34,8 +34,9 @@ const exitCodesHelp = `Exit codes:
   0    succeeded
   1    run failed
   2    usage or validation error
-  3    blocked: an invocation's outcome is unknown (resolve it, then resume), or
-       a step waits for approval (approve or reject it: the run goes on)
+  3    blocked: an invocation's outcome is unknown (resolve it, then resume),
+       a step waits for approval (approve or reject it: the run goes on), or
+       a server needs a login (mcpflow servers login NAME, then resume)
   4    journal unavailable (locked, damaged, cannot be opened, or written by a newer mcpflow)
   130  interrupted
   141  output closed by its reader (mcpflow ... | head -1) before a command that
