@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpflow/mcpflow/api"
+	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
@@ -114,8 +115,9 @@ func approvalLine(tf timeFormat, run journal.ID, a journal.Approval) string {
 	return line
 }
 
-// waitingFor says what a blocked run waits for: the approval of a step, or
-// the resolution of the invocations whose outcome is unknown.
+// waitingFor says what a blocked run waits for: the approval of a step,
+// the resolution of the invocations whose outcome is unknown, an answer, or
+// a login to a server (its error says which: runs show).
 func waitingFor(run *journal.Run, invs []journal.Invocation) string {
 	if run.Status != journal.RunBlocked {
 		return ""
@@ -136,6 +138,8 @@ func waitingFor(run *journal.Run, invs []journal.Invocation) string {
 		return "resolution of " + strings.Join(steps, ", ")
 	case len(asking) > 0:
 		return "answer to step " + strings.Join(asking, ", ")
+	case run.Error != nil && run.Error.Code == engine.CodeLoginRequired:
+		return "a server login"
 	}
 	return ""
 }
