@@ -156,7 +156,7 @@ func (r *runner) begin(ctx context.Context, u *unit) (stepResult, error) {
 			return interrupted, nil
 		}
 		if le := loginRequired(err); le != nil {
-			return loginBlocked(*u, le), nil
+			return r.loginBlocked(*u, le), nil
 		}
 		if err != nil {
 			if !errors.Is(err, upstream.ErrUnknownTool) {
@@ -329,7 +329,7 @@ func (r *runner) again(ctx context.Context, u unit, sess Session, id journal.ID,
 	case loginRequired(toolErr) != nil:
 		// Refused for want of a login: the journaled decision to send
 		// again stands, for resume once someone logged in.
-		return stop(loginBlocked(u, loginRequired(toolErr)), journal.StateIntent)
+		return stop(r.loginBlocked(u, loginRequired(toolErr)), journal.StateIntent)
 	case toolErr != nil && !errors.Is(toolErr, upstream.ErrUnknownTool):
 		// The listing failed: the server is not there to judge, which is
 		// not the tool being gone. Resume tries again.
@@ -421,7 +421,7 @@ func (r *runner) connect(ctx context.Context, u unit, old Session, afterLoss boo
 			return s, nil
 		}
 		if le := loginRequired(err); le != nil {
-			out := loginBlocked(u, le)
+			out := r.loginBlocked(u, le)
 			return nil, &out
 		}
 		lastErr, old = err, nil

@@ -24,6 +24,10 @@ import (
 //     (replay.ClassNotDelivered), the invocation stays in flight (intent)
 //     with the decision to send it again (loginOutcome), and resume follows
 //     that decision (PlanFollow), as after any call that never left.
+//
+// A proxy session (Live) blocks nothing: its client is told, and decides
+// what to do — it may send the call again itself — so a refused call ends
+// failed, not run, and nothing sends it again.
 
 // loginRequired is the *oauth.LoginRequiredError in err's chain, or nil.
 func loginRequired(err error) *oauth.LoginRequiredError {
@@ -37,11 +41,14 @@ func loginRequired(err error) *oauth.LoginRequiredError {
 // loginBlocked is the end of unit u's step when its server wants a login:
 // the run blocked, with a message built from le's fields alone (never the
 // server's words or the step's arguments).
-func loginBlocked(u unit, le *oauth.LoginRequiredError) stepResult {
+func (r *runner) loginBlocked(u unit, le *oauth.LoginRequiredError) stepResult {
 	if le.Server == "" {
 		le = &oauth.LoginRequiredError{Server: u.Server, Why: le.Why, Scopes: le.Scopes}
 	}
 	msg := fmt.Sprintf("step %s: %v, then mcpflow resume", u.name(), le)
+	if r.live {
+		msg = fmt.Sprintf("step %s: %v", u.name(), le) // nothing to resume
+	}
 	return stepResult{status: journal.RunBlocked, err: &journal.Error{Code: CodeLoginRequired, Message: msg}}
 }
 
@@ -68,6 +75,15 @@ func loginOutcome(inv *journal.Invocation) (journal.Outcome, *cause) {
 // with the invocation in flight, or blocked on its unknown outcome when
 // the replay rule does not clear sending it again.
 func (r *runner) loginRefused(ctx context.Context, u unit, intent journal.Intent, le *oauth.LoginRequiredError, detail string) (turn, error) {
+	if r.live {
+		out := r.loginBlocked(u, le)
+		o := journal.Outcome{State: journal.StateFailed, Error: out.err, Failure: replay.ClassNotDelivered, Detail: detail}
+		if err := r.j.Finish(intent, o); err != nil {
+			return turn{}, err
+		}
+		out.status, out.invocation, out.state = journal.RunFailed, intent.ID, journal.StateFailed
+		return ending(out), nil
+	}
 	inv, err := r.j.Invocation(intent.ID)
 	if err != nil {
 		return turn{}, err
@@ -82,7 +98,7 @@ func (r *runner) loginRefused(ctx context.Context, u unit, intent journal.Intent
 		_, _, end := notCleared(inv)
 		return turn{end: end}, nil
 	}
-	out := loginBlocked(u, le)
+	out := r.loginBlocked(u, le)
 	out.invocation, out.state = intent.ID, journal.StateIntent
 	return ending(out), nil
 }

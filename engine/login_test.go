@@ -21,6 +21,7 @@ import (
 	"github.com/mcpflow/mcpflow/oauth"
 	"github.com/mcpflow/mcpflow/replay"
 	"github.com/mcpflow/mcpflow/upstream"
+	"github.com/mcpflow/mcpflow/workflow"
 )
 
 // Where a server that wants a login refuses: the initialize of a connect,
@@ -282,53 +283,71 @@ func wantRefusedAttempt(t *testing.T, invs []journal.Invocation, n int, k journa
 	}
 }
 
-// TestLoginRequiredAfterALostCall: a replay, cleared by the rule after a
-// lost connection, refused for a login: journaled not delivered with a
-// decision to replay, so that resume judges the fresh view again before
-// sending. The server acts on it twice: the lost call and the replay.
+// TestLoginRequiredAfterALostCall: a call lost after it ran, cleared for
+// a replay by the rule, whose reconnect or replay the server refuses for a
+// login: one reconnect, no loop; the decision to replay stands (journaled
+// with the refused replay, not delivered), so resume judges the fresh view
+// again before sending. The server runs the lost call and the replay.
 func TestLoginRequiredAfterALostCall(t *testing.T) {
-	t.Parallel()
-	j := journaltest.Open(t, nil)
-	// The first call is lost after it ran, and the token expires
-	// meanwhile: the server refuses every request after it. (lose runs
-	// with mu held.)
-	s := &loginSession{why: oauth.WhyExpired}
-	s.lose = func(n int) bool {
-		if n == 1 {
-			s.refuse = atSend
-			return true
-		}
-		return false
-	}
-	e := loginEngine(j, s, fullTrust)
-	wf := load(t, "name: w\nservers: {s: {builtin: demo}}\nsteps: [{id: a, server: s, tool: t}]\n")
-	run, err := e.Run(context.Background(), wf, nil, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantLoginBlocked(t, run, "a")
-	invs, err := j.RunInvocations(run.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantRefusedAttempt(t, invs, 2, journal.KindReplay)
-	if d := invs[0].LastDecision(); d == nil || d.Verdict != verdict.Replay {
-		t.Fatalf("decision %+v, want a replay: an earlier attempt may have run", d)
-	}
-	s.logIn()
-	run, _, err = e.Resume(context.Background(), run, wf, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if run.Status != journal.RunSucceeded {
-		t.Fatalf("run %s %v after the login, want succeeded", run.Status, run.Error)
-	}
-	invs, _ = j.RunInvocations(run.ID)
-	if got := invs[0].Attempts; len(got) != 3 || got[2].Kind != journal.KindReplay {
-		t.Fatalf("attempts %+v, want the lost call, the refused replay and a replay", got)
-	}
-	if _, _, sent, ran := s.counts(); sent != 3 || ran != 2 {
-		t.Fatalf("sent %d, ran %d, want 3 sent, 2 run", sent, ran)
+	for _, c := range []struct {
+		refuse   string
+		attempts int // journaled when the run blocks
+		sent     int // in all
+	}{
+		{atConnect, 1, 2},
+		{atSend, 2, 3},
+	} {
+		t.Run(c.refuse, func(t *testing.T) {
+			t.Parallel()
+			j := journaltest.Open(t, nil)
+			// The first call is lost after it ran, and the token expires
+			// meanwhile. (lose runs with mu held.)
+			s := &loginSession{why: oauth.WhyExpired}
+			s.lose = func(n int) bool {
+				if n == 1 {
+					s.refuse = c.refuse
+					return true
+				}
+				return false
+			}
+			e := loginEngine(j, s, fullTrust)
+			wf := load(t, "name: w\nservers: {s: {builtin: demo}}\nsteps: [{id: a, server: s, tool: t}]\n")
+			run, err := e.Run(context.Background(), wf, nil, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantLoginBlocked(t, run, "a")
+			if connects, _, _, _ := s.counts(); connects != 2 {
+				t.Errorf("%d connects, want the first and one reconnect", connects)
+			}
+			invs, err := j.RunInvocations(run.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.refuse == atSend {
+				wantRefusedAttempt(t, invs, 2, journal.KindReplay)
+			} else if len(invs) != 1 || invs[0].State != journal.StateIntent || len(invs[0].Attempts) != 1 || invs[0].Attempts[0].Failure != replay.ClassLost {
+				t.Fatalf("invocations %+v, want one in flight, its call lost", invs)
+			}
+			if d := invs[0].LastDecision(); d == nil || d.Verdict != verdict.Replay {
+				t.Fatalf("decision %+v, want a replay: an earlier attempt may have run", d)
+			}
+			s.logIn()
+			run, _, err = e.Resume(context.Background(), run, wf, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if run.Status != journal.RunSucceeded {
+				t.Fatalf("run %s %v after the login, want succeeded", run.Status, run.Error)
+			}
+			invs, _ = j.RunInvocations(run.ID)
+			if got := invs[0].Attempts; len(got) != c.attempts+1 || got[c.attempts].Kind != journal.KindReplay {
+				t.Fatalf("attempts %+v, want %d and a replay", got, c.attempts)
+			}
+			if _, _, sent, ran := s.counts(); sent != c.sent || ran != 2 {
+				t.Fatalf("sent %d, ran %d, want %d sent, 2 run", sent, ran, c.sent)
+			}
+		})
 	}
 }
 
@@ -369,5 +388,53 @@ func TestLoginRequiredAgainOnResume(t *testing.T) {
 	}
 	if _, _, sent, ran := s.counts(); sent != 3 || ran != 1 {
 		t.Fatalf("sent %d, ran %d, want 3 sent, 1 run", sent, ran)
+	}
+}
+
+// TestLoginRequiredThroughAProxy: a proxy session blocks nothing. Its
+// client hears that the server wants a login (and may send the call again
+// itself), so the refused call ends failed, not run, and nothing is left
+// for a resume to send; the session goes on and ends succeeded.
+func TestLoginRequiredThroughAProxy(t *testing.T) {
+	t.Parallel()
+	j := journaltest.Open(t, nil)
+	s := &loginSession{refuse: atSend, why: oauth.WhyExpired, sendOnly: true}
+	e := loginEngine(j, s, fullTrust)
+	wf, err := workflow.Proxy("s", upstream.Set{"s": {Name: "s", Builtin: "demo"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.Open(context.Background(), wf, map[string]any{"client": "test"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := l.Call(context.Background(), "t", json.RawMessage(`{"note":"ARG-MARKER"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Err == nil || a.Err.Code != engine.CodeLoginRequired || a.State != journal.StateFailed ||
+		a.Err.Message != `step call-1: server "s" needs a login (the stored one expired and could not be refreshed): run mcpflow servers login s` {
+		t.Fatalf("answer %+v (%v), want failed for a login, its message naming the command", a, a.Err)
+	}
+	s.logIn()
+	if a, err = l.Call(context.Background(), "t", json.RawMessage(`{}`), nil); err != nil || a.Err != nil {
+		t.Fatalf("second call: %+v, %v", a, err)
+	}
+	run, err := l.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Status != journal.RunSucceeded {
+		t.Fatalf("run %s %v, want succeeded: the client was answered", run.Status, run.Error)
+	}
+	invs, err := j.RunInvocations(run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(invs) != 2 || invs[0].State != journal.StateFailed || invs[0].LastAttempt().Failure != replay.ClassNotDelivered || len(invs[0].Decisions) != 0 {
+		t.Fatalf("invocations %+v, want the refused one failed, not delivered, with no decision to send it again", invs)
+	}
+	if _, _, sent, ran := s.counts(); sent != 2 || ran != 1 {
+		t.Fatalf("sent %d, ran %d, want 2 sent, 1 run", sent, ran)
 	}
 }
