@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -65,5 +66,37 @@ func TestServersLoginThenRun(t *testing.T) {
 	}
 	if r := c.run("servers", "logout", "tracker"); r.code != 0 || !strings.Contains(r.stdout, "Not logged in") {
 		t.Errorf("second logout: exit %d %s", r.code, r.stdout)
+	}
+}
+
+// A run that meets a server it has no login for blocks (exit 3), saying
+// which login to run; runs list says what it waits for; once logged in,
+// resume runs it, and the server runs the call once.
+func TestRunBlocksForALoginThenResumes(t *testing.T) {
+	t.Parallel()
+	as := oauthtest.New(t)
+	c := newCLI(t)
+	exe, _ := os.Executable()
+	c.env = append(c.env, "BROWSER="+exe, browserEnv+"=1")
+	os.WriteFile(filepath.Join(c.workspace, "mcpflow.yaml"), []byte("servers:\n  tracker:\n    url: "+as.URL+"\n    oauth: {}\n"), 0o600)
+	wf := filepath.Join(c.workspace, "count.yaml")
+	os.WriteFile(wf, []byte("name: count\nsteps:\n  - id: one\n    server: tracker\n    tool: count\n"), 0o600)
+
+	r := c.run("run", wf)
+	m := regexp.MustCompile(`mcpflow: run (\S+) is blocked: MCPFLOW_LOGIN_REQUIRED: step one: server "tracker" needs a login \(none is stored\): run mcpflow servers login tracker, then mcpflow resume\n`).FindStringSubmatch(r.stderr)
+	if r.code != exitBlocked || m == nil || as.Calls.Load() != 0 {
+		t.Fatalf("run without a login: exit %d, %d calls, want %d, none\n%s\n%s", r.code, as.Calls.Load(), exitBlocked, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stderr, "journal resolve") || !strings.Contains(r.stderr, "continue: mcpflow resume "+m[1]+", once logged in") {
+		t.Errorf("advice for a login-blocked run:\n%s", r.stderr)
+	}
+	if r := c.run("runs", "list"); !strings.Contains(r.stdout, "blocked") || !strings.Contains(r.stdout, "a server login") {
+		t.Errorf("runs list:\n%s\n%s", r.stdout, r.stderr)
+	}
+	if r := c.run("servers", "login", "tracker", "--trust-workspace"); r.code != 0 {
+		t.Fatalf("servers login: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r := c.run("resume", m[1]); r.code != 0 || as.Calls.Load() != 1 {
+		t.Fatalf("resume after the login: exit %d, %d calls, want 0, 1\n%s\n%s", r.code, as.Calls.Load(), r.stdout, r.stderr)
 	}
 }
