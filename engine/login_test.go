@@ -35,9 +35,9 @@ const (
 // loginSession is a server behind a login: until loggedIn, it refuses at
 // refuse (and, once it refused a request, at every connect after, as a
 // server does whose token is gone), the way upstream reports it: the
-// oauth error wrapped with go-sdk's "rejected by transport" (-32005),
-// which alone would classify as a lost connection. It counts what reached
-// it; ran counts the requests it acted on (its ledger).
+// oauth error wrapped with go-sdk's "rejected by transport" (-32005).
+// It counts what reached it; ran counts the requests it acted on (its
+// ledger).
 type loginSession struct {
 	refuse string
 	why    string
