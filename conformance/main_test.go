@@ -3,10 +3,10 @@ package conformance_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/mcpflow/mcpflow/internal/testbin"
 )
 
 // Environment variables of the test binary's other modes, and the path of
@@ -37,29 +37,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "go env GOMOD:", err)
-		return 1
-	}
-	repo = filepath.Dir(strings.TrimSpace(string(out)))
-	dir, err := os.MkdirTemp("", "mcpflow-conformance-test")
+	bin, root, cleanup, err := testbin.Build(raceEnabled)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	mcpflowBin = filepath.Join(dir, "mcpflow")
-	args := []string{"build", "-o", mcpflowBin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "./cmd/mcpflow")...)
-	build.Dir, build.Stdout, build.Stderr = repo, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "go build ./cmd/mcpflow:", err)
-		return 1
-	}
+	defer cleanup()
+	mcpflowBin, repo = bin, root
 	return m.Run()
 }
 
@@ -68,16 +52,6 @@ func run(m *testing.M) int {
 // installs it with npm ci.
 func node(t *testing.T) (bin, suite string) {
 	t.Helper()
-	modules := filepath.Join(repo, "examples", "npm", "node_modules")
-	bin = filepath.Join(modules, ".bin", "node")
-	suite = filepath.Join(modules, ".bin", "conformance")
-	for _, f := range []string{bin, suite} {
-		if _, err := os.Stat(f); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("examples/npm/node_modules is incomplete (.ci/run installs it with npm ci): %v", err)
-			}
-			t.Skipf("needs `cd examples/npm && npm ci`: %v", err)
-		}
-	}
-	return bin, suite
+	bin, npm := testbin.Node(t, repo, "node_modules/.bin/conformance")
+	return bin, filepath.Join(npm, "node_modules", ".bin", "conformance")
 }

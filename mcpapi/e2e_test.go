@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpflow/mcpflow/internal/testbin"
+
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -29,25 +31,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || len(bytes.TrimSpace(out)) == 0 {
-		fmt.Fprintf(os.Stderr, "go env GOMOD: %v\n", err)
-		return 1
-	}
-	moduleRoot = filepath.Dir(string(bytes.TrimSpace(out)))
-	dir, err := os.MkdirTemp("", "mcpapi-test-")
+	bin, root, cleanup, err := testbin.Build(false)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	mcpflowBin = filepath.Join(dir, "mcpflow")
-	build := exec.Command("go", "build", "-o", mcpflowBin, "./cmd/mcpflow")
-	build.Dir = moduleRoot
-	if b, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build ./cmd/mcpflow: %v\n%s", err, b)
-		return 1
-	}
+	defer cleanup()
+	mcpflowBin, moduleRoot = bin, root
 	return m.Run()
 }
 

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpflow/mcpflow/internal/testbin"
 )
 
 // mcpflowBin is the mcpflow executable the tests start, built once by
@@ -27,29 +29,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "go env GOMOD:", err)
-		return 1
-	}
-	repo = filepath.Dir(strings.TrimSpace(string(out)))
-	dir, err := os.MkdirTemp("", "mcpflow-proxy-test")
+	bin, root, cleanup, err := testbin.Build(raceEnabled)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	mcpflowBin = filepath.Join(dir, "mcpflow")
-	args := []string{"build", "-o", mcpflowBin}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "./cmd/mcpflow")...)
-	build.Dir, build.Stdout, build.Stderr = repo, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "go build ./cmd/mcpflow:", err)
-		return 1
-	}
+	defer cleanup()
+	mcpflowBin, repo = bin, root
 	return m.Run()
 }
 
@@ -184,15 +170,7 @@ func (w *workspace) executions(tool string) int {
 // .ci/run installs it with npm ci.
 func node(t *testing.T) (bin, npm string) {
 	t.Helper()
-	npm = filepath.Join(repo, "examples", "npm")
-	bin = filepath.Join(npm, "node_modules", ".bin", "node")
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("examples/npm/node_modules is missing (.ci/run installs it with npm ci): %v", err)
-		}
-		t.Skipf("needs `cd examples/npm && npm ci`: %v", err)
-	}
-	return bin, npm
+	return testbin.Node(t, repo)
 }
 
 // step is one step of examples/npm/mcp-client.mjs.
