@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/mcpflow/mcpflow/oauth/oauthtest"
@@ -74,8 +75,27 @@ func TestServersLoginThenRun(t *testing.T) {
 // resume runs it, and the server runs the call once.
 func TestRunBlocksForALoginThenResumes(t *testing.T) {
 	t.Parallel()
+	runBlocksForALogin(t, false)
+}
+
+// The same through mcpflow server: the run it holds blocks for the login,
+// stays blocked, and resumes through it once the person logged in, with
+// the login the CLI kept (one store for both).
+func TestRunBlocksForALoginThroughTheServer(t *testing.T) {
+	t.Parallel()
+	runBlocksForALogin(t, true)
+}
+
+func runBlocksForALogin(t *testing.T, served bool) {
 	as := oauthtest.New(t)
 	c := newCLI(t)
+	if served {
+		srv, stopped := c.startServer()
+		t.Cleanup(func() {
+			srv.Process.Signal(syscall.SIGTERM)
+			stopped()
+		})
+	}
 	exe, _ := os.Executable()
 	c.env = append(c.env, "BROWSER="+exe, browserEnv+"=1")
 	os.WriteFile(filepath.Join(c.workspace, "mcpflow.yaml"), []byte("servers:\n  tracker:\n    url: "+as.URL+"\n    oauth: {}\n"), 0o600)
