@@ -5,10 +5,15 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/oauth/oauthtest"
 )
 
@@ -118,5 +123,74 @@ func runBlocksForALogin(t *testing.T, served bool) {
 	}
 	if r := c.run("resume", m[1]); r.code != 0 || as.Calls.Load() != 1 {
 		t.Fatalf("resume after the login: exit %d, %d calls, want 0, 1\n%s\n%s", r.code, as.Calls.Load(), r.stdout, r.stderr)
+	}
+}
+
+// A worker on PostgreSQL without the login (its machine's store has none)
+// blocks the run with that reason instead of failing it, and leaves it
+// blocked; once the person logs in where the worker runs, resume finishes
+// it there, with one call.
+func TestWorkerWithoutTheLoginBlocksTheRun(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	t.Parallel()
+	as := oauthtest.New(t)
+	c := newCLI(t)
+	exe, _ := os.Executable()
+	workerConfig := t.TempDir()
+	c.env = quickExit("MCPFLOW_JOURNAL="+location, journal.KeyEnv+"="+workersKey, "BROWSER="+exe, browserEnv+"=1")
+	wf := c.workflow("count.yaml", "name: count\nservers:\n  tracker: {url: "+as.URL+", oauth: {}}\nsteps:\n  - {id: one, server: tracker, tool: count}\n")
+	if r := c.run("servers", "login", "tracker", "--workflow", wf, "--trust-workspace"); r.code != 0 {
+		t.Fatalf("servers login on the CLI's machine: exit %d\n%s", r.code, r.stderr)
+	}
+	saved := c.env
+	c.env = append(slices.Clone(saved), "XDG_CONFIG_HOME="+workerConfig) // the worker's machine
+	w := startWorker(c, "w1", "--lease", "2s")
+	c.env = saved
+	defer w.stop(t)
+	j := openShared(t, location)
+	defer j.Close()
+
+	r := c.run("run", wf, "--detach")
+	if r.code != 0 {
+		t.Fatalf("run --detach: exit %d\n%s", r.code, r.stderr)
+	}
+	id := mustID(t, strings.TrimSpace(r.stdout))
+	waitBlocked := func() *journal.Run {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			run, err := j.Run(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if run.Status == journal.RunBlocked {
+				return run
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("run is %s, want blocked", run.Status)
+			}
+		}
+	}
+	run := waitBlocked()
+	if run.Error == nil || run.Error.Code != engine.CodeLoginRequired || !strings.Contains(run.Error.Message, "mcpflow servers login tracker") || as.Calls.Load() != 0 {
+		t.Fatalf("the worker's run: %+v, %d calls; want blocked for a login, no call", run.Error, as.Calls.Load())
+	}
+	time.Sleep(2500 * time.Millisecond) // more than a lease: nobody takes it up again
+	if again, _ := j.Run(id); again.Status != journal.RunBlocked || as.Calls.Load() != 0 {
+		t.Fatalf("a login-blocked run was taken up again: %s, %d calls", again.Status, as.Calls.Load())
+	}
+
+	// Resumed, it goes to the worker again, which still has no login.
+	if r := c.run("resume", id.String()); r.code != exitBlocked || as.Calls.Load() != 0 {
+		t.Fatalf("resume before the worker's login: exit %d, %d calls; want %d, none\n%s%s", r.code, as.Calls.Load(), exitBlocked, r.stdout, r.stderr)
+	}
+
+	// The person logs in where the worker runs; resume finishes it there.
+	c.env = append(slices.Clone(saved), "XDG_CONFIG_HOME="+workerConfig)
+	if r := c.run("servers", "login", "tracker", "--workflow", wf, "--trust-workspace"); r.code != 0 {
+		t.Fatalf("servers login on the worker's machine: exit %d\n%s", r.code, r.stderr)
+	}
+	c.env = saved
+	if r := c.run("resume", id.String()); r.code != 0 || as.Calls.Load() != 1 {
+		t.Fatalf("resume: exit %d, %d calls; want 0, one\n%s%s", r.code, as.Calls.Load(), r.stdout, r.stderr)
 	}
 }
