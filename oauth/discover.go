@@ -50,6 +50,8 @@ func readChallenge(resp *http.Response) challenge {
 type servers struct {
 	resource *oauthex.ProtectedResourceMetadata
 	auth     *oauthex.AuthServerMeta
+	// resourceURL is where the resource metadata was read, "" if nowhere.
+	resourceURL string
 }
 
 // discover finds the authorization server of the MCP server at endpoint,
@@ -76,6 +78,7 @@ func discover(ctx context.Context, endpoint string, ch challenge, hc *http.Clien
 	at.Path = "/.well-known/oauth-protected-resource"
 	tries = append(tries, [2]string{at.String(), root.String()})
 	var prm *oauthex.ProtectedResourceMetadata
+	var metaAt string
 	for _, t := range tries {
 		m, err := oauthex.GetProtectedResourceMetadata(ctx, t[0], t[1], hc)
 		if err != nil || m == nil {
@@ -84,7 +87,7 @@ func discover(ctx context.Context, endpoint string, ch challenge, hc *http.Clien
 		if len(m.AuthorizationServers) == 0 {
 			return nil, fmt.Errorf("the protected resource metadata of %s names no authorization server", endpoint)
 		}
-		prm = m
+		prm, metaAt = m, t[0]
 		break
 	}
 	if prm == nil {
@@ -99,7 +102,7 @@ func discover(ctx context.Context, endpoint string, ch challenge, hc *http.Clien
 		base := strings.TrimSuffix(issuer, "/")
 		asm = &oauthex.AuthServerMeta{Issuer: issuer, AuthorizationEndpoint: base + "/authorize", TokenEndpoint: base + "/token", RegistrationEndpoint: base + "/register"}
 	}
-	return &servers{resource: prm, auth: asm}, nil
+	return &servers{resource: prm, auth: asm, resourceURL: metaAt}, nil
 }
 
 // resourceOf is the resource indicator (RFC 8707) tokens are asked for.

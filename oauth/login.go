@@ -50,8 +50,8 @@ func LogIn(ctx context.Context, o LoginOptions) (*Login, int, error) {
 	if err != nil {
 		return nil, 0, fmt.Errorf("listening for the login's redirect: %w", err)
 	}
-	redirect := "http://" + ln.Addr().String() + "/callback"
-	results := make(chan *auth.AuthorizationResult, 1)
+	redirectURL := "http://" + ln.Addr().String() + "/callback"
+	results := make(chan redirect, 1)
 	srv := &http.Server{Handler: callback(results), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln) // ends at Close below
 	defer srv.Close()
@@ -71,8 +71,12 @@ func LogIn(ctx context.Context, o LoginOptions) (*Login, int, error) {
 		hc = http.DefaultClient
 	}
 	cfg := &auth.AuthorizationCodeHandlerConfig{
-		RedirectURL: redirect,
+		RedirectURL: redirectURL,
 		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+			select { // a redirect left over from an earlier round
+			case <-results:
+			default:
+			}
 			if err := o.Open(args.URL); err != nil {
 				return nil, err
 			}
@@ -80,7 +84,10 @@ func LogIn(ctx context.Context, o LoginOptions) (*Login, int, error) {
 			defer cancel()
 			select {
 			case r := <-results:
-				return r, nil
+				if r.err != "" {
+					return nil, fmt.Errorf("the authorization server refused the login (%s)", r.err)
+				}
+				return &r.AuthorizationResult, nil
 			case <-ctx.Done():
 				return nil, fmt.Errorf("no answer from the authorization server's redirect within %s", LoginTimeout)
 			}
@@ -105,7 +112,7 @@ func LogIn(ctx context.Context, o LoginOptions) (*Login, int, error) {
 			cfg.ClientIDMetadataDocumentConfig = &auth.ClientIDMetadataDocumentConfig{URL: o.Config.ClientMetadataURL}
 		}
 		cfg.DynamicClientRegistrationConfig = &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
-			RedirectURIs:  []string{redirect},
+			RedirectURIs:  []string{redirectURL},
 			ClientName:    "mcpflow",
 			GrantTypes:    []string{"authorization_code", "refresh_token"},
 			ResponseTypes: []string{"code"},
@@ -142,15 +149,24 @@ func LogIn(ctx context.Context, o LoginOptions) (*Login, int, error) {
 	if conf.ClientSecret != o.Config.ClientSecret {
 		l.ClientSecret = conf.ClientSecret // issued at registration
 	}
-	if err := o.Store.Save(l); err != nil {
+	// Under the lock: a refresh of the old login under way must not
+	// write it back over this one.
+	if err := o.Store.locked(o.Endpoint, func() error { return o.Store.Save(l) }); err != nil {
 		return nil, 0, err
 	}
 	return l, len(tools.Tools), nil
 }
 
-// callback answers the authorization server's redirect and hands its code,
-// state and issuer to the waiting login, once.
-func callback(results chan<- *auth.AuthorizationResult) http.Handler {
+// redirect is what the authorization server's redirect said: a code, or
+// the error code it refused with.
+type redirect struct {
+	auth.AuthorizationResult
+	err string
+}
+
+// callback answers the authorization server's redirect and hands what it
+// said to the waiting login, once.
+func callback(results chan<- redirect) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/callback" {
 			http.NotFound(w, r)
@@ -158,21 +174,18 @@ func callback(results chan<- *auth.AuthorizationResult) http.Handler {
 		}
 		q := r.URL.Query()
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		if e := q.Get("error"); e != "" {
-			fmt.Fprintf(w, "<p>mcpflow: the login was refused (%s). You may close this tab.</p>", html.EscapeString(e))
-			select {
-			case results <- &auth.AuthorizationResult{State: q.Get("state")}:
-			default:
-			}
-			return
-		}
-		if q.Get("code") == "" {
+		rd := redirect{AuthorizationResult: auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}, err: q.Get("error")}
+		if rd.err == "" && rd.Code == "" {
 			http.Error(w, "mcpflow: no authorization code in the redirect", http.StatusBadRequest)
 			return
 		}
 		select {
-		case results <- &auth.AuthorizationResult{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}:
-			fmt.Fprint(w, "<p>mcpflow: logged in. You may close this tab.</p>")
+		case results <- rd:
+			if rd.err != "" {
+				fmt.Fprintf(w, "<p>mcpflow: the login was refused (%s). You may close this tab.</p>", html.EscapeString(rd.err))
+				return
+			}
+			fmt.Fprint(w, "<p>mcpflow: login received. You may close this tab.</p>")
 		default:
 			fmt.Fprint(w, "<p>mcpflow: this login is already done. You may close this tab.</p>")
 		}

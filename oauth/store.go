@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -164,8 +165,13 @@ func (s *Store) Save(l *Login) error {
 }
 
 // Remove forgets the login for serverURL; it reports whether there was one.
+// It waits for a refresh of the login under way, which would write it
+// back.
 func (s *Store) Remove(serverURL string) (bool, error) {
-	err := os.Remove(s.file(serverURL))
+	var err error
+	if lerr := s.locked(serverURL, func() error { err = os.Remove(s.file(serverURL)); return nil }); lerr != nil {
+		return false, fmt.Errorf("forgetting the login for %s: %w", Canonical(serverURL), lerr)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
@@ -189,6 +195,14 @@ func (s *Store) Want(serverURL string, scopes []string) error {
 		l.Wanted = union(l.Wanted, scopes)
 		return s.Save(l)
 	})
+}
+
+// locked runs f holding serverURL's lock, waiting for it TokenTimeout at
+// most.
+func (s *Store) locked(serverURL string, f func() error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), TokenTimeout)
+	defer cancel()
+	return s.lockedCtx(ctx, serverURL, f)
 }
 
 // union is a and then those of b not in a.

@@ -3,9 +3,10 @@ package oauth
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"slices"
@@ -13,130 +14,156 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
 
-// maxStepUps bounds how often one session asks for more scopes after a
-// 403 insufficient_scope: a server that never grants them is not asked
-// forever.
+// maxStepUps bounds how often a server's 403 insufficient_scope makes
+// the client ask for more scopes: a server that never grants them is not
+// asked forever.
 const maxStepUps = 3
 
 // unattended gets tokens by the client credentials grant (SEP-1046): no
 // person, a client registered beforehand that authenticates with its
-// secret or a signed JWT. It implements go-sdk's auth.OAuthHandler.
+// secret or a signed JWT. The sessions of one process with the same
+// configuration share one (see unattendedShared).
 type unattended struct {
 	server   string
 	endpoint string
 	cfg      Config // secrets expanded
 	hc       *http.Client
+	*unattendedState
+}
 
-	// share hands a new token source to the sessions connected later.
-	share func(ts oauth2.TokenSource, granted []string)
-
+// unattendedState is what the sessions of one server entry share.
+type unattendedState struct {
 	mu      sync.Mutex
-	ts      oauth2.TokenSource
+	found   *servers // discovery, once it was done
+	tok     *oauth2.Token
 	granted []string
 	stepUps int
 }
 
-var _ auth.OAuthHandler = (*unattended)(nil)
+// unattendedShared holds the state of each configuration seen by this
+// process, keyed by a digest of the whole configuration: an entry with
+// another secret, key or scopes never gets another's token.
+var unattendedShared sync.Map // [32]byte → *unattendedState
 
-func (h *unattended) TokenSource(context.Context) (oauth2.TokenSource, error) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.ts, nil
+func newUnattended(server, endpoint string, cfg Config, hc *http.Client) *unattended {
+	h := sha256.New()
+	for _, v := range append([]string{Canonical(endpoint), cfg.ClientID, cfg.ClientSecret, cfg.PrivateKey, cfg.SigningAlg}, cfg.Scopes...) {
+		fmt.Fprintf(h, "%d:%s", len(v), v)
+	}
+	var key [32]byte
+	copy(key[:], h.Sum(nil))
+	st, _ := unattendedShared.LoadOrStore(key, &unattendedState{})
+	return &unattended{server: server, endpoint: endpoint, cfg: cfg, hc: hc, unattendedState: st.(*unattendedState)}
 }
 
-func (h *unattended) Authorize(ctx context.Context, req *http.Request, resp *http.Response) error {
-	defer resp.Body.Close()
-	defer io.Copy(io.Discard, resp.Body)
-	ch := readChallenge(resp)
-	if ch.status == http.StatusForbidden && ch.err != "insufficient_scope" {
-		return nil // not about the token: the retry reports it
+// token is the current token, a new one once it is about to expire; nil
+// before the server first asked for one.
+func (u *unattended) token(ctx context.Context) (*oauth2.Token, error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.tok == nil || fresh(u.tok) {
+		return u.tok, nil
 	}
-	h.mu.Lock()
+	return u.fetchLocked(ctx, u.granted)
+}
+
+// fetchLocked gets a new token for scopes; u.mu is held.
+func (u *unattended) fetchLocked(ctx context.Context, scopes []string) (*oauth2.Token, error) {
+	ctx, cancel := context.WithTimeout(ctx, TokenTimeout)
+	defer cancel()
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, u.hc)
+	if u.found == nil {
+		found, err := discover(ctx, u.endpoint, challenge{}, u.hc)
+		if err != nil {
+			return nil, &TokenError{Server: u.server, Msg: err.Error()}
+		}
+		u.found = found
+	}
+	tok, err := u.request(ctx, scopes)
+	if err != nil {
+		u.tok, u.found = nil, nil // discover again next time: the configuration may have changed
+		return nil, &TokenError{Server: u.server, Msg: "client credentials: " + tokenError(err).Error()}
+	}
+	u.tok, u.granted = tok, scopes
+	return tok, nil
+}
+
+// refused: a 401 gets a token (discovery first, from the challenge); a
+// 403 insufficient_scope a token with the scopes asked for too, at most
+// maxStepUps times; any other 403 is the server's answer.
+func (u *unattended) refused(ctx context.Context, ch challenge, sent string) (bool, error) {
+	if ch.status == http.StatusForbidden && ch.err != "insufficient_scope" {
+		return false, nil
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.tok != nil && u.tok.AccessToken != sent && fresh(u.tok) && ch.status == http.StatusUnauthorized {
+		return true, nil // another session got a new one meanwhile
+	}
 	if ch.status == http.StatusForbidden {
-		h.stepUps++
-		if h.stepUps > maxStepUps {
-			h.mu.Unlock()
-			return fmt.Errorf("server %q refused the scopes it was granted %d times (asks for %v): giving up", h.server, maxStepUps, ch.scopes)
+		u.stepUps++
+		if u.stepUps > maxStepUps {
+			return false, &RefusedError{Server: u.server, Status: ch.status}
 		}
 	}
-	granted := h.granted
-	h.mu.Unlock()
-	found, err := discover(ctx, h.endpoint, ch, h.hc)
-	if err != nil {
-		return fmt.Errorf("server %q: %w", h.server, err)
+	if u.found == nil || ch.metadata != "" && u.found.resourceURL != ch.metadata {
+		found, err := discover(ctx, u.endpoint, ch, u.hc)
+		if err != nil {
+			return false, &TokenError{Server: u.server, Msg: err.Error()}
+		}
+		u.found = found
 	}
 	scopes := ch.scopes
 	if len(scopes) == 0 {
-		scopes = found.resource.ScopesSupported
+		scopes = u.found.resource.ScopesSupported
 	}
-	scopes = union(union(granted, scopes), h.cfg.Scopes)
-	src, err := h.source(found, scopes)
-	if err != nil {
-		return err
+	if _, err := u.fetchLocked(ctx, union(union(u.granted, scopes), u.cfg.Scopes)); err != nil {
+		return false, err
 	}
-	ts := oauth2.ReuseTokenSourceWithExpiry(nil, src, time.Minute)
-	if _, err := ts.Token(); err != nil {
-		return fmt.Errorf("server %q: client credentials refused: %w", h.server, tokenError(err))
-	}
-	h.mu.Lock()
-	h.ts, h.granted = ts, scopes
-	h.mu.Unlock()
-	if h.share != nil {
-		h.share(ts, scopes)
-	}
-	return nil
+	return true, nil
 }
 
-// source is a token source that asks the token endpoint each time.
-func (h *unattended) source(found *servers, scopes []string) (oauth2.TokenSource, error) {
+func (u *unattended) final(ch challenge) error {
+	return &RefusedError{Server: u.server, Status: ch.status}
+}
+
+// request asks the token endpoint for a token.
+func (u *unattended) request(ctx context.Context, scopes []string) (*oauth2.Token, error) {
+	found := u.found
 	cc := &clientcredentials.Config{
-		ClientID:       h.cfg.ClientID,
+		ClientID:       u.cfg.ClientID,
 		TokenURL:       found.auth.TokenEndpoint,
 		Scopes:         scopes,
-		EndpointParams: map[string][]string{"resource": {found.resourceOf(h.endpoint)}},
+		EndpointParams: map[string][]string{"resource": {found.resourceOf(u.endpoint)}},
 	}
-	// Token requests outlive the request that led to them.
-	ctx := context.WithValue(context.Background(), oauth2.HTTPClient, h.hc)
-	if h.cfg.PrivateKey == "" {
-		cc.ClientSecret = h.cfg.ClientSecret
+	if u.cfg.PrivateKey == "" {
+		cc.ClientSecret = u.cfg.ClientSecret
 		cc.AuthStyle = secretStyle(found.auth.TokenEndpointAuthMethodsSupported)
-		return cc.TokenSource(ctx), nil
+		return cc.Token(ctx)
 	}
-	key, alg, err := signingKey(h.cfg.PrivateKey, h.cfg.SigningAlg)
+	key, alg, err := signingKey(u.cfg.PrivateKey, u.cfg.SigningAlg)
 	if err != nil {
-		return nil, fmt.Errorf("server %q: oauth private_key: %w", h.server, err)
+		return nil, fmt.Errorf("oauth private_key: %w", err)
 	}
-	audience := found.auth.Issuer
+	// A fresh assertion for every token request: it expires soon.
+	now := time.Now()
+	claims := jwt.RegisteredClaims{
+		Issuer: u.cfg.ClientID, Subject: u.cfg.ClientID, Audience: jwt.ClaimStrings{found.auth.Issuer},
+		IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(5 * time.Minute)), ID: rand.Text(),
+	}
+	signed, err := jwt.NewWithClaims(alg, claims).SignedString(key)
+	if err != nil {
+		return nil, err
+	}
 	cc.AuthStyle = oauth2.AuthStyleInParams
-	return tokenFunc(func() (*oauth2.Token, error) {
-		// A fresh assertion for every token request: it expires soon.
-		now := time.Now()
-		claims := jwt.RegisteredClaims{
-			Issuer: h.cfg.ClientID, Subject: h.cfg.ClientID, Audience: jwt.ClaimStrings{audience},
-			IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(5 * time.Minute)), ID: rand.Text(),
-		}
-		signed, err := jwt.NewWithClaims(alg, claims).SignedString(key)
-		if err != nil {
-			return nil, err
-		}
-		c := *cc
-		c.EndpointParams = map[string][]string{
-			"resource":              cc.EndpointParams["resource"],
-			"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"},
-			"client_assertion":      {signed},
-		}
-		return c.Token(ctx)
-	}), nil
+	cc.EndpointParams["client_assertion_type"] = []string{"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"}
+	cc.EndpointParams["client_assertion"] = []string{signed}
+	return cc.Token(ctx)
 }
-
-type tokenFunc func() (*oauth2.Token, error)
-
-func (f tokenFunc) Token() (*oauth2.Token, error) { return f() }
 
 // secretStyle is how the client secret goes to the token endpoint:
 // client_secret_basic unless the server supports only client_secret_post.
@@ -154,7 +181,12 @@ func signingKey(pemOrPath, alg string) (any, jwt.SigningMethod, error) {
 	if isPath(pemOrPath) {
 		var err error
 		if b, err = os.ReadFile(pemOrPath); err != nil {
-			return nil, nil, err
+			// The value may be a key that is not PEM: it is not shown.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return nil, nil, fmt.Errorf("neither a PEM private key nor a file that can be read (%v)", err)
 		}
 	}
 	if ec, err := jwt.ParseECPrivateKeyFromPEM(b); err == nil {

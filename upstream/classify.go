@@ -56,8 +56,9 @@ func Classify(err error) replay.Class {
 		return replay.ClassTooLarge
 	case errors.Is(err, mcp.ErrConnectionClosed):
 		return replay.ClassNotDelivered
-	case errors.As(err, new(*oauth.LoginRequiredError)):
-		// The server refused the request (401, 403) before acting on it.
+	case errors.As(err, new(*oauth.LoginRequiredError)), errors.As(err, new(*oauth.RefusedError)), errors.As(err, new(*oauth.TokenError)):
+		// No token for it, or the server refused it (401, 403) before
+		// acting on it.
 		return replay.ClassNotDelivered
 	}
 	if code, ok := serverCode(err); ok {

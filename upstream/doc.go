@@ -131,7 +131,11 @@
 //     sessions made here disable it, so each journaled attempt puts exactly
 //     one tools/call on the wire ([Session.CallsSent]). Neither go-sdk nor
 //     net/http re-sends a POST; the streamable HTTP transport's reconnects
-//     are GETs (and a resumed GET re-sends nothing).
+//     are GETs (and a resumed GET re-sends nothing). The one exception is
+//     a server with oauth: whose 401 or 403 (the request refused before
+//     it was acted on) is answered by renewing the token and sending the
+//     same POST once more (oauth.Transport); a second refusal fails the
+//     request as not delivered.
 //   - go-sdk's SSE client ties its event stream to the context given to
 //     Connect. Sessions made here detach it, so a connect_timeout or a
 //     cancelled step does not break the session later.

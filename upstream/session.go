@@ -322,7 +322,6 @@ func (s *Session) transport(o Options) (mcp.Transport, error) {
 	if srv.Transport() == TransportSSE {
 		return &detachedTransport{inner: &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: hc}}, nil
 	}
-	t := &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: httpReconnects}
 	if srv.OAuth != nil {
 		cfg, err := srv.OAuthConfig(o.Workspace, o.LookupEnv)
 		if err != nil {
@@ -334,10 +333,11 @@ func (s *Session) transport(o Options) (mcp.Transport, error) {
 				return nil, err
 			}
 		}
-		// The authorization server gets none of the server's headers.
-		t.OAuthHandler = oauth.Handler(srv.Name, endpoint, cfg, store, o.HTTPClient)
+		// The session's requests carry the token, renewed as needed; the
+		// authorization server gets none of the server's headers.
+		hc.Transport = oauth.Transport(hc.Transport, srv.Name, endpoint, cfg, store, o.HTTPClient)
 	}
-	return t, nil
+	return &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: httpReconnects}, nil
 }
 
 func (s *Session) command(o Options) (*exec.Cmd, error) {
