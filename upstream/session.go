@@ -20,6 +20,7 @@ import (
 	mcpmeta "github.com/mcpflow/mcpflow/internal/meta"
 	"github.com/mcpflow/mcpflow/oauth"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -112,6 +113,15 @@ type Session struct {
 
 	// http and sse: the transport made for this session, if any
 	ownHTTP *http.Transport
+	// http and sse: the session's HTTP client, and the transport in it
+	// that adds the server's headers
+	hc     *http.Client
+	header *headerTransport
+	// streamable HTTP: the endpoint, the OAuth handler (nil without
+	// oauth:), and the standalone stream once started (startStream)
+	endpoint string
+	oauth    auth.OAuthHandler
+	stream   *standaloneStream
 
 	mu       sync.Mutex
 	progress map[any]func(progress, total float64, message string)
@@ -268,6 +278,12 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	client.AddRoots(roots...) // before Connect: no session to notify
 	s.roots = roots
 	transport := &wireTransport{inner: inner, tap: s.tap}
+	if _, ok := inner.(*mcp.StreamableClientTransport); ok {
+		// Requests after initialize carry the negotiated version, and the
+		// standalone stream (startStream) reaches go-sdk through the tap.
+		transport.merge = true
+		s.tap.initialized = s.header.setProtocol
+	}
 	timeout := srv.ConnectTimeout
 	if timeout == 0 {
 		timeout = DefaultConnectTimeout
@@ -291,6 +307,13 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	}
 	s.cs = cs
 	activeSessions.Add(1)
+	if transport.merge {
+		s.header.setProtocol(s.ProtocolVersion())
+		transport.mu.Lock()
+		conn := transport.conn
+		transport.mu.Unlock()
+		s.startStream(conn)
+	}
 	s.askForLogs(cctx)
 	return s, nil
 }
@@ -319,10 +342,12 @@ func (s *Session) transport(o Options) (mcp.Transport, error) {
 		headers.Set(k, v)
 	}
 	hc := s.httpClient(o, endpoint, headers)
+	s.hc = hc
 	if srv.Transport() == TransportSSE {
 		return &detachedTransport{inner: &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: hc}}, nil
 	}
 	t := &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: httpReconnects}
+	s.endpoint = endpoint
 	if srv.OAuth != nil {
 		cfg, err := srv.OAuthConfig(o.Workspace, o.LookupEnv)
 		if err != nil {
@@ -336,6 +361,7 @@ func (s *Session) transport(o Options) (mcp.Transport, error) {
 		}
 		// The authorization server gets none of the server's headers.
 		t.OAuthHandler = oauth.Handler(srv.Name, endpoint, cfg, store, o.HTTPClient)
+		s.oauth = t.OAuthHandler
 	}
 	return t, nil
 }
@@ -507,6 +533,7 @@ func (s *Session) stopStderr() {
 // release frees what a session holds besides its MCP connection, once the
 // server has exited (or was never started).
 func (s *Session) release() {
+	s.stopStream()
 	s.stopStderr()
 	s.logMu.Lock()
 	if s.log != nil {
@@ -707,6 +734,9 @@ func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		activeSessions.Add(-1)
 		s.tap.awaitCancels(cancelGrace)
+		// The stream first: the server ends it once the session is
+		// deleted, and it is not to be reconnected.
+		s.stopStream()
 		s.closeErr = s.cs.Close()
 		s.release()
 	})
