@@ -811,7 +811,15 @@ func (s *Session) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elic
 			s.mu.Unlock()
 		}()
 	}
-	return a.Elicit(ctx, req.Params, completed)
+	res, err := a.Elicit(ctx, req.Params, completed)
+	if err == nil && res != nil && res.Action == "accept" && res.Content == nil &&
+		req.Params.Mode != "url" && req.Params.RequestedSchema != nil {
+		// An answer that accepts without fields (a step's elicit: {})
+		// takes the schema's defaults (SEP-1034): go-sdk applies them to
+		// content it has, and would send none.
+		res.Content = map[string]any{}
+	}
+	return res, err
 }
 
 // sample hands a server's sampling/createMessage to the asker of the one

@@ -291,3 +291,37 @@ func FuzzSSEEvents(f *testing.F) {
 		}
 	})
 }
+
+// TestElicitationDefaults: an answer that accepts a form without fields
+// reaches the server with the schema's defaults (SEP-1034), as the
+// conformance scenario elicitation-sep1034-client-defaults checks.
+func TestElicitationDefaults(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "defaults", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: &jsonschema.Schema{Type: "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Defaults?", RequestedSchema: &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{
+			"name": {Type: "string", Default: json.RawMessage(`"John Doe"`)},
+			"age":  {Type: "integer", Default: json.RawMessage(`30`)},
+		}}})
+		if err != nil {
+			return nil, err
+		}
+		b, _ := json.Marshal(res.Content)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: res.Action + " " + string(b)}}}, nil
+	})
+	url, _ := serveStreamable(t, srv, false)
+	s, err := Connect(context.Background(), &Server{Name: "defaults", URL: url}, &Options{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	ctx := WithAsker(context.Background(), &Asker{Elicit: func(context.Context, *mcp.ElicitParams, <-chan struct{}) (*mcp.ElicitResult, error) {
+		return &mcp.ElicitResult{Action: "accept"}, nil
+	}})
+	res, err := s.Call(ctx, "ask", nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].(*mcp.TextContent).Text; got != `accept {"age":30,"name":"John Doe"}` {
+		t.Errorf("the server got %s, want the defaults", got)
+	}
+}
