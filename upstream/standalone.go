@@ -127,8 +127,8 @@ func (st *standaloneStream) run(ctx context.Context) {
 		got, err := st.read(ctx, resp.Body, &lastID, &retry)
 		resp.Body.Close()
 		switch {
-		case ctx.Err() != nil:
-			return
+		case ctx.Err() != nil, errors.Is(err, errConnGone):
+			return // the session is closing, or its connection broke
 		case errors.Is(err, errStreamFatal):
 			st.note(err.Error())
 			return
@@ -184,6 +184,9 @@ func (st *standaloneStream) get(ctx context.Context, lastID string) (*http.Respo
 // the size limit); it is not reconnected.
 var errStreamFatal = errors.New("unreadable event")
 
+// errConnGone: the connection the stream feeds is closed or broken.
+var errConnGone = errors.New("connection closed")
+
 // read injects the messages of one response body into the connection
 // until the body ends. It reports whether any event arrived, and keeps
 // the last event id and the server's retry delay.
@@ -213,7 +216,7 @@ func (st *standaloneStream) read(ctx context.Context, body io.Reader, lastID *st
 			continue
 		}
 		if err := st.conn.inject(ctx, msg); err != nil {
-			return got, err
+			return got, fmt.Errorf("%w: %v", errConnGone, err)
 		}
 	}
 	return got, nil
