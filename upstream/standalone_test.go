@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
 )
 
 // wireLog records what a streamable HTTP test server was sent: the GETs
@@ -323,5 +325,51 @@ func TestElicitationDefaults(t *testing.T) {
 	}
 	if got := res.Content[0].(*mcp.TextContent).Text; got != `accept {"age":30,"name":"John Doe"}` {
 		t.Errorf("the server got %s, want the defaults", got)
+	}
+}
+
+// staticLogin is an OAuth handler with a token and no way to get another.
+type staticLogin string
+
+func (l staticLogin) TokenSource(context.Context) (oauth2.TokenSource, error) {
+	return oauth2.StaticTokenSource(&oauth2.Token{AccessToken: string(l)}), nil
+}
+
+func (staticLogin) Authorize(_ context.Context, _ *http.Request, resp *http.Response) error {
+	resp.Body.Close()
+	return errors.New("no login here")
+}
+
+// TestStandaloneGetHeaders: the stream's GET carries what go-sdk's own
+// would: the session id, Last-Event-ID when resuming, the OAuth token
+// (added by go-sdk's transport, not the HTTP client, so the stream adds
+// it), and, through the session's client, Mcp-Protocol-Version and the
+// configured headers.
+func TestStandaloneGetHeaders(t *testing.T) {
+	var got http.Header
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+	}))
+	t.Cleanup(hs.Close)
+	s := &Session{}
+	hc := s.httpClient(Options{HTTPClient: hs.Client()}, hs.URL, http.Header{"X-Team": {"blue"}})
+	s.header.setProtocol("2025-11-25")
+	st := &standaloneStream{url: hs.URL, client: hc, sessionID: "sid-1", oauth: staticLogin("tok-1")}
+	resp, err := st.get(context.Background(), "ev-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if ok, again := streamAnswer(resp); ok || again {
+		t.Errorf("405: ok %v, again %v; want neither (no stream)", ok, again)
+	}
+	for k, want := range map[string]string{
+		"Accept": "text/event-stream", "Mcp-Session-Id": "sid-1", "Last-Event-Id": "ev-7",
+		"Authorization": "Bearer tok-1", "Mcp-Protocol-Version": "2025-11-25", "X-Team": "blue",
+	} {
+		if v := got.Get(k); v != want {
+			t.Errorf("%s: %q, want %q", k, v, want)
+		}
 	}
 }
