@@ -140,8 +140,9 @@
 //     after initialize only when told of the session's state through an
 //     unexported interface the wire tap hides. Sessions made here do both
 //     themselves, on protocols before 2026-07-28: the stream is read by a
-//     goroutine of the Session, its messages injected into the tap, and
-//     reconnected with Last-Event-ID at most 3 times in a row without an
+//     goroutine of the Session, its messages injected into the tap
+//     (Connect waits up to 2 s for the answer to its first GET, as go-sdk
+//     waits for it), and reconnected with Last-Event-ID at most 3 times in a row without an
 //     event; a 405 (or another 4xx, or no event stream) means the server
 //     has none, and the session goes on without it. An OAuth token that
 //     cannot be had without a login leaves the stream closed (401) until

@@ -312,7 +312,7 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		transport.mu.Lock()
 		conn := transport.conn
 		transport.mu.Unlock()
-		s.startStream(conn)
+		s.startStream(cctx, conn)
 	}
 	s.askForLogs(cctx)
 	return s, nil

@@ -30,6 +30,9 @@ import (
 // tries in a row that brought nothing (no event), the session goes on
 // without the stream.
 const (
+	// standaloneOpenWait bounds how long Connect waits for the answer to
+	// the stream's first GET (see startStream).
+	standaloneOpenWait = 2 * time.Second
 	standaloneRetries  = 3
 	standaloneDelay    = 250 * time.Millisecond
 	standaloneMaxDelay = 5 * time.Second
@@ -50,26 +53,40 @@ type standaloneStream struct {
 
 	cancel context.CancelFunc
 	done   chan struct{}
+	// opened is closed once the first GET was answered (or failed).
+	opened chan struct{}
 }
 
 // startStream opens the standalone stream of a streamable HTTP session
-// whose protocol has one, unless the server offers none.
-func (s *Session) startStream(conn *wireConn) {
+// whose protocol has one, unless the server offers none. It waits, at
+// most standaloneOpenWait and while ctx lasts, for the server to answer
+// the first GET, as go-sdk does: a server that sends on the stream as soon
+// as it is asked something (an elicitation during the session's first
+// call) finds it open, not "not connected". A server slow to answer still
+// gets its stream, later.
+func (s *Session) startStream(ctx context.Context, conn *wireConn) {
 	version := s.ProtocolVersion()
 	if conn == nil || conn.merged == nil || version == "" || version >= newProtocol {
 		return // 2026-07-28 has no standalone stream (SEP-2575)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	runCtx, cancel := context.WithCancel(context.Background())
 	st := &standaloneStream{
 		url: s.endpoint, client: s.hc, sessionID: s.cs.ID(), oauth: s.oauth, conn: conn,
 		maxEvent: int(s.server.maxMessageSize()),
 		note: func(msg string) {
 			s.writeLog(fmt.Sprintf("%s [mcpflow] standalone stream: %s", logTime(time.Now()), oneLine(msg)))
 		},
-		cancel: cancel, done: make(chan struct{}),
+		cancel: cancel, done: make(chan struct{}), opened: make(chan struct{}),
 	}
 	s.stream = st
-	go st.run(ctx)
+	go st.run(runCtx)
+	t := time.NewTimer(standaloneOpenWait)
+	defer t.Stop()
+	select {
+	case <-st.opened:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // stopStream ends the standalone stream, if any, and waits for its
@@ -87,6 +104,14 @@ func (s *Session) stopStream() {
 // most standaloneRetries times in a row without an event.
 func (st *standaloneStream) run(ctx context.Context) {
 	defer close(st.done)
+	first := true
+	answered := func() {
+		if first {
+			close(st.opened)
+			first = false
+		}
+	}
+	defer answered()
 	var lastID string
 	var retry time.Duration // the server's retry: field
 	for tries := 0; ; tries++ {
@@ -108,6 +133,7 @@ func (st *standaloneStream) run(ctx context.Context) {
 			}
 		}
 		resp, err := st.get(ctx, lastID)
+		answered()
 		if ctx.Err() != nil {
 			if err == nil {
 				resp.Body.Close()
