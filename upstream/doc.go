@@ -139,6 +139,20 @@
 //   - go-sdk's SSE client ties its event stream to the context given to
 //     Connect. Sessions made here detach it, so a connect_timeout or a
 //     cancelled step does not break the session later.
+//   - go-sdk opens the standalone stream of streamable HTTP (a GET for what
+//     a server sends outside a request) and sets Mcp-Protocol-Version
+//     after initialize only when told of the session's state through an
+//     unexported interface the wire tap hides. Sessions made here do both
+//     themselves, on protocols before 2026-07-28: the stream is read by a
+//     goroutine of the Session, its messages injected into the tap
+//     (Connect waits up to 2 s for the answer to its first GET, as go-sdk
+//     waits for it), and reconnected with Last-Event-ID at most 3 times in a row without an
+//     event; a 405 (or another 4xx, or no event stream) means the server
+//     has none, and the session goes on without it. An OAuth token that
+//     cannot be had without a login leaves the stream closed (401) until
+//     the session is made again.
+//   - An elicitation answer that accepts a form without fields is sent
+//     with the schema's defaults (SEP-1034).
 //   - A call that times out (call_timeout) or is cancelled may have run.
 //     go-sdk tells the server (notifications/cancelled) from a goroutine
 //     after Call returned; [Session.Close] waits for those notifications,

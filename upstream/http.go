@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -36,7 +37,8 @@ func (s *Session) httpClient(o Options, endpoint string, headers http.Header) *h
 	if u, err := url.Parse(endpoint); err == nil {
 		host = u.Host
 	}
-	hc.Transport = &headerTransport{base: base, host: host, headers: headers}
+	s.header = &headerTransport{base: base, host: host, headers: headers}
+	hc.Transport = s.header
 	return &hc
 }
 
@@ -45,14 +47,33 @@ func (s *Session) httpClient(o Options, endpoint string, headers http.Header) *h
 // points to: the headers often carry credentials). It never replaces a
 // header the MCP transport set itself (Mcp-Session-Id,
 // Mcp-Protocol-Version, Accept, Content-Type, Last-Event-ID).
+//
+// Once a streamable HTTP session is initialized (setProtocol), it also
+// adds Mcp-Protocol-Version to the requests that lack it: go-sdk sets it
+// only once told of the session's state through an interface our wire tap
+// (wireConn) cannot pass on, so without this its later requests would go
+// without it.
 type headerTransport struct {
-	base    http.RoundTripper
-	host    string
-	headers http.Header
+	base     http.RoundTripper
+	host     string
+	headers  http.Header
+	protocol atomic.Pointer[string] // the negotiated version, once known
+}
+
+// setProtocol has every later request to the endpoint's host carry
+// Mcp-Protocol-Version: version, unless it carries one already.
+func (t *headerTransport) setProtocol(version string) {
+	if version != "" {
+		t.protocol.Store(&version)
+	}
 }
 
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if len(t.headers) == 0 || req.URL.Host != t.host {
+	if req.URL.Host != t.host {
+		return t.base.RoundTrip(req)
+	}
+	version := t.protocol.Load()
+	if len(t.headers) == 0 && (version == nil || req.Header.Get(protocolVersionHeader) != "") {
 		return t.base.RoundTrip(req)
 	}
 	r := req.Clone(req.Context())
@@ -62,8 +83,15 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		r.Header[k] = append([]string(nil), vs...)
 	}
+	if version != nil && r.Header.Get(protocolVersionHeader) == "" {
+		r.Header.Set(protocolVersionHeader, *version)
+	}
 	return t.base.RoundTrip(r)
 }
+
+// protocolVersionHeader is the header of a streamable HTTP request that
+// names the session's protocol version.
+const protocolVersionHeader = "Mcp-Protocol-Version"
 
 // detachedTransport connects the inner transport with a context that ends
 // when the connection is closed, not when Connect's context ends. go-sdk's

@@ -112,6 +112,14 @@ type Session struct {
 
 	// http and sse: the transport made for this session, if any
 	ownHTTP *http.Transport
+	// http and sse: the session's HTTP client, and the transport in it
+	// that adds the server's headers
+	hc     *http.Client
+	header *headerTransport
+	// streamable HTTP: the endpoint, and the standalone stream once
+	// started (startStream)
+	endpoint string
+	stream   *standaloneStream
 
 	mu       sync.Mutex
 	progress map[any]func(progress, total float64, message string)
@@ -268,6 +276,12 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	client.AddRoots(roots...) // before Connect: no session to notify
 	s.roots = roots
 	transport := &wireTransport{inner: inner, tap: s.tap}
+	if _, ok := inner.(*mcp.StreamableClientTransport); ok {
+		// Requests after initialize carry the negotiated version, and the
+		// standalone stream (startStream) reaches go-sdk through the tap.
+		transport.merge = true
+		s.tap.initialized = s.header.setProtocol
+	}
 	timeout := srv.ConnectTimeout
 	if timeout == 0 {
 		timeout = DefaultConnectTimeout
@@ -291,6 +305,13 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	}
 	s.cs = cs
 	activeSessions.Add(1)
+	if transport.merge {
+		s.header.setProtocol(s.ProtocolVersion())
+		transport.mu.Lock()
+		conn := transport.conn
+		transport.mu.Unlock()
+		s.startStream(cctx, conn)
+	}
 	s.askForLogs(cctx)
 	return s, nil
 }
@@ -319,9 +340,11 @@ func (s *Session) transport(o Options) (mcp.Transport, error) {
 		headers.Set(k, v)
 	}
 	hc := s.httpClient(o, endpoint, headers)
+	s.hc = hc
 	if srv.Transport() == TransportSSE {
 		return &detachedTransport{inner: &mcp.SSEClientTransport{Endpoint: endpoint, HTTPClient: hc}}, nil
 	}
+	s.endpoint = endpoint
 	if srv.OAuth != nil {
 		cfg, err := srv.OAuthConfig(o.Workspace, o.LookupEnv)
 		if err != nil {
@@ -333,8 +356,9 @@ func (s *Session) transport(o Options) (mcp.Transport, error) {
 				return nil, err
 			}
 		}
-		// The session's requests carry the token, renewed as needed; the
-		// authorization server gets none of the server's headers.
+		// The session's requests carry the token, renewed as needed (the
+		// standalone stream's GET too); the authorization server gets
+		// none of the server's headers.
 		hc.Transport = oauth.Transport(hc.Transport, srv.Name, endpoint, cfg, store, o.HTTPClient)
 	}
 	return &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: hc, MaxRetries: httpReconnects}, nil
@@ -507,6 +531,7 @@ func (s *Session) stopStderr() {
 // release frees what a session holds besides its MCP connection, once the
 // server has exited (or was never started).
 func (s *Session) release() {
+	s.stopStream()
 	s.stopStderr()
 	s.logMu.Lock()
 	if s.log != nil {
@@ -707,6 +732,9 @@ func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		activeSessions.Add(-1)
 		s.tap.awaitCancels(cancelGrace)
+		// The stream first: the server ends it once the session is
+		// deleted, and it is not to be reconnected.
+		s.stopStream()
 		s.closeErr = s.cs.Close()
 		s.release()
 	})
@@ -781,7 +809,15 @@ func (s *Session) elicit(ctx context.Context, req *mcp.ElicitRequest) (*mcp.Elic
 			s.mu.Unlock()
 		}()
 	}
-	return a.Elicit(ctx, req.Params, completed)
+	res, err := a.Elicit(ctx, req.Params, completed)
+	if err == nil && res != nil && res.Action == "accept" && res.Content == nil &&
+		req.Params.Mode != "url" && req.Params.RequestedSchema != nil {
+		// An answer that accepts without fields (a step's elicit: {})
+		// takes the schema's defaults (SEP-1034): go-sdk applies them to
+		// content it has, and would send none.
+		res.Content = map[string]any{}
+	}
+	return res, err
 }
 
 // sample hands a server's sampling/createMessage to the asker of the one

@@ -3,6 +3,8 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,10 @@ import (
 type wireTransport struct {
 	inner mcp.Transport
 	tap   *wireTap
+	// merge: the connection's Read also returns the messages injected
+	// into it (the standalone stream of streamable HTTP, see
+	// standaloneStream), which takes a goroutine pumping the inner Read.
+	merge bool
 
 	mu   sync.Mutex
 	conn *wireConn // the last connection made
@@ -61,6 +67,11 @@ type wireTap struct {
 	// messages the server sent ahead of its answer are handled (see
 	// Session.afterNotifications).
 	notified, handled atomic.Int64
+
+	// initialized, when set, is given the protocol version of the
+	// server's answer to initialize, before go-sdk reads that answer (so
+	// before it writes notifications/initialized).
+	initialized func(version string)
 }
 
 // ordered are the notifications a session handles that a server sends
@@ -179,6 +190,12 @@ func (t *wireTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	wc := &wireConn{Connection: c, tap: t.tap}
+	if t.merge {
+		wc.merged = make(chan jsonrpc.Message)
+		wc.done = make(chan struct{})
+		wc.pumped = make(chan struct{})
+		go wc.pump()
+	}
 	t.mu.Lock()
 	t.conn = wc
 	t.mu.Unlock()
@@ -199,15 +216,86 @@ type wireConn struct {
 	mcp.Connection
 	tap *wireTap
 
+	// A merging connection (wireTransport.merge) reads from merged, which
+	// its pump feeds from the inner Read and inject from elsewhere; each
+	// source keeps its order. The pump is owned by the connection: it
+	// ends when the inner Read fails (Close makes it fail) and Close
+	// waits for it. pumpErr is the inner Read's error, set before pumped
+	// is closed. done is closed by Close.
+	merged  chan jsonrpc.Message
+	done    chan struct{}
+	pumped  chan struct{}
+	pumpErr error
+
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// Close closes the inner connection once; later calls return the first
-// result.
+// Close closes the inner connection once, and waits for the pump to end;
+// later calls return the first result.
 func (c *wireConn) Close() error {
-	c.closeOnce.Do(func() { c.closeErr = c.Connection.Close() })
+	c.closeOnce.Do(func() {
+		c.closeErr = c.Connection.Close()
+		if c.merged != nil {
+			close(c.done)
+			<-c.pumped
+		}
+	})
 	return c.closeErr
+}
+
+// pump hands what the inner connection reads to Read, until it fails or
+// the connection is closed.
+func (c *wireConn) pump() {
+	defer close(c.pumped)
+	for {
+		// The inner Read ends when Close closes the inner connection
+		// (the mcp.Connection contract).
+		msg, err := c.Connection.Read(context.Background())
+		if err != nil {
+			c.pumpErr = err
+			return
+		}
+		select {
+		case c.merged <- msg:
+		case <-c.done:
+			c.pumpErr = io.EOF
+			return
+		}
+	}
+}
+
+// inject hands msg to Read, as if the inner connection had read it. It
+// fails once the connection is closed or broken, or ctx ended, before
+// Read took it.
+func (c *wireConn) inject(ctx context.Context, msg jsonrpc.Message) error {
+	select {
+	case c.merged <- msg:
+		return nil
+	case <-c.done:
+		return net.ErrClosed
+	case <-c.pumped:
+		return net.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// read is the inner Read, or the merged one.
+func (c *wireConn) read(ctx context.Context) (jsonrpc.Message, error) {
+	if c.merged == nil {
+		return c.Connection.Read(ctx)
+	}
+	select {
+	case msg := <-c.merged:
+		return msg, nil
+	case <-c.pumped:
+		return nil, c.pumpErr
+	case <-c.done:
+		return nil, io.EOF
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 func (c *wireConn) Write(ctx context.Context, msg jsonrpc.Message) error {
@@ -271,7 +359,7 @@ func owesCancel(method string) bool {
 }
 
 func (c *wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
+	msg, err := c.read(ctx)
 	if frameTooLarge(err) {
 		c.tap.tooLarge.Store(true)
 	}
@@ -287,11 +375,20 @@ func (c *wireConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	if resp, ok := msg.(*jsonrpc.Response); ok && err == nil && resp.ID.IsValid() {
 		c.tap.mu.Lock()
 		isList := c.tap.listIDs[resp.ID.Raw()]
+		method := c.tap.pending[resp.ID.Raw()]
 		delete(c.tap.listIDs, resp.ID.Raw())
 		delete(c.tap.pending, resp.ID.Raw())
 		c.tap.mu.Unlock()
 		if isList && resp.Error == nil {
 			c.tap.recordList(resp.Result)
+		}
+		if method == "initialize" && resp.Error == nil && c.tap.initialized != nil {
+			var res struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			}
+			if json.Unmarshal(resp.Result, &res) == nil && res.ProtocolVersion != "" {
+				c.tap.initialized(res.ProtocolVersion)
+			}
 		}
 	}
 	return msg, err
