@@ -33,7 +33,15 @@ type stored struct {
 	// dead is set when the refresh token was refused (invalid_grant): the
 	// login stays expired until a new one is stored.
 	dead bool
+	// failed is when a refresh last failed otherwise (no answer, 5xx):
+	// for failPause after it, requests fail at once rather than each
+	// waiting for the token endpoint again.
+	failed time.Time
 }
+
+// failPause is how long after a token endpoint failed requests fail at
+// once (TokenError) instead of asking it again.
+const failPause = 5 * time.Second
 
 // current is the stored login, read again when its file changed.
 func (h *stored) current() (*Login, error) {
@@ -79,6 +87,9 @@ func (h *stored) token(ctx context.Context) (*oauth2.Token, error) {
 	if !l.Refreshable() || h.dead {
 		return nil, nil
 	}
+	if time.Since(h.failed) < failPause {
+		return nil, &TokenError{Server: h.server, Msg: "refreshing the login failed moments ago"}
+	}
 	ctx, cancel := context.WithTimeout(ctx, TokenTimeout)
 	defer cancel()
 	var out *Login
@@ -115,7 +126,7 @@ func (h *stored) token(ctx context.Context) (*oauth2.Token, error) {
 		return h.store.Save(again)
 	})
 	if out != nil {
-		h.login, h.stale = out, ""
+		h.login, h.stale, h.failed = out, "", time.Time{}
 		if fi, serr := os.Stat(h.store.file(h.endpoint)); serr == nil {
 			h.mtime = fi.ModTime()
 		}
@@ -131,6 +142,7 @@ func (h *stored) token(ctx context.Context) (*oauth2.Token, error) {
 		h.dead = true // refused: a person must log in again
 		return nil, nil
 	}
+	h.failed = time.Now()
 	return nil, &TokenError{Server: h.server, Msg: "refreshing the login: " + tokenError(err).Error()}
 }
 

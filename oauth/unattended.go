@@ -42,6 +42,7 @@ type unattendedState struct {
 	tok     *oauth2.Token
 	granted []string
 	stepUps int
+	failed  time.Time // see stored.failed
 }
 
 // unattendedShared holds the state of each configuration seen by this
@@ -73,6 +74,9 @@ func (u *unattended) token(ctx context.Context) (*oauth2.Token, error) {
 
 // fetchLocked gets a new token for scopes; u.mu is held.
 func (u *unattended) fetchLocked(ctx context.Context, scopes []string) (*oauth2.Token, error) {
+	if time.Since(u.failed) < failPause {
+		return nil, &TokenError{Server: u.server, Msg: "the token endpoint failed moments ago"}
+	}
 	ctx, cancel := context.WithTimeout(ctx, TokenTimeout)
 	defer cancel()
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, u.hc)
@@ -85,10 +89,10 @@ func (u *unattended) fetchLocked(ctx context.Context, scopes []string) (*oauth2.
 	}
 	tok, err := u.request(ctx, scopes)
 	if err != nil {
-		u.tok, u.found = nil, nil // discover again next time: the configuration may have changed
+		u.tok, u.found, u.failed = nil, nil, time.Now() // discover again next time: the configuration may have changed
 		return nil, &TokenError{Server: u.server, Msg: "client credentials: " + tokenError(err).Error()}
 	}
-	u.tok, u.granted = tok, scopes
+	u.tok, u.granted, u.failed = tok, scopes, time.Time{}
 	return tok, nil
 }
 

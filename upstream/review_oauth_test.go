@@ -87,7 +87,10 @@ func TestReviewTransientRefreshFailureIsNotALogin(t *testing.T) {
 		}
 		return nil, false
 	})
-	_, err := Connect(t.Context(), srv, opts)
+	s, err := Connect(t.Context(), srv, opts)
+	if err == nil {
+		s.Close()
+	}
 	var le *oauth.LoginRequiredError
 	if errors.As(err, &le) {
 		t.Fatalf("a 503 from the token endpoint during a refresh: %v; want a retryable error, not a demand for a new login (the refresh token is still good)", err)
@@ -137,7 +140,10 @@ func TestReviewHungRefreshIgnoresDeadline(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := Connect(ctx, srv, opts)
+		s, err := Connect(ctx, srv, opts)
+		if err == nil {
+			s.Close()
+		}
 		done <- err
 	}()
 	select {
