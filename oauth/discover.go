@@ -2,7 +2,9 @@ package oauth
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -90,11 +92,17 @@ func discover(ctx context.Context, endpoint string, ch challenge, hc *http.Clien
 		prm, metaAt = m, t[0]
 		break
 	}
-	if prm == nil {
+	legacy := prm == nil
+	if legacy {
 		prm = &oauthex.ProtectedResourceMetadata{Resource: endpoint, AuthorizationServers: []string{root.String()}}
 	}
 	issuer := prm.AuthorizationServers[0]
 	asm, err := auth.GetAuthServerMetadata(ctx, issuer, hc)
+	if legacy && (err != nil || asm == nil) {
+		if m := originMeta(ctx, endpoint, hc); m != nil {
+			asm, err = m, nil
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the metadata of authorization server %s: %w", issuer, err)
 	}
@@ -111,4 +119,55 @@ func (s *servers) resourceOf(endpoint string) string {
 		return s.resource.Resource
 	}
 	return endpoint
+}
+
+// originMeta is the authorization server metadata a server's origin
+// serves at /.well-known/oauth-authorization-server, read as the
+// 2025-03-26 specification's clients read it: for a server without
+// protected resource metadata, whose origin is its authorization server,
+// the document is taken from that origin whatever issuer it names (RFC
+// 8414's issuer check guards against a client being sent to another
+// server's metadata; here the server the user configured is the only one
+// asked). nil when there is none, or it lacks the endpoints.
+func originMeta(ctx context.Context, endpoint string, hc *http.Client) *oauthex.AuthServerMeta {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil
+	}
+	u.Path, u.RawQuery, u.Fragment = "/.well-known/oauth-authorization-server", "", ""
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var m oauthex.AuthServerMeta
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&m) != nil ||
+		m.AuthorizationEndpoint == "" || m.TokenEndpoint == "" {
+		return nil
+	}
+	return &m
+}
+
+// hasResourceMetadata reports whether the server at endpoint serves
+// protected resource metadata at either well-known place.
+func hasResourceMetadata(ctx context.Context, endpoint string, hc *http.Client) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	at, root := *u, *u
+	at.RawQuery, at.Fragment = "", ""
+	at.Path = "/.well-known/oauth-protected-resource/" + strings.TrimLeft(u.Path, "/")
+	root.Path, root.RawQuery, root.Fragment = "", "", ""
+	for _, t := range [][2]string{{at.String(), endpoint}, {root.String() + "/.well-known/oauth-protected-resource", root.String()}} {
+		if m, err := oauthex.GetProtectedResourceMetadata(ctx, t[0], t[1], hc); err == nil && m != nil {
+			return true
+		}
+	}
+	return false
 }

@@ -2,10 +2,12 @@ package oauth
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"html"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -70,31 +72,37 @@ func LogIn(ctx context.Context, o LoginOptions) (*Login, int, error) {
 	if hc == nil {
 		hc = http.DefaultClient
 	}
+	fetch := func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
+		select { // a redirect left over from an earlier round
+		case <-results:
+		default:
+		}
+		if err := o.Open(args.URL); err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithTimeout(ctx, LoginTimeout)
+		defer cancel()
+		select {
+		case r := <-results:
+			if r.err != "" {
+				return nil, fmt.Errorf("the authorization server refused the login (%s)", r.err)
+			}
+			return &r.AuthorizationResult, nil
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no answer from the authorization server's redirect within %s", LoginTimeout)
+		}
+	}
+	if !hasResourceMetadata(ctx, o.Endpoint, hc) {
+		if asm := originMeta(ctx, o.Endpoint, hc); asm != nil && strings.TrimSuffix(asm.Issuer, "/") != origin(o.Endpoint) {
+			return legacyLogIn(ctx, o, asm, redirectURL, union(o.Config.Scopes, wanted), fetch, hc)
+		}
+	}
 	cfg := &auth.AuthorizationCodeHandlerConfig{
-		RedirectURL: redirectURL,
-		AuthorizationCodeFetcher: func(ctx context.Context, args *auth.AuthorizationArgs) (*auth.AuthorizationResult, error) {
-			select { // a redirect left over from an earlier round
-			case <-results:
-			default:
-			}
-			if err := o.Open(args.URL); err != nil {
-				return nil, err
-			}
-			ctx, cancel := context.WithTimeout(ctx, LoginTimeout)
-			defer cancel()
-			select {
-			case r := <-results:
-				if r.err != "" {
-					return nil, fmt.Errorf("the authorization server refused the login (%s)", r.err)
-				}
-				return &r.AuthorizationResult, nil
-			case <-ctx.Done():
-				return nil, fmt.Errorf("no answer from the authorization server's redirect within %s", LoginTimeout)
-			}
-		},
-		ScopeFilter:         func(found []string) []string { return union(union(found, o.Config.Scopes), wanted) },
-		RequestRefreshToken: true,
-		Client:              hc,
+		RedirectURL:              redirectURL,
+		AuthorizationCodeFetcher: fetch,
+		ScopeFilter:              func(found []string) []string { return union(union(found, o.Config.Scopes), wanted) },
+		RequestRefreshToken:      true,
+		Client:                   hc,
 		NewTokenSource: func(ctx context.Context, c *oauth2.Config, t *oauth2.Token) (oauth2.TokenSource, error) {
 			conf, tok = c, t
 			return c.TokenSource(ctx, t), nil
@@ -144,6 +152,15 @@ func LogIn(ctx context.Context, o LoginOptions) (*Login, int, error) {
 	if tok == nil {
 		return nil, 0, fmt.Errorf("server %q: the login ended without a token", o.Server)
 	}
+	l, err := keep(o, conf, tok)
+	if err != nil {
+		return nil, 0, err
+	}
+	return l, len(tools.Tools), nil
+}
+
+// keep stores the login the tokens make.
+func keep(o LoginOptions, conf *oauth2.Config, tok *oauth2.Token) (*Login, error) {
 	l := &Login{URL: o.Endpoint, Server: o.Server, ClientID: conf.ClientID, Who: who(tok), AuthStyle: conf.Endpoint.AuthStyle,
 		TokenURL: conf.Endpoint.TokenURL, Scopes: sortedUnique(conf.Scopes), Token: tok, At: time.Now().UTC()}
 	if conf.ClientSecret != o.Config.ClientSecret {
@@ -152,9 +169,93 @@ func LogIn(ctx context.Context, o LoginOptions) (*Login, int, error) {
 	// Under the lock: a refresh of the old login under way must not
 	// write it back over this one.
 	if err := o.Store.locked(o.Endpoint, func() error { return o.Store.Save(l) }); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// legacyLogIn is the authorization code flow with PKCE against the
+// metadata a server without protected resource metadata serves at its
+// origin (2025-03-26), whose issuer is not the origin, which go-sdk's
+// handler refuses (see originMeta): the client registered (or given),
+// the person sent to the authorization endpoint, the code exchanged.
+func legacyLogIn(ctx context.Context, o LoginOptions, asm *oauthex.AuthServerMeta, redirectURL string, scopes []string,
+	fetch auth.AuthorizationCodeFetcher, hc *http.Client) (*Login, int, error) {
+	conf := &oauth2.Config{ClientID: o.Config.ClientID, ClientSecret: o.Config.ClientSecret, RedirectURL: redirectURL, Scopes: scopes,
+		Endpoint: oauth2.Endpoint{AuthURL: asm.AuthorizationEndpoint, TokenURL: asm.TokenEndpoint}}
+	if conf.ClientID == "" {
+		if asm.RegistrationEndpoint == "" {
+			return nil, 0, fmt.Errorf("server %q: its authorization server offers no registration: give the entry a client_id", o.Server)
+		}
+		reg, err := oauthex.RegisterClient(ctx, asm.RegistrationEndpoint, &oauthex.ClientRegistrationMetadata{
+			RedirectURIs: []string{redirectURL}, ClientName: "mcpflow", GrantTypes: []string{"authorization_code", "refresh_token"},
+			ResponseTypes: []string{"code"}, ApplicationType: "native"}, hc)
+		if err != nil {
+			return nil, 0, fmt.Errorf("server %q: registering mcpflow: %w", o.Server, err)
+		}
+		conf.ClientID, conf.ClientSecret = reg.ClientID, reg.ClientSecret
+		if reg.TokenEndpointAuthMethod == "client_secret_post" || reg.TokenEndpointAuthMethod == "none" {
+			conf.Endpoint.AuthStyle = oauth2.AuthStyleInParams
+		}
+	}
+	verifier, state := oauth2.GenerateVerifier(), rand.Text()
+	res, err := fetch(ctx, &auth.AuthorizationArgs{URL: conf.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", o.Endpoint))})
+	if err != nil {
+		return nil, 0, fmt.Errorf("server %q: %w", o.Server, err)
+	}
+	if res.State != state {
+		return nil, 0, fmt.Errorf("server %q: the redirect's state is not the login's", o.Server)
+	}
+	tok, err := conf.Exchange(context.WithValue(ctx, oauth2.HTTPClient, hc), res.Code, oauth2.VerifierOption(verifier), oauth2.SetAuthURLParam("resource", o.Endpoint))
+	if err != nil {
+		return nil, 0, fmt.Errorf("server %q: exchanging the code: %w", o.Server, tokenError(err))
+	}
+	// The server lists its tools with the token, as a run will send it.
+	withToken := *hc
+	withToken.Transport = &bearer{next: hc.Transport, host: hostOf(o.Endpoint), token: tok.AccessToken}
+	cs, err := mcp.NewClient(o.Client, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: o.Endpoint, HTTPClient: &withToken}, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("server %q: %w", o.Server, err)
+	}
+	defer cs.Close()
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("server %q: %w", o.Server, err)
+	}
+	l, err := keep(o, conf, tok)
+	if err != nil {
 		return nil, 0, err
 	}
 	return l, len(tools.Tools), nil
+}
+
+// bearer adds a token to every request to host.
+type bearer struct {
+	next  http.RoundTripper
+	host  string
+	token string
+}
+
+func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	next := b.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	if req.URL.Host != b.host {
+		return next.RoundTrip(req)
+	}
+	r := req.Clone(req.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return next.RoundTrip(r)
+}
+
+// origin is endpoint's scheme and host.
+func origin(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // redirect is what the authorization server's redirect said: a code, or
