@@ -67,18 +67,12 @@ func discover(ctx context.Context, endpoint string, ch challenge, hc *http.Clien
 	if err != nil {
 		return nil, fmt.Errorf("server URL %q does not parse", endpoint)
 	}
-	var tries [][2]string // metadata URL, resource it must name
-	if ch.metadata != "" {
-		tries = append(tries, [2]string{ch.metadata, endpoint})
-	}
-	at := *u
-	at.RawQuery, at.Fragment = "", ""
-	at.Path = "/.well-known/oauth-protected-resource/" + strings.TrimLeft(u.Path, "/")
-	tries = append(tries, [2]string{at.String(), endpoint})
 	root := *u
 	root.Path, root.RawQuery, root.Fragment = "", "", ""
-	at.Path = "/.well-known/oauth-protected-resource"
-	tries = append(tries, [2]string{at.String(), root.String()})
+	tries := resourceMetadataPlaces(u)
+	if ch.metadata != "" {
+		tries = append([][2]string{{ch.metadata, endpoint}}, tries...)
+	}
 	var prm *oauthex.ProtectedResourceMetadata
 	var metaAt string
 	for _, t := range tries {
@@ -153,6 +147,17 @@ func originMeta(ctx context.Context, endpoint string, hc *http.Client) *oauthex.
 	return &m
 }
 
+// resourceMetadataPlaces are where the server at u may serve its
+// protected resource metadata, each with the resource it must name: at
+// the well-known path of the endpoint, then at the root.
+func resourceMetadataPlaces(u *url.URL) [][2]string {
+	at, root := *u, *u
+	at.RawQuery, at.Fragment = "", ""
+	at.Path = "/.well-known/oauth-protected-resource/" + strings.TrimLeft(u.Path, "/")
+	root.Path, root.RawQuery, root.Fragment = "", "", ""
+	return [][2]string{{at.String(), u.String()}, {root.String() + "/.well-known/oauth-protected-resource", root.String()}}
+}
+
 // hasResourceMetadata reports whether the server at endpoint serves
 // protected resource metadata at either well-known place.
 func hasResourceMetadata(ctx context.Context, endpoint string, hc *http.Client) bool {
@@ -160,11 +165,7 @@ func hasResourceMetadata(ctx context.Context, endpoint string, hc *http.Client) 
 	if err != nil {
 		return false
 	}
-	at, root := *u, *u
-	at.RawQuery, at.Fragment = "", ""
-	at.Path = "/.well-known/oauth-protected-resource/" + strings.TrimLeft(u.Path, "/")
-	root.Path, root.RawQuery, root.Fragment = "", "", ""
-	for _, t := range [][2]string{{at.String(), endpoint}, {root.String() + "/.well-known/oauth-protected-resource", root.String()}} {
+	for _, t := range resourceMetadataPlaces(u) {
 		if m, err := oauthex.GetProtectedResourceMetadata(ctx, t[0], t[1], hc); err == nil && m != nil {
 			return true
 		}
