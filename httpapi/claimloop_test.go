@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,4 +52,71 @@ func TestUnresumableRunIsClaimedAtEachPoll(t *testing.T) {
 	if n > 3 {
 		t.Errorf("claimed %d times in 2s; Poll is 1s", n)
 	}
+}
+
+// TestClaimedRunsStartTogether: a worker resumes the runs it claims
+// several at once, not one after another. Each resume asks the journal
+// whether its run's cancel was requested; here that answer waits until
+// four resumes ask at once (or 3 s pass), and the test fails unless four
+// did.
+func TestClaimedRunsStartTogether(t *testing.T) {
+	const runs = 4
+	location := journaltest.PostgresURL(t)
+	sub := journaltest.OpenStore(t, location, &journal.Options{Worker: "sub"})
+	var ids []journal.ID
+	for range runs {
+		r := &journal.Run{Workflow: "wf", Source: "wf.yaml",
+			Definition: []byte("name: wf\nsteps:\n  - {id: a, server: demo, tool: upper, with: {text: x}}\n")}
+		if err := sub.CreateRun(r); err != nil {
+			t.Fatal(err)
+		}
+		sub.(journal.Shared).Release(r.ID)
+		ids = append(ids, r.ID)
+	}
+	sub.Close()
+	g := &gate{want: runs, open: make(chan struct{})}
+	rg := newRigWrapped(t, location, &httpapi.Options{Poll: time.Second}, func(j journal.Store) journal.Store {
+		return &gatedJournal{Shared: j.(journal.Shared), gate: g}
+	})
+	for _, id := range ids {
+		rg.waitStatus(id.String(), journal.RunSucceeded)
+	}
+	if most := g.most.Load(); most < runs {
+		t.Errorf("at most %d resumes at once; want the %d claimed runs resumed together", most, runs)
+	}
+}
+
+// gate holds each caller until want callers are in at once, or 3 s pass,
+// and counts the most that were.
+type gate struct {
+	want       int64
+	in, most   atomic.Int64
+	open       chan struct{}
+	openedOnce sync.Once
+}
+
+func (g *gate) pass() {
+	n := g.in.Add(1)
+	defer g.in.Add(-1)
+	for m := g.most.Load(); n > m && !g.most.CompareAndSwap(m, n); m = g.most.Load() {
+	}
+	if n >= g.want {
+		g.openedOnce.Do(func() { close(g.open) })
+	}
+	select {
+	case <-g.open:
+	case <-time.After(3 * time.Second):
+	}
+}
+
+// gatedJournal passes each CancelRequested, which every resume on a
+// shared journal asks first, through its gate.
+type gatedJournal struct {
+	journal.Shared
+	gate *gate
+}
+
+func (j *gatedJournal) CancelRequested(id journal.ID) (string, bool, error) {
+	j.gate.pass()
+	return j.Shared.CancelRequested(id)
 }

@@ -50,6 +50,8 @@ type rig struct {
 	svc       *service.Service
 	srv       *httpapi.Server
 	client    *http.Client
+	// wrap, when set, wraps the journal the server opens.
+	wrap func(journal.Store) journal.Store
 }
 
 func newRig(t *testing.T, o *httpapi.Options) *rig {
@@ -61,11 +63,17 @@ func newRig(t *testing.T, o *httpapi.Options) *rig {
 // for a file in the workspace.
 func newRigOn(t *testing.T, location string, o *httpapi.Options) *rig {
 	t.Helper()
+	return newRigWrapped(t, location, o, nil)
+}
+
+// newRigWrapped is newRigOn on a journal that wrap wraps (nil: none).
+func newRigWrapped(t *testing.T, location string, o *httpapi.Options, wrap func(journal.Store) journal.Store) *rig {
+	t.Helper()
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "mcpflow.yaml"), []byte("servers:\n  demo: {builtin: demo, trust: true}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, workspace: ws, journal: location, socket: filepath.Join(ws, ".mcpflow", "mcpflow.sock")}
+	r := &rig{t: t, workspace: ws, journal: location, socket: filepath.Join(ws, ".mcpflow", "mcpflow.sock"), wrap: wrap}
 	if location == "" {
 		r.journal = filepath.Join(ws, ".mcpflow", "journal.db")
 	}
@@ -99,7 +107,11 @@ func (r *rig) start(o *httpapi.Options) {
 		Workspace:  r.workspace,
 		TrustStore: r.trust,
 		OpenJournal: func() (journal.Store, error) {
-			return door.OpenStore(r.journal, &journal.Options{Worker: "rig", Serves: true, Lease: 2 * time.Second})
+			j, err := door.OpenStore(r.journal, &journal.Options{Worker: "rig", Serves: true, Lease: 2 * time.Second})
+			if err == nil && r.wrap != nil {
+				j = r.wrap(j)
+			}
+			return j, err
 		},
 	})
 	if err != nil {

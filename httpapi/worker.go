@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
@@ -43,9 +45,7 @@ func (s *Server) work(p journal.Shared) {
 			if err != nil {
 				s.logf("claim runs: %v", err)
 			}
-			for _, id := range ids {
-				letGo = s.takeOver(id) || letGo
-			}
+			letGo = s.takeOverAll(ids)
 		}
 		if letGo {
 			// A run this worker could not resume, let go: its release
@@ -92,6 +92,31 @@ func (s *Server) poke() {
 	case s.poked <- struct{}{}:
 	default:
 	}
+}
+
+// takeOvers is how many claimed runs a worker resumes at once. A resume
+// waits on the journal (the run, its definition, its invocations, its
+// status) until its run starts; one after another, a hundred claimed runs
+// took a second or two to start.
+const takeOvers = 8
+
+// takeOverAll resumes the runs claimed, takeOvers at a time, and returns
+// once each has started or failed to; it says whether any was let go.
+func (s *Server) takeOverAll(ids []journal.ID) (letGo bool) {
+	var gone atomic.Bool
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, takeOvers)
+	for _, id := range ids {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if s.takeOver(id) {
+				gone.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	return gone.Load()
 }
 
 // takeOver resumes a run this worker claimed. A run that cannot be
