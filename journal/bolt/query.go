@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/mcpflow/mcpflow/journal"
@@ -53,6 +54,29 @@ func (j *Store) find(bucket []byte, what, prefix string) (journal.ID, error) {
 	whole, half, hasHalf, err := journal.PrefixBytes(prefix)
 	if err != nil {
 		return journal.ID{}, err
+	}
+	if len(whole) == len(journal.ID{}) {
+		// A whole id: the log's records, then the file's (one applied
+		// meanwhile is there), without waiting for the log to be applied.
+		id, kind := journal.ID(whole), recInv
+		if bytes.Equal(bucket, bucketRuns) {
+			kind = recRun
+		}
+		switch rec := j.ov.get(id); {
+		case rec == nil:
+			err := j.viewNow(func(tx *bbolt.Tx) error {
+				if tx.Bucket(bucket).Get(whole) == nil {
+					return fmt.Errorf("%s %q: %w", what, prefix, journal.ErrNotFound)
+				}
+				return nil
+			})
+			return id, err
+		case rec.kind == kind:
+			return id, nil
+		}
+		// A run and an invocation share the id (an import): the log
+		// holds the latest of the two only. Read the file once the log
+		// is in it, below.
 	}
 	start := whole
 	if hasHalf {
@@ -231,14 +255,43 @@ func seekLast(c *bbolt.Cursor, prefix []byte, before journal.ID) []byte {
 	return k
 }
 
-// RunInvocations returns a run's invocations in the order they were created.
+// RunInvocations returns a run's invocations in the order they were
+// created, without waiting for the log to be applied: the file's, each in
+// its version from the log where the log holds a newer one, and those
+// only the log holds yet. A run's end, its report and its page read them,
+// and a read that waited would make the applier commit every time.
 func (j *Store) RunInvocations(run journal.ID) ([]journal.Invocation, error) {
+	// The log's records before the file's: one applied (and dropped)
+	// meanwhile is in the file as read below.
+	logged := j.ov.runInvs(run)
 	var out []journal.Invocation
-	err := j.view(func(tx *bbolt.Tx) error {
+	err := j.viewNow(func(tx *bbolt.Tx) error {
+		applied, _ := walState(tx)
+		newer := func(id journal.ID) *walRecord {
+			if r, ok := logged[id]; ok && r.seq > applied {
+				return r.rec
+			}
+			return nil
+		}
 		c := tx.Bucket(bucketByRun).Cursor()
 		p := run.Bytes()
 		for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
-			inv, err := getInv(tx, journal.ID(k[16:]))
+			id := journal.ID(k[16:])
+			if newer(id) != nil {
+				continue // below
+			}
+			inv, err := getInv(tx, id)
+			if err != nil {
+				return err
+			}
+			out = append(out, *inv)
+		}
+		for id := range logged {
+			r := newer(id)
+			if r == nil {
+				continue // in the file, read above
+			}
+			inv, err := journal.DecodeInvocation(j.sealer, r.val)
 			if err != nil {
 				return err
 			}
@@ -246,6 +299,7 @@ func (j *Store) RunInvocations(run journal.ID) ([]journal.Invocation, error) {
 		}
 		return nil
 	})
+	slices.SortFunc(out, func(a, b journal.Invocation) int { return bytes.Compare(a.ID[:], b.ID[:]) })
 	return out, err
 }
 

@@ -823,6 +823,18 @@ func (o *overlay) drop(applied uint64) {
 	}
 }
 
+// runInvs returns the invocations of run that the overlay holds, each
+// with the entry that carried its latest version.
+func (o *overlay) runInvs(run journal.ID) map[journal.ID]overlayRec {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make(map[journal.ID]overlayRec, len(o.runs[run]))
+	for id := range o.runs[run] {
+		out[id] = o.recs[id]
+	}
+	return out
+}
+
 // newInvs returns the ids of the invocations of run created in entries
 // not yet dropped.
 func (o *overlay) newInvs(run journal.ID) []journal.ID {

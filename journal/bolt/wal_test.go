@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -412,11 +415,14 @@ func TestApplierFailsThenRecovers(t *testing.T) {
 	if st := state(t, j, in.ID); st != journal.StateCompleted { // read by id: from the log
 		t.Fatalf("by id: %s", st)
 	}
+	if invs, err := j.RunInvocations(run); err != nil || len(invs) != 1 || invs[0].State != journal.StateCompleted { // from the log too
+		t.Fatalf("a run's invocations while the file fails: %+v %v", invs, err)
+	}
 	if st := j.Stats(); !st.Log || !errors.Is(st.ApplyErr, full) || st.Unapplied == 0 {
 		t.Fatalf("stats while the file fails: %+v, want its error and the log's entries unapplied", st)
 	}
 	j.FailApplies(nil)
-	invs, err := j.RunInvocations(run)
+	invs, err := j.Invocations(journal.Filter{})
 	if err != nil || len(invs) != 1 || invs[0].State != journal.StateCompleted {
 		t.Fatalf("after the file recovered: %+v %v", invs, err)
 	}
@@ -660,4 +666,90 @@ func TestRecordsFillTheirPages(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A run's invocations are read from the log and the file together,
+// without waiting for the log to be applied: one in the file, one whose
+// outcome only the log holds, one only the log holds.
+func TestRunInvocationsDoNotWaitForTheFile(t *testing.T) {
+	j := journaltest.Open(t, &journal.Options{ApplyIdle: time.Hour})
+	run := newRun(t, j)
+	a, b := begin(t, j, run, "fs", "read"), begin(t, j, run, "fs", "read")
+	finish(t, j, b, done)
+	if _, err := j.Invocations(journal.Filter{Limit: 1}); err != nil { // applies the log
+		t.Fatal(err)
+	}
+	finish(t, j, a, failed)
+	c := begin(t, j, run, "fs", "read")
+	before := j.Stats()
+	invs, err := j.RunInvocations(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, inv := range invs {
+		got = append(got, inv.ID.Short()+" "+inv.State.String())
+	}
+	want := []string{a.ID.Short() + " failed", b.ID.Short() + " completed", c.ID.Short() + " intent"}
+	if !slices.Equal(got, want) {
+		t.Errorf("RunInvocations: %q; want %q", got, want)
+	}
+	if after := j.Stats(); after.Applies != before.Applies || after.Unapplied == 0 {
+		t.Errorf("applies %d then %d, unapplied %d: the read waited for the log to be applied", before.Applies, after.Applies, after.Unapplied)
+	}
+	journaltest.CheckAndClose(t, j)
+}
+
+// While the applier moves the log into the file, a run's invocations
+// read at any moment hold every invocation begun before the read, each
+// at least as far as it was before the read.
+func TestRunInvocationsWhileTheLogIsApplied(t *testing.T) {
+	j := journaltest.Open(t, &journal.Options{ApplyIdle: time.Millisecond})
+	run := newRun(t, j)
+	var mu sync.Mutex
+	states := map[journal.ID]journal.State{} // as of the last write that returned
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for range 100 {
+			in := begin(t, j, run, "fs", "read")
+			mu.Lock()
+			states[in.ID] = intent
+			mu.Unlock()
+			finish(t, j, in, done)
+			mu.Lock()
+			states[in.ID] = done
+			mu.Unlock()
+		}
+	}()
+	for reads := 0; ; reads++ {
+		select {
+		case <-written:
+			if st := j.Stats(); st.Applies < 2 || reads < 20 {
+				t.Errorf("%d reads, %d applies of the log: not reads while the log is applied", reads, st.Applies)
+			}
+			journaltest.CheckAndClose(t, j)
+			return
+		default:
+		}
+		mu.Lock()
+		known := maps.Clone(states)
+		mu.Unlock()
+		invs, err := j.RunInvocations(run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[journal.ID]journal.State{}
+		for i, inv := range invs {
+			if i > 0 && bytes.Compare(invs[i-1].ID[:], inv.ID[:]) >= 0 {
+				t.Fatalf("not in creation order at %d", i)
+			}
+			got[inv.ID] = inv.State
+		}
+		for id, st := range known {
+			if g, ok := got[id]; !ok || st == done && g != done {
+				t.Fatalf("invocation %s was %s before the read; the read has %v (%v)", id.Short(), st, g, ok)
+			}
+		}
+	}
 }
