@@ -309,7 +309,7 @@ func (s *Service) journaledWorkflow(run *journal.Run) (*workflow.Workflow, strin
 		wf, err := s.proxyWorkflow(run, server, external)
 		return wf, ws, err
 	}
-	wf, err := workflow.Load(run.Source, run.Definition, external)
+	wf, err := s.loaded.load(run.Source, run.Definition, external)
 	if err != nil {
 		return nil, "", fmt.Errorf("run %s: journaled definition: %w", run.ID.Short(), err)
 	}

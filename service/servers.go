@@ -44,13 +44,13 @@ func (s *Service) serverSet(workflowFile string, src []byte) (upstream.Set, erro
 // nil, the one file holds. A step naming a server that is nowhere is an
 // error whose fields say where servers were looked for (see lookedFor).
 func (s *Service) loadWorkflow(file string, src []byte, external upstream.Set) (*workflow.Workflow, error) {
-	var wf *workflow.Workflow
-	var err error
-	if src != nil {
-		wf, err = workflow.Load(file, src, external)
-	} else {
-		wf, err = workflow.LoadFile(file, external)
+	if src == nil {
+		var err error
+		if src, err = workflow.ReadFile(file); err != nil {
+			return nil, err
+		}
 	}
+	wf, err := s.loaded.load(file, src, external)
 	return wf, s.lookedFor(err, file)
 }
 

@@ -58,6 +58,8 @@ type Service struct {
 	// shared holds the sessions the runs share, of the servers whose
 	// entry sets sessions: (see upstream.Shared); Close stops them.
 	shared *upstream.Shared
+
+	loaded loaded // the workflows loaded lately, which runs share
 }
 
 // New returns a service on j, or on the journal Options.OpenJournal opens

@@ -341,3 +341,29 @@ steps:
 		}
 	}
 }
+
+// A service keeps the workflows it loaded (see loaded), but a run always
+// has the file as it is now, against the servers configured now.
+func TestRunsLoadTheFileAsItIsNow(t *testing.T) {
+	r := newRig(t)
+	greet := func(name string) string {
+		return "name: hello\nsteps:\n  - {id: greet, server: demo, tool: greet, with: {name: " + name + "}}\n"
+	}
+	file := r.workflow("hello.yaml", greet("Ada"))
+	for _, name := range []string{"Ada", "Ada", "Bob"} {
+		r.workflow("hello.yaml", greet(name))
+		rep, err := r.svc.Run(t.Context(), service.RunRequest{File: file})
+		if err != nil || rep.Run.Status != journal.RunSucceeded {
+			t.Fatalf("run: %v %v", rep, err)
+		}
+		if got := string(rep.Invocations[0].Arguments); !strings.Contains(got, name) {
+			t.Errorf("run of the file greeting %s sent %s", name, got)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(r.workspace, "mcpflow.yaml"), []byte("servers:\n  other: {builtin: demo, trust: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.svc.Run(t.Context(), service.RunRequest{File: file}); err == nil || !strings.Contains(err.Error(), `"demo"`) {
+		t.Fatalf("run after its server was renamed in mcpflow.yaml: %v; want an unknown server", err)
+	}
+}
