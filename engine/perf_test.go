@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/internal/gcpolicy"
+	"github.com/mcpflow/mcpflow/internal/ndjson"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/bolt"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
@@ -27,7 +29,8 @@ import (
 
 // BenchmarkStepCost prints, from one process, the figures of the
 // performance table in docs/performance.md: what a journaled step costs beyond the
-// bare tools/call, in units of one fsync measured in the same run (back to
+// bare tools/call (a step's client connection is a stdio server's, the
+// bare call's go-sdk's own: see connectStdioTB), in units of one fsync measured in the same run (back to
 // back, and paced: each after a bare tools/call, as a step's is), the bare
 // call back to back and paced (after an fsync, as a step's is), and the
 // throughput of 64 concurrent runs against 64 bare callers. A bare call
@@ -52,10 +55,14 @@ func BenchmarkStepCost(b *testing.B) {
 	dir := b.TempDir()
 	j := journaltest.OpenPath(b, filepath.Join(dir, "journal.db"), nil)
 	srv := benchServer()
-	sess := cachedSession{connectMemTB(b, srv), map[string]upstream.Tool{}}
-	callers := make([]cachedSession, 64)
+	// The runs' sessions connect as a stdio server's do (connectStdioTB),
+	// the bare callers' through go-sdk alone.
+	sess := cachedSession{connectStdioTB(b, srv), map[string]upstream.Tool{}}
+	bareSess := cachedSession{connectMemTB(b, srv), map[string]upstream.Tool{}}
+	callers, bareCallers := make([]cachedSession, 64), make([]cachedSession, 64)
 	for i := range callers {
-		callers[i] = cachedSession{connectMemTB(b, srv), map[string]upstream.Tool{}}
+		callers[i] = cachedSession{connectStdioTB(b, srv), map[string]upstream.Tool{}}
+		bareCallers[i] = cachedSession{connectMemTB(b, srv), map[string]upstream.Tool{}}
 	}
 	wf20, wf10 := loadB(b, chain(20)), loadB(b, chain(10))
 	eng := newEngine(j, sess)
@@ -81,7 +88,7 @@ func BenchmarkStepCost(b *testing.B) {
 		// commit does: this disk flushes back-to-back writes faster than
 		// one that comes after a pause (see docs/performance.md).
 		paced = append(paced, medianOf(20, func() time.Duration {
-			if err := bareCall(ctx, sess); err != nil {
+			if err := bareCall(ctx, bareSess); err != nil {
 				b.Fatal(err)
 			}
 			start := time.Now()
@@ -97,14 +104,14 @@ func BenchmarkStepCost(b *testing.B) {
 		bares = append(bares, medianOf(5, func() time.Duration {
 			start := time.Now()
 			for range 20 {
-				if err := bareCall(ctx, sess); err != nil {
+				if err := bareCall(ctx, bareSess); err != nil {
 					b.Fatal(err)
 				}
 			}
 			return time.Since(start) / 20
 		}))
 		singles = append(singles, median(100, func() {
-			if err := bareCall(ctx, sess); err != nil {
+			if err := bareCall(ctx, bareSess); err != nil {
 				b.Fatal(err)
 			}
 		}))
@@ -113,7 +120,7 @@ func BenchmarkStepCost(b *testing.B) {
 		pacedBares = append(pacedBares, medianOf(20, func() time.Duration {
 			fsync()
 			start := time.Now()
-			if err := bareCall(ctx, sess); err != nil {
+			if err := bareCall(ctx, bareSess); err != nil {
 				b.Fatal(err)
 			}
 			return time.Since(start)
@@ -148,7 +155,7 @@ func BenchmarkStepCost(b *testing.B) {
 		journaled, cpu1, sync1 := time.Since(start), cpuTime(), j.Stats().LogSync
 		bare := parallel(64, func(i int) {
 			for range 10 {
-				if err := bareCall(ctx, callers[i]); err != nil {
+				if err := bareCall(ctx, bareCallers[i]); err != nil {
 					b.Error(err)
 				}
 			}
@@ -200,12 +207,15 @@ func bareCall(ctx context.Context, s cachedSession) error {
 // records, the log, the expressions, the result), in figures the machine's
 // noise does not move. Each iteration is one 20-step run, the log applied
 // to the file (that counts as the steps' work), and 20 bare calls; the
-// figures are totals over all of them. Run it with:
+// figures are totals over all of them. The bare calls go through the
+// run's session, a stdio server's client connection (connectStdioTB), so
+// B/bare-call is what a call allocates there, client and in-process
+// server together. Run it with:
 //
 //	go test ./engine -run '^$' -bench StepAllocs -benchtime 200x
 func BenchmarkStepAllocs(b *testing.B) {
 	j := journaltest.Open(b, nil)
-	sess := cachedSession{connectMemTB(b, benchServer()), map[string]upstream.Tool{}}
+	sess := cachedSession{connectStdioTB(b, benchServer()), map[string]upstream.Tool{}}
 	eng := newEngine(j, sess)
 	wf20 := loadB(b, chain(20))
 	ctx := context.Background()
@@ -229,6 +239,7 @@ func BenchmarkStepAllocs(b *testing.B) {
 	b.ReportMetric((step.objects-bare.objects)/n, "allocs/step-beyond-call")
 	b.ReportMetric((step.bytes-bare.bytes)/n, "B/step-beyond-call")
 	b.ReportMetric(bare.objects/n, "allocs/bare-call")
+	b.ReportMetric(bare.bytes/n, "B/bare-call")
 }
 
 // allocCount is what the process allocated: so far, or in a span.
@@ -293,6 +304,26 @@ func chain(n int) string {
 		fmt.Fprintf(&s, "  - {id: s%d, server: s, tool: t, with: {n: \"${{ steps.s%d.structuredContent.n + 1 }}\"}}\n", i, i-1)
 	}
 	return s.String()
+}
+
+// connectStdioTB connects a client to srv over an in-memory pipe, the
+// client's end as mcpflow connects to a stdio server (ndjson's connection,
+// as upstream's stdio sessions use) and the server's as
+// mcp.NewInMemoryTransports makes it.
+func connectStdioTB(t testing.TB, srv *mcp.Server) memSession {
+	t.Helper()
+	c, s := net.Pipe()
+	ss, err := srv.Connect(context.Background(), &mcp.IOTransport{Reader: s, Writer: s}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(context.Background(), &ndjson.Transport{Reader: c, Writer: c}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return memSession{cs}
 }
 
 // benchServer has one tool, t, that answers {n} with {n} (and says so in

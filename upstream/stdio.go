@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpflow/mcpflow/internal/ndjson"
 )
 
 // DefaultMaxMessageSize bounds one JSON-RPC message read from a stdio
@@ -20,7 +22,8 @@ const DefaultMaxMessageSize = 64 << 20
 
 // stdioTransport runs a command and speaks newline-delimited JSON-RPC over
 // its stdin and stdout, like go-sdk's CommandTransport, with a configurable
-// bound on one inbound message (go-sdk's is fixed at 16 MiB for commands).
+// bound on one inbound message (go-sdk's is fixed at 16 MiB for commands),
+// through ndjson's connection, which decodes messages with less garbage.
 type stdioTransport struct {
 	cmd       *exec.Cmd
 	terminate time.Duration
@@ -40,7 +43,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 		return nil, err
 	}
 	p := &process{cmd: t.cmd, stdin: stdin, terminate: t.terminate}
-	return (&mcp.IOTransport{Reader: io.NopCloser(stdout), Writer: p, MaxLineLength: t.maxSize}).Connect(ctx)
+	return (&ndjson.Transport{Reader: stdout, Writer: p, MaxLineLength: t.maxSize}).Connect(ctx)
 }
 
 // killAfter is how long a stdio server has after SIGTERM before SIGKILL.
@@ -91,9 +94,9 @@ func (p *process) Close() error {
 	return errors.New("unresponsive subprocess")
 }
 
-// frameTooLarge reports whether err is go-sdk's refusal of an inbound
-// message longer than the transport's limit (its error is unexported; its
-// text is stable in v1.8.0).
+// frameTooLarge reports whether err is the refusal of an inbound message
+// longer than the transport's limit: ndjson's, or go-sdk's (its error is
+// unexported; its text, which ndjson's repeats, is stable in v1.8.0).
 func frameTooLarge(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "exceeded the configured maximum line length")
+	return errors.Is(err, ndjson.ErrFrameTooLarge) || err != nil && strings.Contains(err.Error(), ndjson.ErrFrameTooLarge.Error())
 }
