@@ -64,7 +64,7 @@ type standaloneStream struct {
 // gets its stream, later.
 func (s *Session) startStream(ctx context.Context, conn *wireConn) {
 	version := s.ProtocolVersion()
-	if conn == nil || conn.merged == nil || version == "" || version >= newProtocol {
+	if conn == nil || !conn.merge || version == "" || version >= newProtocol {
 		return // 2026-07-28 has no standalone stream (SEP-2575)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())

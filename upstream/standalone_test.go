@@ -83,12 +83,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// streamGoroutines counts the goroutines running a standalone stream or
-// a tap's pump.
+// streamGoroutines counts the goroutines running a standalone stream.
 func streamGoroutines() int {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
-	return strings.Count(string(buf), "upstream.(*standaloneStream).run") + strings.Count(string(buf), "upstream.(*wireConn).pump")
+	return strings.Count(string(buf), "upstream.(*standaloneStream).run")
 }
 
 // TestStandaloneStream: over streamable HTTP, what the server sends
@@ -96,7 +95,7 @@ func streamGoroutines() int {
 // tool added after connect (notifications/tools/list_changed) is listed
 // next time, and a log message lands in the server's log, scrubbed of the
 // secrets held — and later requests carry Mcp-Protocol-Version. Close ends
-// the stream's goroutine and the tap's pump.
+// the stream's goroutine.
 func TestStandaloneStream(t *testing.T) {
 	before := streamGoroutines()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "grows", Version: "1"}, nil)
