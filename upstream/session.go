@@ -133,8 +133,10 @@ type Session struct {
 	// roots are the roots the session declares (fixed for the session).
 	roots []*mcp.Root
 
-	toolsMu    sync.Mutex
-	tools      map[string]Tool
+	toolsMu sync.Mutex
+	// tools is the last listing, shared with the sessions whose listing
+	// was the same (sharedTools).
+	tools      *toolList
 	toolsStale atomic.Bool // the server said its tools changed
 
 	// inflight counts the calls in flight (the load a Shared balances);
@@ -548,12 +550,14 @@ func (s *Session) release() {
 func (s *Session) Server() *Server { return s.server }
 
 // Tools lists the server's tools, following pagination, with annotations as
-// declared. The listing is cached until the server says it changed.
+// declared. The listing is cached until the server says it changed. The
+// map is shared with other sessions whose listing was the same: callers
+// must not change it.
 func (s *Session) Tools(ctx context.Context) (map[string]Tool, error) {
 	s.toolsMu.Lock()
 	defer s.toolsMu.Unlock()
 	if s.tools != nil && !s.toolsStale.Load() {
-		return s.tools, nil
+		return s.tools.tools, nil
 	}
 	s.toolsStale.Store(false) // a change announced from now on relists again
 	tools := map[string]Tool{}
@@ -571,8 +575,9 @@ func (s *Session) Tools(ctx context.Context) (map[string]Tool, error) {
 		}
 		tools[t.Name] = tool
 	}
-	s.tools = tools
-	return tools, nil
+	s.tap.forgetTools() // the listing is in tools now
+	s.tools = sharedTools(tools)
+	return s.tools.tools, nil
 }
 
 // Tool returns one tool, or an error naming the tools that exist (and the
