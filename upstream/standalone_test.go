@@ -272,6 +272,18 @@ func TestSSEEvents(t *testing.T) {
 	if err != errEventTooLarge {
 		t.Errorf("an event over the limit: %v, want errEventTooLarge", err)
 	}
+	// A line longer than the buffer sseEvents starts with is read whole.
+	long := strings.Repeat("z", 20*sseStartBuffer)
+	got = nil
+	for ev, err := range sseEvents(strings.NewReader("data: "+long+"\n\ndata: after\n\n"), len(long)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(ev.data))
+	}
+	if len(got) != 2 || got[0] != long || got[1] != "after" {
+		t.Errorf("a long line: %d events, want it and the next", len(got))
+	}
 }
 
 func FuzzSSEEvents(f *testing.F) {
