@@ -16,6 +16,15 @@ import (
 // socket in TIME_WAIT, for a later call.
 const httpIdleConns = 256
 
+// httpBufferSize is the size of the read buffer and of the write buffer
+// of each connection of a session's own HTTP client (net/http's default:
+// 4 KiB each). A connection mostly waits: a call's response stream open
+// while its server waits for an answer, the standalone stream. A body
+// read with a larger buffer than this bypasses it (go-sdk reads an event
+// stream 4 KiB at a time); a request larger than it is written in one
+// more write.
+const httpBufferSize = 1 << 10
+
 // httpClient returns the client of an http or sse session: the base client
 // with a Transport that adds the server's headers.
 func (s *Session) httpClient(o Options, endpoint string, headers http.Header) *http.Client {
@@ -28,6 +37,7 @@ func (s *Session) httpClient(o Options, endpoint string, headers http.Header) *h
 		if dt, ok := http.DefaultTransport.(*http.Transport); ok {
 			s.ownHTTP = dt.Clone()
 			s.ownHTTP.MaxIdleConns, s.ownHTTP.MaxIdleConnsPerHost = httpIdleConns, httpIdleConns
+			s.ownHTTP.ReadBufferSize, s.ownHTTP.WriteBufferSize = httpBufferSize, httpBufferSize
 			base = s.ownHTTP
 		} else {
 			base = http.DefaultTransport
