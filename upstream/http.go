@@ -26,19 +26,23 @@ const httpIdleConns = 256
 const httpBufferSize = 1 << 10
 
 // httpClient returns the client of an http or sse session: the base client
-// with a Transport that adds the server's headers.
+// with a Transport that adds the server's headers. Without a base client,
+// its transport is the one of the Shared the session's pool was given, or
+// one of its own.
 func (s *Session) httpClient(o Options, endpoint string, headers http.Header) *http.Client {
 	var hc http.Client
 	if o.HTTPClient != nil {
 		hc = *o.HTTPClient
 	}
 	base := hc.Transport
-	if base == nil {
-		if dt, ok := http.DefaultTransport.(*http.Transport); ok {
-			s.ownHTTP = dt.Clone()
-			s.ownHTTP.MaxIdleConns, s.ownHTTP.MaxIdleConnsPerHost = httpIdleConns, httpIdleConns
-			s.ownHTTP.ReadBufferSize, s.ownHTTP.WriteBufferSize = httpBufferSize, httpBufferSize
-			base = s.ownHTTP
+	switch {
+	case base != nil:
+	case o.transport != nil:
+		base = o.transport
+	default:
+		if t := newSessionTransport(); t != nil {
+			s.ownHTTP = t
+			base = t
 		} else {
 			base = http.DefaultTransport
 		}
@@ -50,6 +54,20 @@ func (s *Session) httpClient(o Options, endpoint string, headers http.Header) *h
 	s.header = &headerTransport{base: base, host: host, headers: headers}
 	hc.Transport = s.header
 	return &hc
+}
+
+// newSessionTransport returns a clone of http.DefaultTransport with the
+// settings of sessions (httpIdleConns, httpBufferSize), or nil when
+// http.DefaultTransport is not an *http.Transport.
+func newSessionTransport() *http.Transport {
+	dt, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return nil
+	}
+	t := dt.Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = httpIdleConns, httpIdleConns
+	t.ReadBufferSize, t.WriteBufferSize = httpBufferSize, httpBufferSize
+	return t
 }
 
 // headerTransport adds configured headers to every request to the

@@ -3,9 +3,11 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -47,5 +49,69 @@ func TestSmallBuffersCarryLargeMessages(t *testing.T) {
 		if got := res.Content[0].(*mcp.TextContent).Text; got != string(args) {
 			t.Errorf("JSON response %v: the answer has %d bytes, want the %d sent", jsonResponse, len(got), len(args))
 		}
+	}
+}
+
+// TestSharedTransport: the http sessions of pools given one Shared use
+// its transport, whose connections a run's session leaves idle for the
+// next run's; Shared.Close closes those. A pool without a Shared has a
+// transport of its own per session.
+func TestSharedTransport(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "echo", Version: "1"}, nil)
+	srv.AddTool(echoTool("a"))
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
+	hs := httptest.NewUnstartedServer(h)
+	var mu sync.Mutex
+	conns := map[net.Conn]http.ConnState{}
+	hs.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		mu.Lock()
+		conns[c] = s
+		mu.Unlock()
+	}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	idle := func() (n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range conns {
+			if s == http.StateIdle {
+				n++
+			}
+		}
+		return n
+	}
+	set := Set{"echo": {Name: "echo", URL: hs.URL}}
+	o := &Options{Workspace: t.TempDir()}
+	shared := NewShared()
+	run := func(p *Pool) *Session {
+		t.Helper()
+		s, err := p.Session(context.Background(), "echo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Call(context.Background(), "a", nil, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	first, second := NewPool(set, o), NewPool(set, o)
+	first.Share(shared)
+	second.Share(shared)
+	a, b := run(first), run(second)
+	if a.header.base != shared.transport() || b.header.base != shared.transport() || a.ownHTTP != nil {
+		t.Error("the sessions of pools given one Shared have transports of their own")
+	}
+	waitFor(t, "a connection left idle", func() bool { return idle() > 0 })
+	if err := shared.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "Shared.Close to close the idle connections", func() bool { return idle() == 0 })
+
+	c := run(NewPool(set, o))
+	if c.ownHTTP == nil || c.header.base != c.ownHTTP {
+		t.Error("a session of a pool without a Shared has no transport of its own")
 	}
 }

@@ -53,8 +53,10 @@ type Options struct {
 	Progress func(token any, progress, total float64, message string)
 	// HTTPClient is the base client of http and sse servers; each session
 	// wraps its Transport to add the server's headers. Its Timeout must be
-	// zero: responses stream. Default: a client of the session's own, with
-	// a clone of http.DefaultTransport, whose idle connections Close closes.
+	// zero: responses stream. Default: the transport of the pool's Shared
+	// (Pool.Share), whose connections the sessions of every pool given it
+	// share; without one, a client of the session's own, with a clone of
+	// http.DefaultTransport, whose idle connections Close closes.
 	HTTPClient *http.Client
 	// LookupEnv resolves ${VAR} references in the entry. Default
 	// os.LookupEnv.
@@ -74,6 +76,11 @@ type Options struct {
 	// server's requests and notifications on to it (see Peer).
 	// CreateMessage is then not used.
 	Peer Peer
+
+	// transport, when set, is the base transport of http and sse sessions
+	// without an HTTPClient: that of the Shared the pool was given
+	// (Pool.Share), whose Close closes its idle connections.
+	transport *http.Transport
 }
 
 // DefaultConnectTimeout bounds starting and initializing a session whose
