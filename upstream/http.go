@@ -9,16 +9,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// httpIdleConns is how many idle connections a session's own HTTP client
-// keeps (net/http keeps 2 per host by default). A session that runs share
+// httpIdleConns is how many idle connections the transport of sessions
+// (newSessionTransport) keeps per host (net/http keeps 2 by default). A session that runs share
 // (Server.Sessions) has as many POSTs in flight as calls, each on a
 // connection of its own: one not kept is a new TCP connection, and a
 // socket in TIME_WAIT, for a later call.
 const httpIdleConns = 256
 
 // httpBufferSize is the size of the read buffer and of the write buffer
-// of each connection of a session's own HTTP client (net/http's default:
-// 4 KiB each). A connection mostly waits: a call's response stream open
+// of each connection of the transport of sessions (newSessionTransport;
+// net/http's default: 4 KiB each). A connection mostly waits: a call's response stream open
 // while its server waits for an answer, the standalone stream. A body
 // read with a larger buffer than this bypasses it (go-sdk reads an event
 // stream 4 KiB at a time); a request larger than it is written in one
