@@ -226,11 +226,9 @@ type wireConn struct {
 	mu    sync.Mutex
 	// queued are the injected messages not read yet, in order.
 	queued []injection
-	// readCtx is the context of the inner Read (under the outer one,
-	// readOuter), kept across reads until inject cancels it with wake.
-	readCtx   context.Context
-	readOuter context.Context
-	wake      context.CancelCauseFunc
+	// wake ends the inner Read in progress, if any: it cancels the
+	// context Read gave it, for an injected message.
+	wake context.CancelCauseFunc
 	// done is closed by Close; broken once the inner Read failed (not
 	// woken), with readErr.
 	done    chan struct{}
@@ -315,30 +313,25 @@ func (c *wireConn) read(ctx context.Context) (jsonrpc.Message, error) {
 			c.mu.Unlock()
 			return nil, err
 		}
-		if c.readCtx == nil || c.readOuter != ctx {
-			if c.wake != nil {
-				c.wake(nil)
-			}
-			c.readCtx, c.wake = context.WithCancelCause(ctx)
-			c.readOuter = ctx
-		}
-		rctx := c.readCtx
+		rctx, wake := context.WithCancelCause(ctx)
+		c.wake = wake
 		c.mu.Unlock()
 		msg, err := c.Connection.Read(rctx)
+		c.mu.Lock()
+		c.wake = nil
+		c.mu.Unlock()
+		woken := errors.Is(context.Cause(rctx), errWoken)
+		wake(nil)
 		if err == nil {
 			return msg, nil
 		}
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		c.mu.Lock()
-		if errors.Is(context.Cause(rctx), errWoken) {
-			if c.readCtx == rctx {
-				c.readCtx, c.wake = nil, nil // spent: the next read makes another
-			}
-			c.mu.Unlock()
-			continue
+		if woken {
+			continue // an injected message is queued
 		}
+		c.mu.Lock()
 		if c.readErr == nil {
 			c.readErr = err
 			close(c.broken)
