@@ -44,6 +44,22 @@ func clientGoroutines() []string {
 	return out
 }
 
+// settled calls count until it returns the same number twice in a row,
+// 50 ms apart (at most for 5 s: goroutines of earlier tests, and those a
+// call starts, come and go), and returns that number.
+func settled(count func() int) int {
+	n := count()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		m := count()
+		if m == n {
+			return m
+		}
+		n = m
+	}
+	return n
+}
+
 // TestOpenCallHolds: a session whose call waits for the answer to a
 // question its server asked during the call (streamable HTTP, before
 // 2026-07-28) holds nine goroutines on the client's side: the caller's;
@@ -53,7 +69,7 @@ func clientGoroutines() []string {
 // use (the call's POST, the stream's GET), net/http's reader and writer.
 // The wire tap adds none of its own.
 func TestOpenCallHolds(t *testing.T) {
-	before := len(clientGoroutines())
+	before := settled(func() int { return len(clientGoroutines()) })
 	srv := mcp.NewServer(&mcp.Implementation{Name: "asks", Version: "1"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "ask", InputSchema: &jsonschema.Schema{Type: "object"}}, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		res, err := req.Session.Elicit(ctx, &mcp.ElicitParams{Message: "Go?", RequestedSchema: &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{"go": {Type: "boolean"}}}})
@@ -89,8 +105,8 @@ func TestOpenCallHolds(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the server never asked")
 	}
-	time.Sleep(100 * time.Millisecond) // what the question started settles
-	gs := clientGoroutines()
+	var gs []string
+	settled(func() int { gs = clientGoroutines(); return len(gs) })
 	if n := len(gs) - before; n != 9 {
 		t.Errorf("an open call holds %d goroutines, want 9:\n%s", n, strings.Join(gs, "\n\n"))
 	}

@@ -161,9 +161,9 @@ func TestStandaloneStream(t *testing.T) {
 	default:
 		t.Error("the standalone stream runs on after Close")
 	}
-	if n := streamGoroutines(); n != before {
-		t.Errorf("%d stream and pump goroutines after Close, want %d", n, before)
-	}
+	// The goroutine closed done as it returned: it is gone at once, or
+	// about to be.
+	waitFor(t, "the stream's goroutine to end", func() bool { return streamGoroutines() == before })
 }
 
 // TestStandaloneElicitation: a server that asks during a call, on the
