@@ -9,26 +9,40 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// httpIdleConns is how many idle connections a session's own HTTP client
-// keeps (net/http keeps 2 per host by default). A session that runs share
+// httpIdleConns is how many idle connections the transport of sessions
+// (newSessionTransport) keeps per host (net/http keeps 2 by default). A session that runs share
 // (Server.Sessions) has as many POSTs in flight as calls, each on a
 // connection of its own: one not kept is a new TCP connection, and a
 // socket in TIME_WAIT, for a later call.
 const httpIdleConns = 256
 
+// httpBufferSize is the size of the read buffer and of the write buffer
+// of each connection of the transport of sessions (newSessionTransport;
+// net/http's default: 4 KiB each). A connection mostly waits: a call's response stream open
+// while its server waits for an answer, the standalone stream. A body
+// read with a larger buffer than this bypasses it (go-sdk reads an event
+// stream 4 KiB at a time); a request larger than it is written in one
+// more write.
+const httpBufferSize = 1 << 10
+
 // httpClient returns the client of an http or sse session: the base client
-// with a Transport that adds the server's headers.
+// with a Transport that adds the server's headers. Without a base client,
+// its transport is the one of the Shared the session's pool was given, or
+// one of its own.
 func (s *Session) httpClient(o Options, endpoint string, headers http.Header) *http.Client {
 	var hc http.Client
 	if o.HTTPClient != nil {
 		hc = *o.HTTPClient
 	}
 	base := hc.Transport
-	if base == nil {
-		if dt, ok := http.DefaultTransport.(*http.Transport); ok {
-			s.ownHTTP = dt.Clone()
-			s.ownHTTP.MaxIdleConns, s.ownHTTP.MaxIdleConnsPerHost = httpIdleConns, httpIdleConns
-			base = s.ownHTTP
+	switch {
+	case base != nil:
+	case o.transport != nil:
+		base = o.transport
+	default:
+		if t := newSessionTransport(); t != nil {
+			s.ownHTTP = t
+			base = t
 		} else {
 			base = http.DefaultTransport
 		}
@@ -40,6 +54,20 @@ func (s *Session) httpClient(o Options, endpoint string, headers http.Header) *h
 	s.header = &headerTransport{base: base, host: host, headers: headers}
 	hc.Transport = s.header
 	return &hc
+}
+
+// newSessionTransport returns a clone of http.DefaultTransport with the
+// settings of sessions (httpIdleConns, httpBufferSize), or nil when
+// http.DefaultTransport is not an *http.Transport.
+func newSessionTransport() *http.Transport {
+	dt, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return nil
+	}
+	t := dt.Clone()
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = httpIdleConns, httpIdleConns
+	t.ReadBufferSize, t.WriteBufferSize = httpBufferSize, httpBufferSize
+	return t
 }
 
 // headerTransport adds configured headers to every request to the

@@ -43,9 +43,16 @@ func NewPool(set Set, opts *Options) *Pool {
 // Share makes the pool take the sessions of the servers whose entry sets
 // Sessions from h, shared with the other pools given h, instead of
 // connecting sessions of its own; Close leaves those open (h.Close stops
-// them). A pool that stands in for a client (Options.Peer) shares nothing.
-// Call Share before the pool's first use.
-func (p *Pool) Share(h *Shared) { p.shared = h }
+// them). Its own http and sse sessions without an HTTPClient use h's HTTP
+// transport: their connections, once idle, serve the sessions of the
+// other pools given h. A pool that stands in for a client (Options.Peer)
+// shares nothing. Call Share before the pool's first use.
+func (p *Pool) Share(h *Shared) {
+	p.shared = h
+	if h != nil && p.opts.Peer == nil {
+		p.opts.transport = h.transport()
+	}
+}
 
 // sharedKey is srv's key in p.shared (see sharedKey); p.mu is held.
 func (p *Pool) sharedKey(name string, srv *Server) string {

@@ -53,8 +53,10 @@ type Options struct {
 	Progress func(token any, progress, total float64, message string)
 	// HTTPClient is the base client of http and sse servers; each session
 	// wraps its Transport to add the server's headers. Its Timeout must be
-	// zero: responses stream. Default: a client of the session's own, with
-	// a clone of http.DefaultTransport, whose idle connections Close closes.
+	// zero: responses stream. Default: the transport of the pool's Shared
+	// (Pool.Share), whose connections the sessions of every pool given it
+	// share; without one, a client of the session's own, with a clone of
+	// http.DefaultTransport, whose idle connections Close closes.
 	HTTPClient *http.Client
 	// LookupEnv resolves ${VAR} references in the entry. Default
 	// os.LookupEnv.
@@ -74,6 +76,11 @@ type Options struct {
 	// server's requests and notifications on to it (see Peer).
 	// CreateMessage is then not used.
 	Peer Peer
+
+	// transport, when set, is the base transport of http and sse sessions
+	// without an HTTPClient: that of the Shared the pool was given
+	// (Pool.Share), whose Close closes its idle connections.
+	transport *http.Transport
 }
 
 // DefaultConnectTimeout bounds starting and initializing a session whose
@@ -133,8 +140,10 @@ type Session struct {
 	// roots are the roots the session declares (fixed for the session).
 	roots []*mcp.Root
 
-	toolsMu    sync.Mutex
-	tools      map[string]Tool
+	toolsMu sync.Mutex
+	// tools is the last listing, shared with the sessions whose listing
+	// was the same (sharedTools).
+	tools      *toolList
 	toolsStale atomic.Bool // the server said its tools changed
 
 	// inflight counts the calls in flight (the load a Shared balances);
@@ -548,12 +557,14 @@ func (s *Session) release() {
 func (s *Session) Server() *Server { return s.server }
 
 // Tools lists the server's tools, following pagination, with annotations as
-// declared. The listing is cached until the server says it changed.
+// declared. The listing is cached until the server says it changed. The
+// map is shared with other sessions whose listing was the same: callers
+// must not change it.
 func (s *Session) Tools(ctx context.Context) (map[string]Tool, error) {
 	s.toolsMu.Lock()
 	defer s.toolsMu.Unlock()
 	if s.tools != nil && !s.toolsStale.Load() {
-		return s.tools, nil
+		return s.tools.tools, nil
 	}
 	s.toolsStale.Store(false) // a change announced from now on relists again
 	tools := map[string]Tool{}
@@ -571,8 +582,9 @@ func (s *Session) Tools(ctx context.Context) (map[string]Tool, error) {
 		}
 		tools[t.Name] = tool
 	}
-	s.tools = tools
-	return tools, nil
+	s.tap.forgetTools() // the listing is in tools now
+	s.tools = sharedTools(tools)
+	return s.tools.tools, nil
 }
 
 // Tool returns one tool, or an error naming the tools that exist (and the

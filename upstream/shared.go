@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"sync"
 )
@@ -12,7 +13,10 @@ import (
 // the servers whose entry sets Sessions (see [Server.Sessions]). A Pool
 // given one (Pool.Share) takes such a server's sessions from it instead of
 // connecting one of its own, and its Close leaves them open; Shared.Close
-// stops them. It is safe for concurrent use.
+// stops them. The pool's other http and sse sessions use the Shared's
+// HTTP transport, so that a connection one run's session left idle serves
+// the next; Shared.Close closes the idle ones. It is safe for concurrent
+// use.
 //
 // Sessions are shared by entry: the same configuration (every field the
 // entry was read with but where, the variables its ${VAR} may read included) in the
@@ -28,6 +32,20 @@ type Shared struct {
 	// closed by a goroutine of its own once its last call returned.
 	retiring sync.WaitGroup
 	stop     chan struct{} // closed by Close: retiring sessions close now
+
+	// httpOnce makes http, the transport of the http and sse sessions of
+	// the pools given h (Pool.Share), once; Close closes its idle
+	// connections.
+	httpOnce sync.Once
+	http     *http.Transport
+}
+
+// transport is the transport of the sessions of the pools given h that
+// bring no HTTP client (nil when http.DefaultTransport is not an
+// *http.Transport: each session then has its own).
+func (h *Shared) transport() *http.Transport {
+	h.httpOnce.Do(func() { h.http = newSessionTransport() })
+	return h.http
 }
 
 // NewShared returns an empty set of shared sessions.
@@ -196,5 +214,12 @@ func (h *Shared) Close() error {
 	}
 	err := closeEntries(entries)
 	h.retiring.Wait()
+	// The pools given h close their sessions first (a Service's runs end
+	// before it closes): what is idle now is all there is. No transport
+	// is made from now on.
+	h.httpOnce.Do(func() {})
+	if h.http != nil {
+		h.http.CloseIdleConnections()
+	}
 	return err
 }

@@ -64,7 +64,7 @@ type standaloneStream struct {
 // gets its stream, later.
 func (s *Session) startStream(ctx context.Context, conn *wireConn) {
 	version := s.ProtocolVersion()
-	if conn == nil || conn.merged == nil || version == "" || version >= newProtocol {
+	if conn == nil || !conn.merge || version == "" || version >= newProtocol {
 		return // 2026-07-28 has no standalone stream (SEP-2575)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -245,6 +245,9 @@ type sseEvent struct {
 	retry string
 }
 
+// sseStartBuffer is the size of the buffer that sseEvents starts with.
+const sseStartBuffer = 512
+
 // errEventTooLarge: an event's data is over the size limit.
 var errEventTooLarge = errors.New("event larger than the message size limit")
 
@@ -257,7 +260,9 @@ var errEventTooLarge = errors.New("event larger than the message size limit")
 func sseEvents(r io.Reader, max int) func(yield func(sseEvent, error) bool) {
 	return func(yield func(sseEvent, error) bool) {
 		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 0, 4096), max+64)
+		// The stream waits most of its life: a small buffer to start,
+		// grown for long lines (a message is one data line).
+		sc.Buffer(make([]byte, 0, sseStartBuffer), max+64)
 		var ev sseEvent
 		var data [][]byte
 		size, started := 0, false

@@ -83,12 +83,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// streamGoroutines counts the goroutines running a standalone stream or
-// a tap's pump.
+// streamGoroutines counts the goroutines running a standalone stream.
 func streamGoroutines() int {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
-	return strings.Count(string(buf), "upstream.(*standaloneStream).run") + strings.Count(string(buf), "upstream.(*wireConn).pump")
+	return strings.Count(string(buf), "upstream.(*standaloneStream).run")
 }
 
 // TestStandaloneStream: over streamable HTTP, what the server sends
@@ -96,7 +95,7 @@ func streamGoroutines() int {
 // tool added after connect (notifications/tools/list_changed) is listed
 // next time, and a log message lands in the server's log, scrubbed of the
 // secrets held — and later requests carry Mcp-Protocol-Version. Close ends
-// the stream's goroutine and the tap's pump.
+// the stream's goroutine.
 func TestStandaloneStream(t *testing.T) {
 	before := streamGoroutines()
 	srv := mcp.NewServer(&mcp.Implementation{Name: "grows", Version: "1"}, nil)
@@ -162,9 +161,9 @@ func TestStandaloneStream(t *testing.T) {
 	default:
 		t.Error("the standalone stream runs on after Close")
 	}
-	if n := streamGoroutines(); n != before {
-		t.Errorf("%d stream and pump goroutines after Close, want %d", n, before)
-	}
+	// The goroutine closed done as it returned: it is gone at once, or
+	// about to be.
+	waitFor(t, "the stream's goroutine to end", func() bool { return streamGoroutines() == before })
 }
 
 // TestStandaloneElicitation: a server that asks during a call, on the
@@ -272,6 +271,18 @@ func TestSSEEvents(t *testing.T) {
 	}
 	if err != errEventTooLarge {
 		t.Errorf("an event over the limit: %v, want errEventTooLarge", err)
+	}
+	// A line longer than the buffer sseEvents starts with is read whole.
+	long := strings.Repeat("z", 20*sseStartBuffer)
+	got = nil
+	for ev, err := range sseEvents(strings.NewReader("data: "+long+"\n\ndata: after\n\n"), len(long)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(ev.data))
+	}
+	if len(got) != 2 || got[0] != long || got[1] != "after" {
+		t.Errorf("a long line: %d events, want it and the next", len(got))
 	}
 }
 

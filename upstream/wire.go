@@ -3,8 +3,9 @@ package upstream
 import (
 	"context"
 	"encoding/json"
-	"io"
+	"errors"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,7 +23,7 @@ type wireTransport struct {
 	tap   *wireTap
 	// merge: the connection's Read also returns the messages injected
 	// into it (the standalone stream of streamable HTTP, see
-	// standaloneStream), which takes a goroutine pumping the inner Read.
+	// standaloneStream).
 	merge bool
 
 	mu   sync.Mutex
@@ -189,12 +190,10 @@ func (t *wireTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	wc := &wireConn{Connection: c, tap: t.tap}
+	wc := &wireConn{Connection: c, tap: t.tap, merge: t.merge}
 	if t.merge {
-		wc.merged = make(chan jsonrpc.Message)
 		wc.done = make(chan struct{})
-		wc.pumped = make(chan struct{})
-		go wc.pump()
+		wc.broken = make(chan struct{})
 	}
 	t.mu.Lock()
 	t.conn = wc
@@ -216,85 +215,129 @@ type wireConn struct {
 	mcp.Connection
 	tap *wireTap
 
-	// A merging connection (wireTransport.merge) reads from merged, which
-	// its pump feeds from the inner Read and inject from elsewhere; each
-	// source keeps its order. The pump is owned by the connection: it
-	// ends when the inner Read fails (Close makes it fail) and Close
-	// waits for it. pumpErr is the inner Read's error, set before pumped
-	// is closed. done is closed by Close.
-	merged  chan jsonrpc.Message
+	// A merging connection (wireTransport.merge) also returns from Read
+	// the messages injected into it (inject) from elsewhere; each source
+	// keeps its order. It has no goroutine of its own: Read calls the
+	// inner Read with a context that inject cancels (wake) to hand its
+	// message over; the inner Read gives up at once, and loses nothing
+	// (go-sdk's Read takes a message from a channel, or returns on the
+	// context).
+	merge bool
+	mu    sync.Mutex
+	// queued are the injected messages not read yet, in order.
+	queued []injection
+	// wake ends the inner Read in progress, if any: it cancels the
+	// context Read gave it, for an injected message.
+	wake context.CancelCauseFunc
+	// done is closed by Close; broken once the inner Read failed (not
+	// woken), with readErr.
 	done    chan struct{}
-	pumped  chan struct{}
-	pumpErr error
+	broken  chan struct{}
+	readErr error
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
-// Close closes the inner connection once, and waits for the pump to end;
-// later calls return the first result.
+// injection is a message injected into a merging connection; taken is
+// closed once Read returned it.
+type injection struct {
+	msg   jsonrpc.Message
+	taken chan struct{}
+}
+
+// errWoken ends an inner Read for an injected message.
+var errWoken = errors.New("woken for an injected message")
+
+// Close closes the inner connection once; later calls return the first
+// result.
 func (c *wireConn) Close() error {
 	c.closeOnce.Do(func() {
 		c.closeErr = c.Connection.Close()
-		if c.merged != nil {
+		if c.merge {
 			close(c.done)
-			<-c.pumped
 		}
 	})
 	return c.closeErr
 }
 
-// pump hands what the inner connection reads to Read, until it fails or
-// the connection is closed.
-func (c *wireConn) pump() {
-	defer close(c.pumped)
-	for {
-		// The inner Read ends when Close closes the inner connection
-		// (the mcp.Connection contract).
-		msg, err := c.Connection.Read(context.Background())
-		if err != nil {
-			c.pumpErr = err
-			return
-		}
-		select {
-		case c.merged <- msg:
-		case <-c.done:
-			c.pumpErr = io.EOF
-			return
-		}
-	}
-}
-
-// inject hands msg to Read, as if the inner connection had read it. It
-// fails once the connection is closed or broken, or ctx ended, before
-// Read took it.
+// inject hands msg to Read, as if the inner connection had read it, and
+// returns once Read took it. It fails once the connection is closed or
+// broken, or ctx ended, before Read took it.
 func (c *wireConn) inject(ctx context.Context, msg jsonrpc.Message) error {
+	in := injection{msg: msg, taken: make(chan struct{})}
+	c.mu.Lock()
+	c.queued = append(c.queued, in)
+	wake := c.wake
+	c.mu.Unlock()
+	if wake != nil {
+		wake(errWoken)
+	}
+	var err error
 	select {
-	case c.merged <- msg:
+	case <-in.taken:
 		return nil
 	case <-c.done:
-		return net.ErrClosed
-	case <-c.pumped:
-		return net.ErrClosed
+		err = net.ErrClosed
+	case <-c.broken:
+		err = net.ErrClosed
 	case <-ctx.Done():
-		return ctx.Err()
+		err = ctx.Err()
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := slices.IndexFunc(c.queued, func(q injection) bool { return q.taken == in.taken })
+	if i < 0 {
+		return nil // taken after all
+	}
+	c.queued = slices.Delete(c.queued, i, i+1)
+	return err
 }
 
 // read is the inner Read, or the merged one.
 func (c *wireConn) read(ctx context.Context) (jsonrpc.Message, error) {
-	if c.merged == nil {
+	if !c.merge {
 		return c.Connection.Read(ctx)
 	}
-	select {
-	case msg := <-c.merged:
-		return msg, nil
-	case <-c.pumped:
-		return nil, c.pumpErr
-	case <-c.done:
-		return nil, io.EOF
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	for {
+		c.mu.Lock()
+		if len(c.queued) > 0 {
+			in := c.queued[0]
+			c.queued = slices.Delete(c.queued, 0, 1)
+			c.mu.Unlock()
+			close(in.taken)
+			return in.msg, nil
+		}
+		if c.readErr != nil {
+			err := c.readErr
+			c.mu.Unlock()
+			return nil, err
+		}
+		rctx, wake := context.WithCancelCause(ctx)
+		c.wake = wake
+		c.mu.Unlock()
+		msg, err := c.Connection.Read(rctx)
+		c.mu.Lock()
+		c.wake = nil
+		c.mu.Unlock()
+		woken := errors.Is(context.Cause(rctx), errWoken)
+		wake(nil)
+		if err == nil {
+			return msg, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		if woken {
+			continue // an injected message is queued
+		}
+		c.mu.Lock()
+		if c.readErr == nil {
+			c.readErr = err
+			close(c.broken)
+		}
+		c.mu.Unlock()
+		return nil, err
 	}
 }
 

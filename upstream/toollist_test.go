@@ -1,0 +1,85 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// TestToolListShared: two sessions whose servers list the same tools hold
+// one map between them; once one server's tools change, its session
+// lists them afresh and holds a map of its own.
+func TestToolListShared(t *testing.T) {
+	connect := func(srv *mcp.Server) *Session {
+		url, _ := serveStreamable(t, srv, false)
+		s, err := Connect(context.Background(), &Server{Name: "same", URL: url}, &Options{Workspace: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	srvA := mcp.NewServer(&mcp.Implementation{Name: "a", Version: "1"}, nil)
+	srvA.AddTool(echoTool("echo"))
+	srvB := mcp.NewServer(&mcp.Implementation{Name: "b", Version: "1"}, nil)
+	srvB.AddTool(echoTool("echo"))
+	a, b := connect(srvA), connect(srvB)
+	ta, err := a.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := b.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reflect.ValueOf(ta).UnsafePointer() != reflect.ValueOf(tb).UnsafePointer() {
+		t.Error("two sessions listing the same tools hold two maps")
+	}
+	if n := len(a.tap.annotated); n != 0 {
+		t.Errorf("the tap keeps %d tools after the listing", n)
+	}
+
+	srvB.AddTool(echoTool("more"))
+	waitFor(t, "notifications/tools/list_changed", b.toolsStale.Load)
+	tb, err = b.Tools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tb["more"]; !ok || len(tb) != 2 {
+		t.Fatalf("after list_changed, tools %v; want echo and more", tb)
+	}
+	if _, ok := ta["more"]; ok || len(ta) != 1 {
+		t.Errorf("the other session's tools changed with it: %v", ta)
+	}
+}
+
+// TestToolsKey: lists differ in their keys whenever a field differs, an
+// absent field and an empty one included, and however the bytes of
+// neighbouring fields could be cut.
+func TestToolsKey(t *testing.T) {
+	base := map[string]Tool{"a": {Name: "a", Description: "d", InputSchema: json.RawMessage(`{}`)}}
+	lists := []map[string]Tool{
+		base,
+		{"a": {Name: "a", Description: "d", InputSchema: json.RawMessage(`{}`), Annotations: json.RawMessage{}}},
+		{"a": {Name: "a", Description: "d", InputSchema: json.RawMessage(`{}`), Annotations: json.RawMessage(`{}`)}},
+		{"a": {Name: "a", Description: "d", InputSchema: json.RawMessage(`{}`), OutputSchema: json.RawMessage(`{}`)}},
+		{"a": {Name: "a", Description: "", InputSchema: json.RawMessage(`d{}`)}},
+		{"a": {Name: "a", Description: "d", InputSchema: json.RawMessage(`{}`)}, "b": {Name: "b"}},
+		{"ab": {Name: "ab", Description: "d", InputSchema: json.RawMessage(`{}`)}},
+	}
+	seen := map[string]int{}
+	for i, l := range lists {
+		k := toolsKey(l)
+		if j, ok := seen[k]; ok {
+			t.Errorf("lists %d and %d have one key", j, i)
+		}
+		seen[k] = i
+	}
+	same := map[string]Tool{"a": {Name: "a", Description: "d", InputSchema: json.RawMessage(`{}`)}}
+	if toolsKey(same) != toolsKey(base) {
+		t.Error("two equal lists have different keys")
+	}
+}
