@@ -346,9 +346,15 @@ func (r *runner) sample(ctx context.Context, u unit, id journal.ID, attempt int,
 	return res, nil
 }
 
-// answerPoll is how often a call waiting for an operator's answer reads
-// the journal for it.
-const answerPoll = 100 * time.Millisecond
+// A call waiting for an operator's answer reads the journal for it after
+// answerPoll, then twice as long after each read that found none, up to
+// answerPollMost: an answer given at once is taken at once, and a server
+// holding thousands of calls that wait (for hours, say) does not read each
+// ten times a second (33,000 reads a second for 3,333 of them).
+const (
+	answerPoll     = 100 * time.Millisecond
+	answerPollMost = time.Second
+)
 
 // ByServer is who answered a URL elicitation that its server said is
 // complete (notifications/elicitation/complete).
@@ -358,7 +364,8 @@ const ByServer = "server"
 // is journaled, or, for a URL elicitation, completed is closed (the
 // answer is then journaled as accepted, by the server), or ctx ends.
 func (r *runner) awaitAnswer(ctx context.Context, intent journal.Intent, key string, completed <-chan struct{}) (json.RawMessage, error) {
-	t := time.NewTicker(answerPoll)
+	wait := answerPoll
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
 		inv, err := r.j.Invocation(intent.ID)
@@ -372,6 +379,8 @@ func (r *runner) awaitAnswer(ctx context.Context, intent journal.Intent, key str
 		}
 		select {
 		case <-t.C:
+			wait = min(2*wait, answerPollMost)
+			t.Reset(wait)
 		case <-completed:
 			resp, err := elicit.Response(elicit.Accept, nil)
 			if err != nil {

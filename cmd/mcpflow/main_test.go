@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/mcpflow/mcpflow/internal/gcpolicy"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/bolt"
 	"github.com/mcpflow/mcpflow/journal/journaltest"
@@ -51,11 +52,17 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	if os.Getenv(asMainEnv) == "1" {
+		// The binary's GC target, as main sets it: the benchmarks of a
+		// server's memory measure what users run.
+		gcpolicy.Apply()
 		killAfterCommit(os.Getenv(killAfterCommitEnv), os.Getenv(killAfterApplyEnv))
 		os.Exit(runRecorded(os.Args[1:]))
 	}
 	testscript.Main(m, map[string]func(){
-		"mcpflow": func() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) },
+		"mcpflow": func() {
+			gcpolicy.Apply()
+			os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+		},
 	})
 }
 
