@@ -365,12 +365,19 @@ func (s *Server) resumeInterrupted() error {
 	return nil
 }
 
-// Stop stops taking work, closes the listeners, lets the runs going finish
+// Stop removes the socket, stops taking work, closes the listeners, lets the runs going finish
 // within the grace period, then aborts what is still in flight (journaled
 // as a crash would leave it; the runs stay running for the next start) and
 // waits for the runs' goroutines. ctx bounds the whole of it.
 func (s *Server) Stop(ctx context.Context) error {
 	s.stopping.Store(true)
+	// The socket goes first, while its listener still answers on it, so
+	// that it is surely this server's. Removed once the listener had
+	// closed, it could be another's: a server started meanwhile finds it
+	// stale, replaces it, and the new socket may have the same inode (the
+	// file system reuses it). That server then went on, unreachable,
+	// holding the journal.
+	s.removeSocket()
 	close(s.quit)
 	s.working.Wait()
 	s.hub.close() // event streams end: their requests return
@@ -405,7 +412,6 @@ func (s *Server) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	s.removeSocket()
 	return nil
 }
 

@@ -2,6 +2,8 @@ package httpapi_test
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -302,4 +304,36 @@ steps:
 	if strings.Contains(body, "kind-replay") {
 		t.Error("the invocation page shows a replay")
 	}
+}
+
+// TestStopRemovesTheSocketFirst: a stopping server's socket is gone while
+// its runs still have their grace period, not once they have ended: a
+// server started meanwhile on the same path keeps its own socket (see
+// Stop).
+func TestStopRemovesTheSocketFirst(t *testing.T) {
+	r := newRig(t, &httpapi.Options{Grace: 3 * time.Second})
+	r.workflow("slow.yaml", slow)
+	var started api.Started
+	if code := r.do("POST", "/api/runs", map[string]any{"file": "slow.yaml"}, &started); code != http.StatusAccepted {
+		t.Fatalf("submit: %d", code)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		r.stop()
+	}()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Lstat(r.socket); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the socket is still there 2 s into the stop")
+		}
+	}
+	select {
+	case <-stopped:
+		t.Fatal("the stop ended before the run's grace period: nothing was in flight")
+	default:
+	}
+	<-stopped
 }
