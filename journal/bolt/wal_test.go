@@ -708,48 +708,54 @@ func TestRunInvocationsWhileTheLogIsApplied(t *testing.T) {
 	run := newRun(t, j)
 	var mu sync.Mutex
 	states := map[journal.ID]journal.State{} // as of the last write that returned
-	written := make(chan struct{})
-	go func() {
-		defer close(written)
-		for range 100 {
-			in := begin(t, j, run, "fs", "read")
-			mu.Lock()
-			states[in.ID] = intent
-			mu.Unlock()
-			finish(t, j, in, done)
-			mu.Lock()
-			states[in.ID] = done
-			mu.Unlock()
-		}
-	}()
-	for reads := 0; ; reads++ {
-		select {
-		case <-written:
-			if st := j.Stats(); st.Applies < 2 || reads < 20 {
-				t.Errorf("%d reads, %d applies of the log: not reads while the log is applied", reads, st.Applies)
+	stop := make(chan struct{})
+	var reads int
+	var wg sync.WaitGroup
+	wg.Go(func() { // the reads; the writes go in the test's goroutine
+		for ; ; reads++ {
+			select {
+			case <-stop:
+				return
+			default:
 			}
-			journaltest.CheckAndClose(t, j)
-			return
-		default:
+			mu.Lock()
+			known := maps.Clone(states)
+			mu.Unlock()
+			invs, err := j.RunInvocations(run)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got := map[journal.ID]journal.State{}
+			for i, inv := range invs {
+				if i > 0 && bytes.Compare(invs[i-1].ID[:], inv.ID[:]) >= 0 {
+					t.Errorf("not in creation order at %d", i)
+					return
+				}
+				got[inv.ID] = inv.State
+			}
+			for id, st := range known {
+				if g, ok := got[id]; !ok || st == done && g != done {
+					t.Errorf("invocation %s was %s before the read; the read has %v (%v)", id.Short(), st, g, ok)
+					return
+				}
+			}
 		}
+	})
+	for range 100 {
+		in := begin(t, j, run, "fs", "read")
 		mu.Lock()
-		known := maps.Clone(states)
+		states[in.ID] = intent
 		mu.Unlock()
-		invs, err := j.RunInvocations(run)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := map[journal.ID]journal.State{}
-		for i, inv := range invs {
-			if i > 0 && bytes.Compare(invs[i-1].ID[:], inv.ID[:]) >= 0 {
-				t.Fatalf("not in creation order at %d", i)
-			}
-			got[inv.ID] = inv.State
-		}
-		for id, st := range known {
-			if g, ok := got[id]; !ok || st == done && g != done {
-				t.Fatalf("invocation %s was %s before the read; the read has %v (%v)", id.Short(), st, g, ok)
-			}
-		}
+		finish(t, j, in, done)
+		mu.Lock()
+		states[in.ID] = done
+		mu.Unlock()
 	}
+	close(stop)
+	wg.Wait()
+	if st := j.Stats(); st.Applies < 2 || reads < 20 {
+		t.Errorf("%d reads, %d applies of the log: not reads while the log is applied", reads, st.Applies)
+	}
+	journaltest.CheckAndClose(t, j)
 }
