@@ -206,11 +206,7 @@ func TestSocketAndToken(t *testing.T) {
 // to success.
 func TestStopLeavesRunsForTheNextStart(t *testing.T) {
 	r := newRig(t, &httpapi.Options{Grace: 100 * time.Millisecond})
-	r.workflow("slow.yaml", slow)
-	var started api.Started
-	if code := r.do("POST", "/api/runs", map[string]any{"file": "slow.yaml"}, &started); code != http.StatusAccepted {
-		t.Fatalf("submit: %d", code)
-	}
+	started := submitSlow(t, r)
 	time.Sleep(300 * time.Millisecond) // count_slowly is in flight
 	r.stop()
 	j, err := bolt.Open(r.journal, &journal.Options{ReadOnly: true})
@@ -312,11 +308,7 @@ steps:
 // Stop).
 func TestStopRemovesTheSocketFirst(t *testing.T) {
 	r := newRig(t, &httpapi.Options{Grace: 3 * time.Second})
-	r.workflow("slow.yaml", slow)
-	var started api.Started
-	if code := r.do("POST", "/api/runs", map[string]any{"file": "slow.yaml"}, &started); code != http.StatusAccepted {
-		t.Fatalf("submit: %d", code)
-	}
+	submitSlow(t, r)
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -336,4 +328,15 @@ func TestStopRemovesTheSocketFirst(t *testing.T) {
 	default:
 	}
 	<-stopped
+}
+
+// submitSlow submits a run of slow (count_slowly, 2 s) and returns it.
+func submitSlow(t *testing.T, r *rig) api.Started {
+	t.Helper()
+	r.workflow("slow.yaml", slow)
+	var started api.Started
+	if code := r.do("POST", "/api/runs", map[string]any{"file": "slow.yaml"}, &started); code != http.StatusAccepted {
+		t.Fatalf("submit: %d", code)
+	}
+	return started
 }
