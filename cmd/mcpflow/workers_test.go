@@ -51,6 +51,7 @@ type worker struct {
 
 type workerProc struct {
 	pid  int
+	out  *lockedBuffer // its stdout
 	wait func() result
 }
 
@@ -63,7 +64,7 @@ func startWorker(c *cli, id string, extra ...string) *worker {
 func (w *worker) start() {
 	cmd, wait := w.c.background(w.args...)
 	w.mu.Lock()
-	w.cmd = append(w.cmd, &workerProc{pid: cmd.Process.Pid, wait: wait})
+	w.cmd = append(w.cmd, &workerProc{pid: cmd.Process.Pid, out: cmd.Stdout.(*lockedBuffer), wait: wait})
 	w.mu.Unlock()
 }
 
@@ -80,10 +81,16 @@ func (w *worker) kill() {
 	p.wait()
 }
 
-// stop SIGTERMs the live process and checks it exits cleanly.
+// stop SIGTERMs the live process and checks it exits cleanly. It waits
+// for the process to say it is up first: a SIGTERM that comes before Go
+// has installed the handler kills it, and a worker the campaign restarted
+// a moment ago may not have got that far.
 func (w *worker) stop(t *testing.T) {
 	t.Helper()
 	p := w.live()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.out.String(), "mcpflow server: journal ") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	syscall.Kill(p.pid, syscall.SIGTERM)
 	if r := p.wait(); r.code != 0 {
 		t.Errorf("worker %s: exit %d after SIGTERM\n%s", w.id, r.code, r.stderr)
