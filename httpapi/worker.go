@@ -98,7 +98,7 @@ func (s *Server) poke() {
 // waits on the journal (the run, its definition, its invocations, its
 // status) until its run starts; one after another, a hundred claimed runs
 // took a second or two to start.
-const takeOvers = 8
+const takeOvers = 32
 
 // takeOverAll resumes the runs claimed, takeOvers at a time, and returns
 // once each has started or failed to; it says whether any was let go.

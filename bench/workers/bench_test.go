@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,6 +79,8 @@ func BenchmarkWorkers(b *testing.B) {
 	b.ReportMetric(three.pgCPU, "3w-pg-cpu")
 	b.ReportMetric(three.workerCPU, "3w-worker-cpu")
 	b.ReportMetric(three.busy, "3w-machine-busy")
+	b.ReportMetric(three.firstStep.Seconds(), "3w-first-step-s")
+	b.ReportMetric(three.lastFirstStep.Seconds(), "3w-last-first-step-s")
 }
 
 // env is the workspace, configuration and demo server the trials share.
@@ -144,6 +147,10 @@ type trial struct {
 	busy      float64 // the machine's busy CPU over the wall time, in cores
 	pgCPU     float64 // PostgreSQL's processes' CPU time over the wall time, in cores
 	demoCPU   float64 // the demo server's, in cores
+
+	// From the workers' start: when the runs' first steps began (the
+	// earliest, the median, the last) and when the runs ended (the median).
+	earliestStep, firstStep, lastFirstStep, medianEnd time.Duration
 }
 
 func (t trial) stepsPerSec() float64 { return float64(t.steps) / t.took.Seconds() }
@@ -266,15 +273,35 @@ func (e *env) trial(wf string, n int) trial {
 			b.Fatalf("run %s is %s: %+v", r.ID.Short(), r.Status, r.Error)
 		}
 	}
-	invs, _, err := j.CountInvocations(journal.Filter{State: journal.StateCompleted}, *runs**steps+1)
+	invs, err := j.Invocations(journal.Filter{State: journal.StateCompleted})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if invs != *runs**steps {
-		b.Fatalf("%d completed calls, want %d", invs, *runs**steps)
+	if len(invs) != *runs**steps {
+		b.Fatalf("%d completed calls, want %d", len(invs), *runs**steps)
 	}
-	b.Logf("%d worker(s): %d steps in %v: %.0f steps/s, workers %.2f cores, PostgreSQL %.2f, demo server %.2f, machine %.2f cores busy",
-		n, t.steps, t.took.Round(time.Millisecond), t.stepsPerSec(), t.workerCPU, t.pgCPU, t.demoCPU, t.busy)
+	first := map[journal.ID]time.Time{}
+	for _, inv := range invs {
+		if at, ok := first[inv.RunID]; !ok || inv.CreatedAt.Before(at) {
+			first[inv.RunID] = inv.CreatedAt
+		}
+	}
+	var firsts, ends []time.Duration
+	for _, r := range all {
+		firsts = append(firsts, first[r.ID].Sub(start))
+		if r.FinishedAt != nil {
+			ends = append(ends, r.FinishedAt.Sub(start))
+		}
+	}
+	slices.Sort(firsts)
+	slices.Sort(ends)
+	t.earliestStep, t.firstStep, t.lastFirstStep = firsts[0], firsts[len(firsts)/2], firsts[len(firsts)-1]
+	if len(ends) > 0 {
+		t.medianEnd = ends[len(ends)/2]
+	}
+	b.Logf("%d worker(s): %d steps in %v: %.0f steps/s, workers %.2f cores, PostgreSQL %.2f, demo server %.2f, machine %.2f cores busy; first steps began from %v, at %v (median), the last at %v; runs ended at %v (median)",
+		n, t.steps, t.took.Round(time.Millisecond), t.stepsPerSec(), t.workerCPU, t.pgCPU, t.demoCPU, t.busy,
+		t.earliestStep.Round(time.Millisecond), t.firstStep.Round(time.Millisecond), t.lastFirstStep.Round(time.Millisecond), t.medianEnd.Round(time.Millisecond))
 	return t
 }
 

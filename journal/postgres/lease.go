@@ -453,17 +453,21 @@ func (p *Store) Acquire(run journal.ID) error {
 	if l == nil {
 		return fmt.Errorf("journal %s was opened read-only", p.where)
 	}
-	// The epoch stays only for a run this process holds now. One it let
-	// go (a release that failed, retried by the heartbeat at the old
-	// epoch) or lost is taken at a new epoch, which fences off the retry
-	// and any write left of the old hold.
-	e, holding := l.epoch(run)
-	holding = holding && e != lostEpoch
+	// A run this process holds now (a worker's claim, a moment ago) keeps
+	// its epoch, and the database is not asked again: the statement would
+	// commit, a flush, to change nothing; and were the run taken since
+	// (this process paused past its lease), the epoch each write checks
+	// fences this process off all the same. One it let go (a release that
+	// failed, retried by the heartbeat at the old epoch) or lost is taken
+	// at a new epoch, which fences off the retry and any write left of
+	// the old hold.
+	if e, holding := l.epoch(run); holding && e != lostEpoch {
+		return nil
+	}
 	var epoch int64
-	err := p.pool.QueryRow(bg, `UPDATE mcpflow_runs r SET owner = $2, session = $3,
-			epoch = CASE WHEN r.session IS NOT DISTINCT FROM $3 AND $4 THEN r.epoch ELSE r.epoch + 1 END
+	err := p.pool.QueryRow(bg, `UPDATE mcpflow_runs r SET owner = $2, session = $3, epoch = r.epoch + 1
 		WHERE id = $1 AND (r.session IS NULL OR r.session = $3 OR NOT `+liveSession("r.session")+`)
-		RETURNING epoch`, uuidOf(run), l.worker, uuidOf(l.session), holding).Scan(&epoch)
+		RETURNING epoch`, uuidOf(run), l.worker, uuidOf(l.session)).Scan(&epoch)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var owner string
 		if err := p.pool.QueryRow(bg, `SELECT coalesce(owner, '') FROM mcpflow_runs WHERE id = $1`, uuidOf(run)).Scan(&owner); errors.Is(err, pgx.ErrNoRows) {

@@ -132,9 +132,10 @@
 //   - A call whose arguments fail the input schema (a missing required
 //     field, n above 1000) is answered with an isError result by the SDK
 //     before the tool runs: it is not an execution and leaves no ledger line.
-//   - The ledger is re-read on every append so that seq survives a change of
-//     server process; appends are serialized within one process only. Do not
-//     point two live servers at one ledger. Appends cost O(ledger size).
+//   - seq survives a change of server process: an append reads the ledger
+//     again when another process wrote it since this one last did (otherwise
+//     it counts on, reading nothing). Appends are serialized within one
+//     process only. Do not point two live servers at one ledger.
 //   - On stdio, EOF on stdin ends the server at once: go-sdk cancels the
 //     requests still in flight, so a client that writes requests and closes
 //     stdin right away (echo ... | mcpflow demo-server) may get no answers

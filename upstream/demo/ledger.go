@@ -24,6 +24,11 @@ type ledgerEntry struct {
 type ledger struct {
 	mu   sync.Mutex // serializes appends within this process
 	path string
+	// left is the file as this process's last append left it, and lines
+	// its line count: while the file is still exactly that (same file,
+	// size and modification time), the next append need not read it.
+	left  os.FileInfo
+	lines int
 }
 
 // append writes one entry for an execution of tool and returns its seq, the
@@ -33,9 +38,11 @@ type ledger struct {
 // after append has returned never reports an execution the file does not
 // hold. When append creates the file it also fsyncs the directory.
 //
-// The file is re-read on every append so that seq stays the line number even
-// when another process appended earlier (a replaced server process), under
-// an flock that serializes the appends of several live processes.
+// The file is re-read when another process appended since this one's last
+// append (a replaced server process), so that seq stays the line number,
+// under an flock that serializes the appends of several live processes.
+// Otherwise its line count is known: an append costs a write and an fsync,
+// not a read of every line before it.
 func (l *ledger) append(tool string, args json.RawMessage, key string) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -53,7 +60,17 @@ func (l *ledger) append(tool string, args json.RawMessage, key string) (int, err
 		f.Close()
 		return 0, fmt.Errorf("demo: ledger: %w", err)
 	}
-	seq, created, err := writeEntry(f, ledgerEntry{Tool: tool, Args: args, IdempotencyKey: key})
+	known := -1
+	if fi, err := f.Stat(); err == nil && l.left != nil && os.SameFile(fi, l.left) && fi.Size() == l.left.Size() && fi.ModTime().Equal(l.left.ModTime()) {
+		known = l.lines
+	}
+	seq, created, err := writeEntry(f, ledgerEntry{Tool: tool, Args: args, IdempotencyKey: key}, known)
+	l.left = nil
+	if err == nil {
+		if fi, serr := f.Stat(); serr == nil {
+			l.left, l.lines = fi, seq
+		}
+	}
 	unlock()
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -68,19 +85,23 @@ func (l *ledger) append(tool string, args json.RawMessage, key string) (int, err
 }
 
 // writeEntry appends e to f, an O_APPEND file, with e.Seq set to the line
-// number it lands on, and fsyncs f. created reports that f was empty.
-func writeEntry(f *os.File, e ledgerEntry) (seq int, created bool, err error) {
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return 0, false, err
-	}
+// number it lands on, and fsyncs f. f has known whole lines, or, when known
+// is negative, it is read to count them. created reports that f was empty.
+func writeEntry(f *os.File, e ledgerEntry, known int) (seq int, created bool, err error) {
 	var buf bytes.Buffer
-	lines := bytes.Count(data, []byte("\n"))
-	if n := len(data); n > 0 && data[n-1] != '\n' {
-		// A torn last line (a crash mid-write) still counts as a line;
-		// terminate it so the new entry starts on its own line.
-		lines++
-		buf.WriteByte('\n')
+	lines := known
+	if known < 0 {
+		data, err := io.ReadAll(f)
+		if err != nil {
+			return 0, false, err
+		}
+		lines = bytes.Count(data, []byte("\n"))
+		if n := len(data); n > 0 && data[n-1] != '\n' {
+			// A torn last line (a crash mid-write) still counts as a line;
+			// terminate it so the new entry starts on its own line.
+			lines++
+			buf.WriteByte('\n')
+		}
 	}
 	e.Seq = lines + 1
 	if a := bytes.TrimSpace(e.Args); len(a) == 0 || bytes.Equal(a, []byte("null")) {
@@ -98,5 +119,5 @@ func writeEntry(f *os.File, e ledgerEntry) (seq int, created bool, err error) {
 	if err := f.Sync(); err != nil {
 		return 0, false, err
 	}
-	return e.Seq, len(data) == 0, nil
+	return e.Seq, lines == 0, nil
 }

@@ -474,3 +474,41 @@ func TestLedgerAppendsFromManyProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestLedgerSeqFollowsTheFile: an append that finds the ledger as this
+// process left it counts on from its last line without reading it; one
+// that finds it changed (another process's line, a torn line, a new file
+// in its place) counts the file's lines again.
+func TestLedgerSeqFollowsTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	l := &ledger{path: path}
+	appendSeq := func(want int) {
+		t.Helper()
+		seq, err := l.append("t", json.RawMessage(`{}`), "")
+		if err != nil || seq != want {
+			t.Fatalf("append: seq %d (%v), want %d", seq, err, want)
+		}
+	}
+	appendSeq(1)
+	appendSeq(2)
+	other := &ledger{path: path} // another process
+	if seq, err := other.append("t", json.RawMessage(`{}`), ""); err != nil || seq != 3 {
+		t.Fatalf("the other process's append: seq %d (%v), want 3", seq, err)
+	}
+	appendSeq(4)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"seq":5,"tool":"t","ar`) // a writer that died mid-line
+	f.Close()
+	appendSeq(6)
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	appendSeq(1)
+	b, err := os.ReadFile(path)
+	if err != nil || strings.Count(string(b), "\n") != 1 {
+		t.Fatalf("the new ledger: %q (%v), want one line", b, err)
+	}
+}
