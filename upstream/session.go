@@ -314,14 +314,18 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 	}
 	s.cs = cs
 	activeSessions.Add(1)
+	opened := func() {}
 	if transport.merge {
 		s.header.setProtocol(s.ProtocolVersion())
 		transport.mu.Lock()
 		conn := transport.conn
 		transport.mu.Unlock()
-		s.startStream(cctx, conn)
+		opened = s.startStream(cctx, conn)
 	}
+	// logging/setLevel goes while the stream's GET waits for its answer:
+	// one round trip less to connect.
 	s.askForLogs(cctx)
+	opened()
 	return s, nil
 }
 

@@ -56,16 +56,17 @@ type standaloneStream struct {
 }
 
 // startStream opens the standalone stream of a streamable HTTP session
-// whose protocol has one, unless the server offers none. It waits, at
-// most standaloneOpenWait and while ctx lasts, for the server to answer
-// the first GET, as go-sdk does: a server that sends on the stream as soon
-// as it is asked something (an elicitation during the session's first
-// call) finds it open, not "not connected". A server slow to answer still
-// gets its stream, later.
-func (s *Session) startStream(ctx context.Context, conn *wireConn) {
+// whose protocol has one, unless the server offers none. The wait it
+// returns waits, at most standaloneOpenWait from the start and while ctx
+// lasts, for the server to answer the first GET, as go-sdk does: a server
+// that sends on the stream as soon as it is asked something (an
+// elicitation during the session's first call) finds it open, not "not
+// connected". Connect sends its other requests meanwhile. A server slow to
+// answer still gets its stream, later.
+func (s *Session) startStream(ctx context.Context, conn *wireConn) (wait func()) {
 	version := s.ProtocolVersion()
 	if conn == nil || !conn.merge || version == "" || version >= newProtocol {
-		return // 2026-07-28 has no standalone stream (SEP-2575)
+		return func() {} // 2026-07-28 has no standalone stream (SEP-2575)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	st := &standaloneStream{
@@ -79,11 +80,13 @@ func (s *Session) startStream(ctx context.Context, conn *wireConn) {
 	s.stream = st
 	go st.run(runCtx)
 	t := time.NewTimer(standaloneOpenWait)
-	defer t.Stop()
-	select {
-	case <-st.opened:
-	case <-t.C:
-	case <-ctx.Done():
+	return func() {
+		defer t.Stop()
+		select {
+		case <-st.opened:
+		case <-t.C:
+		case <-ctx.Done():
+		}
 	}
 }
 
