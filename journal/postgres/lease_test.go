@@ -412,3 +412,43 @@ func TestFreedRunsAreNotified(t *testing.T) {
 	other.Close()
 	told("a worker that stopped with a running run", true)
 }
+
+// TestAcquireOfAHeldRunAsksNothing: a worker resuming a run it holds (its
+// own claim, a moment ago) does not write the run's row again: with the
+// row locked by another transaction, Acquire returns at once, where an
+// UPDATE would wait for the lock. The run stays at its epoch.
+func TestAcquireOfAHeldRunAsksNothing(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	a := openWorker(t, location, "a", false)
+	run := newRun(t, a)
+	conn := dbConn(t, location)
+	ctx := context.Background()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var epoch int64
+	if err := tx.QueryRow(ctx, `SELECT epoch FROM mcpflow_runs WHERE id = $1::uuid FOR UPDATE`, run.String()).Scan(&epoch); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Acquire(run) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("acquire of a run one holds: %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		tx.Rollback(ctx) // let the UPDATE through, so the test ends
+		<-done
+		t.Fatal("acquire of a held run waited for the run's row: it wrote it again")
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var after int64
+	if err := conn.QueryRow(ctx, `SELECT epoch FROM mcpflow_runs WHERE id = $1::uuid`, run.String()).Scan(&after); err != nil || after != epoch {
+		t.Fatalf("epoch %d after acquire (%v), want %d", after, err, epoch)
+	}
+}
