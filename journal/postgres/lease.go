@@ -447,7 +447,8 @@ func (p *Store) Worker() string {
 // Acquire makes this process the holder of run, which it is about to
 // resume: at once when it is free (a new epoch fences off the worker that
 // had it), [ErrHeld] when a live worker holds it. Holding it already is
-// not an error.
+// not an error, and is not checked with the database: were the run taken
+// since, the resume's first write fails with [journal.ErrLeaseLost].
 func (p *Store) Acquire(run journal.ID) error {
 	l := p.leases
 	if l == nil {

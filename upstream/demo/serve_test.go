@@ -512,3 +512,41 @@ func TestLedgerSeqFollowsTheFile(t *testing.T) {
 		t.Fatalf("the new ledger: %q (%v), want one line", b, err)
 	}
 }
+
+// TestLedgerAppendReadsNothingOfAFileAsItLeftIt: an append that finds the
+// ledger as this process's last append left it (same file, size and
+// modification time) does not read it. The test rewrites the file in
+// place with the same size and time but one line fewer: an append that
+// read it would count that.
+func TestLedgerAppendReadsNothingOfAFileAsItLeftIt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	l := &ledger{path: path}
+	for want := 1; want <= 2; want++ {
+		if seq, err := l.append("t", json.RawMessage(`{}`), ""); err != nil || seq != want {
+			t.Fatalf("append: seq %d (%v), want %d", seq, err, want)
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := bytes.Replace(b, []byte("\n"), []byte(" "), 1) // two lines become one
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(one, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if seq, err := l.append("t", json.RawMessage(`{}`), ""); err != nil || seq != 3 {
+		t.Fatalf("append: seq %d (%v), want 3: the file as this process left it was read again", seq, err)
+	}
+}
