@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpflow/mcpflow/client"
 	"github.com/mcpflow/mcpflow/door"
 	"github.com/mcpflow/mcpflow/internal/verdict"
 	"github.com/mcpflow/mcpflow/journal"
@@ -41,9 +42,10 @@ const pgRestartEnv = "MCPFLOW_TEST_PG_RESTART"
 // worker is one `mcpflow server` process on the shared journal, which the
 // test kills and restarts under the same worker id.
 type worker struct {
-	c    *cli
-	id   string
-	args []string
+	c      *cli
+	id     string
+	socket string
+	args   []string
 
 	mu  sync.Mutex
 	cmd []*workerProc // every process it ran, the live one last
@@ -51,12 +53,12 @@ type worker struct {
 
 type workerProc struct {
 	pid  int
-	out  *lockedBuffer // its stdout
 	wait func() result
 }
 
 func startWorker(c *cli, id string, extra ...string) *worker {
-	w := &worker{c: c, id: id, args: append([]string{"server", "--worker-id", id, "--socket", filepath.Join(c.t.TempDir(), id+".sock"), "--grace", "1s"}, extra...)}
+	w := &worker{c: c, id: id, socket: filepath.Join(c.t.TempDir(), id+".sock")}
+	w.args = append([]string{"server", "--worker-id", id, "--socket", w.socket, "--grace", "1s"}, extra...)
 	w.start()
 	return w
 }
@@ -64,7 +66,7 @@ func startWorker(c *cli, id string, extra ...string) *worker {
 func (w *worker) start() {
 	cmd, wait := w.c.background(w.args...)
 	w.mu.Lock()
-	w.cmd = append(w.cmd, &workerProc{pid: cmd.Process.Pid, out: cmd.Stdout.(*lockedBuffer), wait: wait})
+	w.cmd = append(w.cmd, &workerProc{pid: cmd.Process.Pid, wait: wait})
 	w.mu.Unlock()
 }
 
@@ -82,13 +84,14 @@ func (w *worker) kill() {
 }
 
 // stop SIGTERMs the live process and checks it exits cleanly. It waits
-// for the process to say it is up first: a SIGTERM that comes before Go
-// has installed the handler kills it, and a worker the campaign restarted
-// a moment ago may not have got that far.
+// (up to 30 s) for the process to answer on its socket first: a SIGTERM
+// that comes before Go has installed the handler kills it, and a worker
+// the campaign restarted a moment ago may not have got that far. (A
+// killed predecessor's socket file is stale: it does not answer.)
 func (w *worker) stop(t *testing.T) {
 	t.Helper()
 	p := w.live()
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(p.out.String(), "mcpflow server: journal ") && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); !client.On(w.socket) && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}
 	syscall.Kill(p.pid, syscall.SIGTERM)
