@@ -711,6 +711,8 @@ func TestRunInvocationsWhileTheLogIsApplied(t *testing.T) {
 	stop := make(chan struct{})
 	var reads int
 	var wg sync.WaitGroup
+	readsDone := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	defer readsDone() // a write that fails the test ends the reads too
 	wg.Go(func() { // the reads; the writes go in the test's goroutine
 		for ; ; reads++ {
 			select {
@@ -752,8 +754,7 @@ func TestRunInvocationsWhileTheLogIsApplied(t *testing.T) {
 		states[in.ID] = done
 		mu.Unlock()
 	}
-	close(stop)
-	wg.Wait()
+	readsDone()
 	if st := j.Stats(); st.Applies < 2 || reads < 20 {
 		t.Errorf("%d reads, %d applies of the log: not reads while the log is applied", reads, st.Applies)
 	}
