@@ -482,31 +482,21 @@ func TestLedgerAppendsFromManyProcesses(t *testing.T) {
 func TestLedgerSeqFollowsTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.jsonl")
 	l := &ledger{path: path}
-	appendSeq := func(want int) {
-		t.Helper()
-		seq, err := l.append("t", json.RawMessage(`{}`), "")
-		if err != nil || seq != want {
-			t.Fatalf("append: seq %d (%v), want %d", seq, err, want)
-		}
-	}
-	appendSeq(1)
-	appendSeq(2)
-	other := &ledger{path: path} // another process
-	if seq, err := other.append("t", json.RawMessage(`{}`), ""); err != nil || seq != 3 {
-		t.Fatalf("the other process's append: seq %d (%v), want 3", seq, err)
-	}
-	appendSeq(4)
+	appendSeq(t, l, 1)
+	appendSeq(t, l, 2)
+	appendSeq(t, &ledger{path: path}, 3) // another process
+	appendSeq(t, l, 4)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.WriteString(`{"seq":5,"tool":"t","ar`) // a writer that died mid-line
 	f.Close()
-	appendSeq(6)
+	appendSeq(t, l, 6)
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	appendSeq(1)
+	appendSeq(t, l, 1)
 	b, err := os.ReadFile(path)
 	if err != nil || strings.Count(string(b), "\n") != 1 {
 		t.Fatalf("the new ledger: %q (%v), want one line", b, err)
@@ -521,11 +511,8 @@ func TestLedgerSeqFollowsTheFile(t *testing.T) {
 func TestLedgerAppendReadsNothingOfAFileAsItLeftIt(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ledger.jsonl")
 	l := &ledger{path: path}
-	for want := 1; want <= 2; want++ {
-		if seq, err := l.append("t", json.RawMessage(`{}`), ""); err != nil || seq != want {
-			t.Fatalf("append: seq %d (%v), want %d", seq, err, want)
-		}
-	}
+	appendSeq(t, l, 1)
+	appendSeq(t, l, 2)
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -534,19 +521,20 @@ func TestLedgerAppendReadsNothingOfAFileAsItLeftIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	one := bytes.Replace(b, []byte("\n"), []byte(" "), 1) // two lines become one
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
+	one := bytes.Replace(b, []byte("\n"), []byte(" "), 1)  // two lines become one
+	if err := os.WriteFile(path, one, 0o600); err != nil { // in place: the same file
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt(one, 0); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
 	if err := os.Chtimes(path, st.ModTime(), st.ModTime()); err != nil {
 		t.Fatal(err)
 	}
-	if seq, err := l.append("t", json.RawMessage(`{}`), ""); err != nil || seq != 3 {
-		t.Fatalf("append: seq %d (%v), want 3: the file as this process left it was read again", seq, err)
+	appendSeq(t, l, 3) // 2 had it read the file again
+}
+
+// appendSeq appends a line through l and checks it lands at seq want.
+func appendSeq(t *testing.T, l *ledger, want int) {
+	t.Helper()
+	if seq, err := l.append("t", json.RawMessage(`{}`), ""); err != nil || seq != want {
+		t.Fatalf("append: seq %d (%v), want %d", seq, err, want)
 	}
 }
