@@ -243,6 +243,7 @@ func (s *Service) prepareFor(set, own upstream.Set, workspace string, trustWorks
 	sm := newSampler(s.samplingConfig(workspace))
 	o := s.runOptions(workspace, sm)
 	o.Peer = peer
+	o.ListTools = peer == nil // a run's first step lists them; a proxy's client asks itself
 	pool := upstream.NewPool(set, o)
 	pool.Share(s.shared)
 	return &execution{

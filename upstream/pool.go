@@ -124,8 +124,9 @@ func (p *Pool) forget(name string, e *poolEntry) {
 }
 
 // Reconnect drops the session for name (stopping its server) and connects
-// afresh: a new process or connection, a new initialize, and — on the next
-// Tools call — a fresh tools/list. Nothing of the old session carries over.
+// afresh: a new process or connection, a new initialize, and a fresh
+// tools/list (while it connects with Options.ListTools, else at the next
+// Tools call). Nothing of the old session carries over.
 //
 // A shared session (see Share) is not closed at once: the other runs'
 // calls in flight on it may still be answered. It is closed when the last

@@ -76,6 +76,12 @@ type Options struct {
 	// server's requests and notifications on to it (see Peer).
 	// CreateMessage is then not used.
 	Peer Peer
+	// ListTools makes Connect list the server's tools (see
+	// [Session.Tools]) while the session opens, beside logging/setLevel
+	// and the standalone stream: one round trip less before the first
+	// call of a session that calls tools. A listing that fails is left to
+	// the first Tools call, which lists again and reports the error.
+	ListTools bool
 
 	// transport, when set, is the base transport of http and sse sessions
 	// without an HTTPClient: that of the Shared the pool was given
@@ -322,10 +328,12 @@ func Connect(ctx context.Context, srv *Server, opts *Options) (*Session, error) 
 		transport.mu.Unlock()
 		opened = s.startStream(cctx, conn)
 	}
-	// logging/setLevel goes while the stream's GET waits for its answer:
-	// one round trip less to connect.
+	// logging/setLevel and tools/list go while the stream's GET waits
+	// for its answer: two round trips less before the first call.
+	listed := s.listTools(cctx, o.ListTools)
 	s.askForLogs(cctx)
 	opened()
+	listed()
 	return s, nil
 }
 
@@ -589,6 +597,22 @@ func (s *Session) Tools(ctx context.Context) (map[string]Tool, error) {
 	s.tap.forgetTools() // the listing is in tools now
 	s.tools = sharedTools(tools)
 	return s.tools.tools, nil
+}
+
+// listTools starts listing the server's tools when want is set and the
+// server declares tools, and returns a func that waits for the listing.
+// Its error is dropped: the first Tools call lists again and reports it.
+func (s *Session) listTools(ctx context.Context, want bool) (wait func()) {
+	res := s.cs.InitializeResult()
+	if !want || res == nil || res.Capabilities == nil || res.Capabilities.Tools == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = s.Tools(ctx)
+	}()
+	return func() { <-done }
 }
 
 // Tool returns one tool, or an error naming the tools that exist (and the

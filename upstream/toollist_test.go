@@ -3,9 +3,11 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"reflect"
 	"testing"
 
+	"github.com/mcpflow/mcpflow/upstream/demo"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -82,4 +84,47 @@ func TestToolsKey(t *testing.T) {
 	if toolsKey(same) != toolsKey(base) {
 		t.Error("two equal lists have different keys")
 	}
+}
+
+// TestConnectListsTools: with ListTools, Connect lists every page of the
+// tools while the session opens, and the first Tools call asks nothing;
+// without it, or of a server that declares no tools, Connect lists none.
+func TestConnectListsTools(t *testing.T) {
+	t.Run("http", func(t *testing.T) {
+		url := serveDemoHTTP(t, demo.Config{HTTPAddr: "127.0.0.1:0", PageSize: 2})
+		pages := (len(declaredAnnotations) + 1 + 1) / 2
+		for _, list := range []bool{true, false} {
+			wire := newWireCounter(t)
+			s := connect(t, &Server{Name: "paged", URL: url}, &Options{HTTPClient: &http.Client{Transport: wire}, ListTools: list})
+			want := 0
+			if list {
+				want = pages
+			}
+			if got := wire.count("tools/list"); got != want {
+				t.Errorf("ListTools %v: %d tools/list requests by Connect, want %d", list, got, want)
+			}
+			checkDiscovery(t, s)
+			if got := wire.count("tools/list"); got != pages {
+				t.Errorf("ListTools %v: %d tools/list requests after Tools, want %d", list, got, pages)
+			}
+		}
+	})
+	t.Run("stdio", func(t *testing.T) {
+		s := connect(t, &Server{Name: "demo", Builtin: "demo"}, &Options{Self: self(t), Workspace: t.TempDir(), ListTools: true})
+		s.toolsMu.Lock()
+		listed := s.tools != nil
+		s.toolsMu.Unlock()
+		if !listed {
+			t.Error("Connect with ListTools left the tools unlisted")
+		}
+		checkDiscovery(t, s)
+	})
+	t.Run("no tools", func(t *testing.T) {
+		url, _ := serveStreamable(t, mcp.NewServer(&mcp.Implementation{Name: "bare", Version: "1"}, nil), false)
+		wire := newWireCounter(t)
+		connect(t, &Server{Name: "bare", URL: url}, &Options{HTTPClient: &http.Client{Transport: wire}, ListTools: true})
+		if got := wire.count("tools/list"); got != 0 {
+			t.Errorf("%d tools/list requests to a server without tools", got)
+		}
+	})
 }
