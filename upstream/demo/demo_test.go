@@ -123,6 +123,12 @@ func connect(t *testing.T, cfg Config, opts *mcp.ClientOptions) (*mcp.ClientSess
 	if err != nil {
 		t.Fatal(err)
 	}
+	return connectTo(t, d, opts)
+}
+
+// connectTo is connect to a demo server made already.
+func connectTo(t *testing.T, d *demo, opts *mcp.ClientOptions) (*mcp.ClientSession, *captureTransport) {
+	t.Helper()
 	ctx := context.Background()
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := d.newServer(nil).Connect(ctx, st, nil)
@@ -497,6 +503,35 @@ func TestSDKHintsOnWire(t *testing.T) {
 	// greet declares only readOnlyHint; the SDK adds idempotentHint:false.
 	if got := string(tools["greet"]["annotations"]); got != `{"idempotentHint":false,"readOnlyHint":true}` {
 		t.Errorf("greet SDK annotations = %s", got)
+	}
+}
+
+// TestToolListMadeOnce: the tools' JSON is made at the first tools/list
+// and given as it was at the next, to this session and to another.
+func TestToolListMadeOnce(t *testing.T) {
+	d, err := newDemo(Config{Ledger: testLedger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lists []string
+	for range 2 {
+		cs, capture := connectTo(t, d, nil)
+		for range 2 {
+			if _, err := cs.ListTools(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+			lists = append(lists, string(capture.last().Result))
+		}
+	}
+	for i, l := range lists[1:] {
+		if l != lists[0] {
+			t.Errorf("listing %d differs from the first:\n%s\n%s", i+2, l, lists[0])
+		}
+	}
+	made := 0
+	d.listed.Range(func(any, any) bool { made++; return true })
+	if made != len(declared) {
+		t.Errorf("%d tools' JSON kept, want the %d listed", made, len(declared))
 	}
 }
 

@@ -87,6 +87,7 @@ type demo struct {
 	conns       connRegistry
 	cancels     cancelWatch // the calls clients cancelled (Config.LedgerEnds)
 	versions    []string    // the protocol versions served (Config.Protocol); nil = go-sdk's
+	listed      sync.Map    // a tool's name → its JSON in tools/list (listedTool)
 }
 
 func newDemo(cfg Config) (*demo, error) {

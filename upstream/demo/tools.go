@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -67,7 +65,7 @@ func (d *demo) declaredAnnotations(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		res, err := next(ctx, method, req)
 		if lr, ok := res.(*mcp.ListToolsResult); ok && err == nil {
-			return &declaredList{ListToolsResult: lr, after: d.after, faultTool: d.cfg.FaultTool, overrides: d.annotations}, nil
+			return &declaredList{ListToolsResult: lr, demo: d}, nil
 		}
 		return res, err
 	}
@@ -78,13 +76,13 @@ func (d *demo) declaredAnnotations(next mcp.MethodHandler) mcp.MethodHandler {
 // set _meta and resultType on it after the middleware returns.
 type declaredList struct {
 	*mcp.ListToolsResult
-	after     string // the after-fault behaviour in force, if any
-	faultTool string
-	overrides map[string]json.RawMessage
+	demo *demo
 }
 
 func (l *declaredList) MarshalJSON() ([]byte, error) {
-	data, err := json.Marshal(l.ListToolsResult)
+	env := *l.ListToolsResult
+	env.Tools = nil
+	data, err := json.Marshal(&env)
 	if err != nil {
 		return nil, err
 	}
@@ -92,39 +90,60 @@ func (l *declaredList) MarshalJSON() ([]byte, error) {
 	if err := json.Unmarshal(data, &res); err != nil {
 		return nil, err
 	}
-	var tools []map[string]json.RawMessage
-	if err := json.Unmarshal(res["tools"], &tools); err != nil {
-		return nil, err
-	}
-	for _, tool := range tools {
-		var name string
-		if err := json.Unmarshal(tool["name"], &name); err != nil {
+	d := l.demo
+	list := []byte{'['}
+	for _, t := range l.Tools {
+		if d.after == AfterFaultRemoveTool && t.Name == d.cfg.FaultTool {
+			continue
+		}
+		tool, err := d.listedTool(t)
+		if err != nil {
 			return nil, err
 		}
-		h, ok := declared[name]
-		raw, override := l.overrides[name]
-		switch {
-		case !ok:
-			continue
-		case override && l.after != AfterFaultStripAnnotations:
-			tool["annotations"] = raw
-		case h == nil || l.after == AfterFaultStripAnnotations:
-			delete(tool, "annotations")
-		default:
-			if tool["annotations"], err = json.Marshal(h); err != nil {
-				return nil, err
-			}
+		if len(list) > 1 {
+			list = append(list, ',')
 		}
+		list = append(list, tool...)
 	}
-	if l.after == AfterFaultRemoveTool {
-		tools = slices.DeleteFunc(tools, func(t map[string]json.RawMessage) bool {
-			return string(t["name"]) == strconv.Quote(l.faultTool)
-		})
+	res["tools"] = append(list, ']')
+	return json.Marshal(res)
+}
+
+// listedTool is t's JSON as tools/list gives it, with its annotations as
+// declared. A tool's JSON is made once, by name: every session lists the
+// tools at its start, and every server newServer makes (one for all the
+// sessions of streamable HTTP, one per session otherwise) has the same
+// tools, from a configuration that does not change while it runs.
+func (d *demo) listedTool(t *mcp.Tool) ([]byte, error) {
+	if b, ok := d.listed.Load(t.Name); ok {
+		return b.([]byte), nil
 	}
-	if res["tools"], err = json.Marshal(tools); err != nil {
+	data, err := json.Marshal(t)
+	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(res)
+	var tool map[string]json.RawMessage
+	if err := json.Unmarshal(data, &tool); err != nil {
+		return nil, err
+	}
+	h, ok := declared[t.Name]
+	raw, override := d.annotations[t.Name]
+	switch {
+	case !ok:
+	case override && d.after != AfterFaultStripAnnotations:
+		tool["annotations"] = raw
+	case h == nil || d.after == AfterFaultStripAnnotations:
+		delete(tool, "annotations")
+	default:
+		if tool["annotations"], err = json.Marshal(h); err != nil {
+			return nil, err
+		}
+	}
+	if data, err = json.Marshal(tool); err != nil {
+		return nil, err
+	}
+	d.listed.Store(t.Name, data)
+	return data, nil
 }
 
 type (
