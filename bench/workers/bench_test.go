@@ -35,10 +35,11 @@ var (
 // fresh PostgreSQL journal, then starts one `mcpflow server` worker and
 // times it until every run has succeeded; then the same on another fresh
 // journal with three workers. The runs call `mcpflow demo-server` over
-// streamable HTTP. Each iteration is one such pair; the figures are from
-// the last. Run it with:
+// streamable HTTP. Each iteration is one such pair; each figure is its
+// median over the pairs (3w/1w the median of the pairs' own ratios), and
+// -v logs every trial. On a machine whose load moves, take several pairs:
 //
-//	MCPFLOW_TEST_POSTGRES=postgres://... go test -run '^$' -bench Workers -benchtime 1x
+//	MCPFLOW_TEST_POSTGRES=postgres://... go test -run '^$' -bench Workers -benchtime 3x
 func BenchmarkWorkers(b *testing.B) {
 	journaltest.RequirePostgres(b)
 	exe := *bin
@@ -65,22 +66,47 @@ func BenchmarkWorkers(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	var one, three trial
+	var ones, threes []trial
 	for b.Loop() {
-		one = e.trial(wf, 1)
-		three = e.trial(wf, 3)
+		ones = append(ones, e.trial(wf, 1))
+		threes = append(threes, e.trial(wf, 3))
 	}
-	b.ReportMetric(one.stepsPerSec(), "1w-steps/s")
-	b.ReportMetric(three.stepsPerSec(), "3w-steps/s")
-	b.ReportMetric(three.stepsPerSec()/one.stepsPerSec(), "3w/1w")
-	b.ReportMetric(one.workerCPU, "1w-worker-cpu")
-	b.ReportMetric(one.busy, "1w-machine-busy")
-	b.ReportMetric(one.pgCPU, "1w-pg-cpu")
-	b.ReportMetric(three.pgCPU, "3w-pg-cpu")
-	b.ReportMetric(three.workerCPU, "3w-worker-cpu")
-	b.ReportMetric(three.busy, "3w-machine-busy")
-	b.ReportMetric(three.firstStep.Seconds(), "3w-first-step-s")
-	b.ReportMetric(three.lastFirstStep.Seconds(), "3w-last-first-step-s")
+	of := func(ts []trial, f func(trial) float64) float64 {
+		vs := make([]float64, len(ts))
+		for i, t := range ts {
+			vs[i] = f(t)
+		}
+		return median(vs)
+	}
+	ratios := make([]float64, len(ones))
+	for i := range ones {
+		ratios[i] = threes[i].stepsPerSec() / ones[i].stepsPerSec()
+	}
+	b.ReportMetric(of(ones, trial.stepsPerSec), "1w-steps/s")
+	b.ReportMetric(of(threes, trial.stepsPerSec), "3w-steps/s")
+	b.ReportMetric(median(ratios), "3w/1w")
+	b.ReportMetric(of(ones, func(t trial) float64 { return t.workerCPU }), "1w-worker-cpu")
+	b.ReportMetric(of(ones, func(t trial) float64 { return t.busy }), "1w-machine-busy")
+	b.ReportMetric(of(ones, func(t trial) float64 { return t.pgCPU }), "1w-pg-cpu")
+	b.ReportMetric(of(threes, func(t trial) float64 { return t.pgCPU }), "3w-pg-cpu")
+	b.ReportMetric(of(threes, func(t trial) float64 { return t.workerCPU }), "3w-worker-cpu")
+	b.ReportMetric(of(threes, func(t trial) float64 { return t.busy }), "3w-machine-busy")
+	b.ReportMetric(of(threes, func(t trial) float64 { return t.firstStep.Seconds() }), "3w-first-step-s")
+	b.ReportMetric(of(threes, func(t trial) float64 { return t.lastFirstStep.Seconds() }), "3w-last-first-step-s")
+	if len(ratios) > 1 {
+		b.Logf("3w/1w of each pair: %.3f", ratios)
+	}
+}
+
+// median is the middle of vs (the mean of the two middle ones for an even
+// count); vs is sorted in place.
+func median(vs []float64) float64 {
+	slices.Sort(vs)
+	n := len(vs)
+	if n%2 == 1 {
+		return vs[n/2]
+	}
+	return (vs[n/2-1] + vs[n/2]) / 2
 }
 
 // env is the workspace, configuration and demo server the trials share.
