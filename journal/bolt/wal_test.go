@@ -713,7 +713,7 @@ func TestRunInvocationsWhileTheLogIsApplied(t *testing.T) {
 	var wg sync.WaitGroup
 	readsDone := sync.OnceFunc(func() { close(stop); wg.Wait() })
 	defer readsDone() // a write that fails the test ends the reads too
-	wg.Go(func() { // the reads; the writes go in the test's goroutine
+	wg.Go(func() {    // the reads; the writes go in the test's goroutine
 		for ; ; reads++ {
 			select {
 			case <-stop:
@@ -744,7 +744,7 @@ func TestRunInvocationsWhileTheLogIsApplied(t *testing.T) {
 			}
 		}
 	})
-	for range 100 {
+	for i := range 100 {
 		in := begin(t, j, run, "fs", "read")
 		mu.Lock()
 		states[in.ID] = intent
@@ -753,6 +753,17 @@ func TestRunInvocationsWhileTheLogIsApplied(t *testing.T) {
 		mu.Lock()
 		states[in.ID] = done
 		mu.Unlock()
+		if i%10 == 9 {
+			// The writes pause until the log, quiet, is applied (a disk
+			// that flushes fast left it never quiet for 1 ms): the
+			// applies happen while the reads go on.
+			applies := j.Stats().Applies
+			for deadline := time.Now().Add(10 * time.Second); j.Stats().Applies == applies; time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the log, quiet for 10 s, was not applied")
+				}
+			}
+		}
 	}
 	readsDone()
 	if st := j.Stats(); st.Applies < 2 || reads < 20 {
