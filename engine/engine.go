@@ -368,6 +368,9 @@ type runner struct {
 	// lent holds the release of each session the run lent its secrets to
 	// (secrets.go), until the run's end.
 	lent map[secretHolder]func()
+	// answerPoll is the first wait of a call for an answer before it
+	// reads the journal again (0: answerPoll); tests set it.
+	answerPoll time.Duration
 }
 
 // unit is one invocation's worth of a step: the step itself, or one item of

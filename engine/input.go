@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -350,11 +351,21 @@ func (r *runner) sample(ctx context.Context, u unit, id journal.ID, attempt int,
 // answerPoll, then twice as long after each read that found none, up to
 // answerPollMost: an answer given at once is taken at once, and a server
 // holding thousands of calls that wait (for hours, say) does not read each
-// ten times a second (33,000 reads a second for 3,333 of them).
+// ten times a second (33,000 reads a second for 3,333 of them). An answer
+// journaled in this process wakes the call at once (answerTeller): on a
+// journal no other process writes (the bbolt file), the reads are then
+// only a safety net, up to answerPollQuiet apart.
 const (
-	answerPoll     = 100 * time.Millisecond
-	answerPollMost = time.Second
+	answerPoll      = 100 * time.Millisecond
+	answerPollMost  = time.Second
+	answerPollQuiet = 30 * time.Second
 )
+
+// answerTeller is a journal that tells the calls of this process that
+// wait for an answer when one is journaled (journal.Writer.AnswerGiven).
+type answerTeller interface {
+	AnswerGiven(journal.ID) (given <-chan struct{}, stop func())
+}
 
 // ByServer is who answered a URL elicitation that its server said is
 // complete (notifications/elicitation/complete).
@@ -364,37 +375,62 @@ const ByServer = "server"
 // is journaled, or, for a URL elicitation, completed is closed (the
 // answer is then journaled as accepted, by the server), or ctx ends.
 func (r *runner) awaitAnswer(ctx context.Context, intent journal.Intent, key string, completed <-chan struct{}) (json.RawMessage, error) {
-	wait := answerPoll
+	teller, _ := r.j.Journal.(answerTeller)
+	most := answerPollMost
+	if _, shared := r.j.Journal.(journal.Shared); teller != nil && !shared {
+		most = answerPollQuiet
+	}
+	wait := cmp.Or(r.answerPoll, answerPoll)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {
-		inv, err := r.j.Invocation(intent.ID)
-		if err != nil {
-			return nil, err
+		var given <-chan struct{} // nil: only the reads find the answer
+		stop := func() {}
+		if teller != nil {
+			// Before the read: an answer journaled after it is told.
+			given, stop = teller.AnswerGiven(intent.ID)
 		}
-		for _, in := range inv.Inputs {
-			if a := in.Answer(key); in.Attempt == intent.Attempt && a != nil {
-				return a.Response, nil
-			}
+		resp, err := r.answerIn(intent, key)
+		if err != nil || resp != nil {
+			stop()
+			return resp, err
 		}
 		select {
+		case <-given:
 		case <-t.C:
-			wait = min(2*wait, answerPollMost)
+			wait = min(2*wait, most)
 			t.Reset(wait)
 		case <-completed:
-			resp, err := elicit.Response(elicit.Accept, nil)
-			if err != nil {
-				return nil, err
-			}
-			_, err = r.j.Answer(intent.ID, intent.Attempt, []journal.Answer{{Key: key, Response: resp, By: ByServer}})
-			if err != nil && !errors.Is(err, journal.ErrTransition) { // an operator's came first
-				return nil, err
-			}
 			completed = nil
+			resp, err := elicit.Response(elicit.Accept, nil)
+			if err == nil {
+				_, err = r.j.Answer(intent.ID, intent.Attempt, []journal.Answer{{Key: key, Response: resp, By: ByServer}})
+			}
+			if err != nil && !errors.Is(err, journal.ErrTransition) { // an operator's came first
+				stop()
+				return nil, err
+			}
 		case <-ctx.Done():
+			stop()
 			return nil, ctx.Err()
 		}
+		stop()
 	}
+}
+
+// answerIn is the answer journaled to request key of intent's attempt,
+// nil when there is none yet.
+func (r *runner) answerIn(intent journal.Intent, key string) (json.RawMessage, error) {
+	inv, err := r.j.Invocation(intent.ID)
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range inv.Inputs {
+		if a := in.Answer(key); in.Attempt == intent.Attempt && a != nil {
+			return a.Response, nil
+		}
+	}
+	return nil, nil
 }
 
 // fulfil asks the provider for the sampling requests of the input inv

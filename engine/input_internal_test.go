@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -36,5 +37,61 @@ func TestAnswerPollBacksOff(t *testing.T) {
 	}
 	if n := j.reads.Load(); n < 3 || n > 8 {
 		t.Errorf("%d reads of the invocation in 2 s; want about 5", n)
+	}
+}
+
+// tellingJournal is a countingJournal that tells a waiting call when
+// answer is called, as journal.Writer does: the reads find the answer
+// from then on.
+type tellingJournal struct {
+	countingJournal
+	registered chan struct{} // a call asked to be told (buffered)
+	given      chan struct{}
+	answer     atomic.Pointer[json.RawMessage]
+}
+
+func (j *tellingJournal) AnswerGiven(journal.ID) (<-chan struct{}, func()) {
+	select {
+	case j.registered <- struct{}{}:
+	default:
+	}
+	return j.given, func() {}
+}
+
+func (j *tellingJournal) Invocation(id journal.ID) (*journal.Invocation, error) {
+	j.reads.Add(1)
+	inv := &journal.Invocation{ID: id}
+	if a := j.answer.Load(); a != nil {
+		inv.Inputs = []journal.Input{{Attempt: 1, Answers: []journal.Answer{{Key: "q1", Response: *a}}}}
+	}
+	return inv, nil
+}
+
+// TestAnswerGivenWakesTheCall: a call waiting for an answer takes one
+// journaled in this process as soon as the journal tells it, not at its
+// next read (here an hour away).
+func TestAnswerGivenWakesTheCall(t *testing.T) {
+	j := &tellingJournal{registered: make(chan struct{}, 1), given: make(chan struct{})}
+	r := &runner{answerPoll: time.Hour}
+	r.j = scrubbing{Journal: j, r: r}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	got := make(chan json.RawMessage, 1)
+	go func() {
+		resp, err := r.awaitAnswer(ctx, journal.Intent{ID: journal.NewID(), Attempt: 1}, "q1", nil)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- resp
+	}()
+	<-j.registered
+	answer := json.RawMessage(`{"action":"accept"}`)
+	j.answer.Store(&answer)
+	close(j.given)
+	if resp := <-got; string(resp) != string(answer) {
+		t.Errorf("awaitAnswer = %s, want %s", resp, answer)
+	}
+	if n := j.reads.Load(); n != 2 {
+		t.Errorf("%d reads, want 2: before the answer, and once told", n)
 	}
 }

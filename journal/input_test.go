@@ -136,3 +136,52 @@ func TestAnswerReturnsACopy(t *testing.T) {
 		}
 	})
 }
+
+// TestAnswerGivenTellsWaiters: the calls waiting for an answer to an
+// invocation are told once one is journaled through this journal, on both
+// engines; not when an answer is refused, nor for another invocation.
+func TestAnswerGivenTellsWaiters(t *testing.T) {
+	journaltest.Each(t, nil, func(t *testing.T, j journal.Store) {
+		teller, ok := j.(interface {
+			AnswerGiven(journal.ID) (<-chan struct{}, func())
+		})
+		if !ok {
+			t.Fatalf("%T tells no answers", j)
+		}
+		run := newRun(t, j)
+		in := begin(t, j, run, "demo", "transfer")
+		if err := j.Ask(in.ID, 1, journal.Input{Requests: askFor().Input.Requests}); err != nil {
+			t.Fatal(err)
+		}
+		first, stop1 := teller.AnswerGiven(in.ID)
+		second, stop2 := teller.AnswerGiven(in.ID)
+		elsewhere, stop3 := teller.AnswerGiven(journal.NewID())
+		defer stop1()
+		defer stop2()
+		defer stop3()
+		told := func(c <-chan struct{}) bool {
+			select {
+			case <-c:
+				return true
+			default:
+				return false
+			}
+		}
+		if _, err := j.Answer(in.ID, 1, []journal.Answer{{Key: "nosuch", Response: json.RawMessage(`{}`), By: "ann"}}); !errors.Is(err, journal.ErrTransition) {
+			t.Fatalf("answer to no request: %v, want ErrTransition", err)
+		}
+		if told(first) || told(second) {
+			t.Error("a refused answer was told")
+		}
+		if _, err := j.Answer(in.ID, 1, []journal.Answer{{Key: "confirm", Response: json.RawMessage(`{"action":"accept"}`), By: "ann"}}); err != nil {
+			t.Fatal(err)
+		}
+		if !told(first) || !told(second) {
+			t.Error("an answer journaled was not told to both waiters")
+		}
+		if told(elsewhere) {
+			t.Error("another invocation's waiter was told")
+		}
+		finish(t, j, in, done)
+	})
+}

@@ -36,13 +36,14 @@ type Writer struct {
 	sealer     *Sealer // nil: payloads are stored as given
 	write      func(func(Tx) error) error
 	writeLater func(func(Tx) error) (*Pending, error)
+	answers    *answerWaits // see AnswerGiven
 }
 
 // NewWriter returns the writer of a backend that commits a write with
 // write and queues one with writeLater; s seals payloads (nil: stored as
 // given); now is the clock (nil: time.Now).
 func NewWriter(now func() time.Time, s *Sealer, write func(func(Tx) error) error, writeLater func(func(Tx) error) (*Pending, error)) Writer {
-	return Writer{now: now, sealer: s, write: write, writeLater: writeLater}
+	return Writer{now: now, sealer: s, write: write, writeLater: writeLater, answers: &answerWaits{}}
 }
 
 // Store is the journal's contract, which each backend keeps: the bbolt

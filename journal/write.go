@@ -613,7 +613,8 @@ func (w *Writer) Resolve(id ID, r Resolution, result *Result) error {
 // answer's By) and when. An answer is final: a request answered already,
 // one the input does not have, or an invocation that waits for no input
 // (or for that of another attempt) returns ErrTransition and writes
-// nothing. Durable when it returns nil.
+// nothing. Durable when it returns nil; the calls of this process that
+// wait for it are then told (AnswerGiven).
 func (w *Writer) Answer(id ID, attempt int, answers []Answer) (*Input, error) {
 	now := w.now().UTC()
 	var out *Input
@@ -660,6 +661,7 @@ func (w *Writer) Answer(id ID, attempt int, answers []Answer) (*Input, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.answers.answered(id)
 	return out, nil
 }
 
