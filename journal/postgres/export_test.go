@@ -10,3 +10,7 @@ func (p *Store) HoldUncommitted(run journal.ID, epoch int64) { p.leases.hold(run
 
 // PipedCommits counts the groups of writes committed in one pipeline.
 func (p *Store) PipedCommits() int64 { return p.piped.Load() }
+
+// OnClaimRead sets what is called once a claim's rows are read, before
+// its commit, with the claim's backend.
+func (p *Store) OnClaimRead(f func(pid uint32)) { p.claimRead = f }

@@ -543,7 +543,17 @@ func (p *Store) Claim(n int) ([]journal.ID, error) {
 		here = append(here, uuidOf(id))
 	}
 	l.mu.Unlock()
-	rows, err := p.pool.Query(bg, `UPDATE mcpflow_runs r SET owner = $2, session = $3, epoch = r.epoch + 1
+	// One transaction, committed once every row is read: a claim whose
+	// rows were not all read (its connection ended midway) commits
+	// nothing, where a lone statement would have committed runs that
+	// this process never hears of — this live session's in the database,
+	// out of every worker's reach, its own included.
+	tx, err := p.pool.Begin(bg)
+	if err != nil {
+		return nil, p.connErr(err)
+	}
+	defer tx.Rollback(bg) // after Commit, nothing
+	rows, err := tx.Query(bg, `UPDATE mcpflow_runs r SET owner = $2, session = $3, epoch = r.epoch + 1
 		FROM (SELECT id FROM mcpflow_runs c WHERE c.status = 'running'
 			AND (c.session IS NULL OR NOT `+liveSession("c.session")+`)
 			AND c.id <> ALL($4::uuid[])
@@ -552,15 +562,37 @@ func (p *Store) Claim(n int) ([]journal.ID, error) {
 	if err != nil {
 		return nil, p.connErr(err)
 	}
-	var ids []journal.ID
+	type claimed struct {
+		id    journal.ID
+		epoch int64
+	}
+	var took []claimed
 	var id [16]byte
 	var epoch int64
 	if _, err := pgx.ForEachRow(rows, []any{&id, &epoch}, func() error {
-		l.hold(journal.ID(id), epoch)
-		ids = append(ids, journal.ID(id))
+		took = append(took, claimed{journal.ID(id), epoch})
 		return nil
 	}); err != nil {
 		return nil, p.connErr(err)
+	}
+	if p.claimRead != nil {
+		p.claimRead(tx.Conn().PgConn().PID())
+	}
+	if err := tx.Commit(bg); err != nil {
+		// Committed or not, nobody can tell: the heartbeat frees each
+		// run this session may now hold in the database (at its new
+		// epoch: one that did not commit matches nothing).
+		l.mu.Lock()
+		for _, c := range took {
+			l.unfreed[c.id] = c.epoch
+		}
+		l.mu.Unlock()
+		return nil, p.connErr(err)
+	}
+	ids := make([]journal.ID, len(took))
+	for i, c := range took {
+		l.hold(c.id, c.epoch)
+		ids[i] = c.id
 	}
 	return ids, nil
 }

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -155,5 +156,50 @@ func TestWriteWhoseTransactionWasEndedIsRetried(t *testing.T) {
 	}
 	if r, err := a.Run(run); err != nil || r.Status != journal.RunBlocked {
 		t.Fatalf("run after the write: %+v, %v; want blocked", r, err)
+	}
+}
+
+// TestClaimEndedBeforeItsCommitStrandsNothing: a claim whose connection
+// ends once its rows are read, before its commit, claims nothing: the
+// runs stay free for any worker, this one's next claim included. (A claim
+// committed as it ran would leave them this live session's in the
+// database, unknown to the process: no worker could claim them while it
+// lives.)
+func TestClaimEndedBeforeItsCommitStrandsNothing(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	a, _ := openNamed(t, location, "a")
+	b := openWorker(t, location, "b", true)
+	var runs []journal.ID
+	for range 3 {
+		run := newRun(t, b)
+		if err := b.Release(run); err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, run)
+	}
+	ended := false
+	a.OnClaimRead(func(pid uint32) {
+		if !ended {
+			ended = true
+			sql(t, location, `SELECT pg_terminate_backend($1, 5000)`, int64(pid))
+		}
+	})
+	if ids, err := a.Claim(3); err == nil {
+		t.Fatalf("a claim whose connection ended before its commit took %v", ids)
+	}
+	if !ended {
+		t.Fatal("the claim read no rows: the test ended nothing")
+	}
+	ids, err := a.Claim(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(ids, func(x, y journal.ID) int { return bytes.Compare(x[:], y[:]) })
+	slices.SortFunc(runs, func(x, y journal.ID) int { return bytes.Compare(x[:], y[:]) })
+	if !slices.Equal(ids, runs) {
+		t.Fatalf("the next claim took %v, want the three free runs %v", ids, runs)
+	}
+	if err := a.SetRunStatus(runs[0], journal.RunBlocked, &journal.Error{Code: "TEST", Message: "blocked"}); err != nil {
+		t.Fatalf("a write of a run claimed: %v", err)
 	}
 }

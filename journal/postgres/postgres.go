@@ -99,6 +99,10 @@ type Store struct {
 	recent recent       // records in flight this process wrote (pipeline.go)
 	piped  atomic.Int64 // groups of writes committed in one pipeline
 
+	// claimRead, in tests, is called once a claim's rows are read, before
+	// its commit, with the claim's backend.
+	claimRead func(pid uint32)
+
 	closeOnce sync.Once
 	closed    atomic.Bool
 }
