@@ -40,29 +40,27 @@ func TestAnswerPollBacksOff(t *testing.T) {
 	}
 }
 
-// tellingJournal is a countingJournal that tells a waiting call when
-// answer is called, as journal.Writer does: the reads find the answer
-// from then on.
+// tellingJournal is a countingJournal that tells a waiting call when the
+// test answers, as journal.Writer does: the reads find the answer from
+// then on.
 type tellingJournal struct {
 	countingJournal
-	registered chan struct{} // a call asked to be told (buffered)
-	given      chan struct{}
-	answer     atomic.Pointer[json.RawMessage]
+	firstRead chan struct{} // closed once the first read found no answer
+	given     chan struct{}
+	answer    atomic.Pointer[json.RawMessage]
 }
 
 func (j *tellingJournal) AnswerGiven(journal.ID) (<-chan struct{}, func()) {
-	select {
-	case j.registered <- struct{}{}:
-	default:
-	}
 	return j.given, func() {}
 }
 
 func (j *tellingJournal) Invocation(id journal.ID) (*journal.Invocation, error) {
-	j.reads.Add(1)
 	inv := &journal.Invocation{ID: id}
 	if a := j.answer.Load(); a != nil {
 		inv.Inputs = []journal.Input{{Attempt: 1, Answers: []journal.Answer{{Key: "q1", Response: *a}}}}
+	}
+	if j.reads.Add(1) == 1 {
+		close(j.firstRead)
 	}
 	return inv, nil
 }
@@ -71,25 +69,36 @@ func (j *tellingJournal) Invocation(id journal.ID) (*journal.Invocation, error) 
 // journaled in this process as soon as the journal tells it, not at its
 // next read (here an hour away).
 func TestAnswerGivenWakesTheCall(t *testing.T) {
-	j := &tellingJournal{registered: make(chan struct{}, 1), given: make(chan struct{})}
+	j := &tellingJournal{firstRead: make(chan struct{}), given: make(chan struct{})}
 	r := &runner{answerPoll: time.Hour}
 	r.j = scrubbing{Journal: j, r: r}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	got := make(chan json.RawMessage, 1)
 	go func() {
 		resp, err := r.awaitAnswer(ctx, journal.Intent{ID: journal.NewID(), Attempt: 1}, "q1", nil)
-		if err != nil {
+		if err != nil && ctx.Err() == nil {
 			t.Error(err)
 		}
 		got <- resp
 	}()
-	<-j.registered
+	select {
+	case <-j.firstRead:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call never read the journal")
+	}
 	answer := json.RawMessage(`{"action":"accept"}`)
 	j.answer.Store(&answer)
 	close(j.given)
-	if resp := <-got; string(resp) != string(answer) {
-		t.Errorf("awaitAnswer = %s, want %s", resp, answer)
+	select {
+	case resp := <-got:
+		if string(resp) != string(answer) {
+			t.Errorf("awaitAnswer = %s, want %s", resp, answer)
+		}
+	case <-time.After(30 * time.Second):
+		cancel()
+		<-got
+		t.Fatal("the call, told of its answer, still waited after 30 s")
 	}
 	if n := j.reads.Load(); n != 2 {
 		t.Errorf("%d reads, want 2: before the answer, and once told", n)

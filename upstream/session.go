@@ -79,8 +79,8 @@ type Options struct {
 	// ListTools makes Connect list the server's tools (see
 	// [Session.Tools]) while the session opens, beside logging/setLevel
 	// and the standalone stream: one round trip less before the first
-	// call of a session that calls tools. A listing that fails is left to
-	// the first Tools call, which lists again and reports the error.
+	// call of a session that calls tools. The first Tools call returns
+	// the listing, or the error the server answered it with.
 	ListTools bool
 
 	// transport, when set, is the base transport of http and sse sessions
@@ -151,6 +151,7 @@ type Session struct {
 	// was the same (sharedTools).
 	tools      *toolList
 	toolsStale atomic.Bool // the server said its tools changed
+	listErr    error       // the listing at connect failed so (listTools); under toolsMu
 
 	// inflight counts the calls in flight (the load a Shared balances);
 	// idle, when set, is closed when it falls to zero (see Idle).
@@ -578,6 +579,10 @@ func (s *Session) Tools(ctx context.Context) (map[string]Tool, error) {
 	if s.tools != nil && !s.toolsStale.Load() {
 		return s.tools.tools, nil
 	}
+	if err := s.listErr; err != nil {
+		s.listErr = nil // the next call asks again
+		return nil, err
+	}
 	s.toolsStale.Store(false) // a change announced from now on relists again
 	tools := map[string]Tool{}
 	s.tap.forgetTools() // nothing from an earlier listing may leak into this one
@@ -601,7 +606,7 @@ func (s *Session) Tools(ctx context.Context) (map[string]Tool, error) {
 
 // listTools starts listing the server's tools when want is set and the
 // server declares tools, and returns a func that waits for the listing.
-// Its error is dropped: the first Tools call lists again and reports it.
+// Its error is the first Tools call's.
 func (s *Session) listTools(ctx context.Context, want bool) (wait func()) {
 	res := s.cs.InitializeResult()
 	if !want || res == nil || res.Capabilities == nil || res.Capabilities.Tools == nil {
@@ -610,7 +615,14 @@ func (s *Session) listTools(ctx context.Context, want bool) (wait func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = s.Tools(ctx)
+		if _, err := s.Tools(ctx); err != nil && ctx.Err() == nil {
+			// The server's own answer: the first Tools call reports it
+			// rather than ask again. (Past the connect's deadline, it
+			// lists again under its own context.)
+			s.toolsMu.Lock()
+			s.listErr = err
+			s.toolsMu.Unlock()
+		}
 	}()
 	return func() { <-done }
 }

@@ -3,8 +3,10 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/mcpflow/mcpflow/upstream/demo"
@@ -127,4 +129,38 @@ func TestConnectListsTools(t *testing.T) {
 			t.Errorf("%d tools/list requests to a server without tools", got)
 		}
 	})
+}
+
+// TestConnectListingRefused: a server that refuses tools/list at connect
+// is asked once; the first Tools call reports its answer, the next asks
+// again.
+func TestConnectListingRefused(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "refuses", Version: "1"}, nil)
+	srv.AddTool(echoTool("echo"))
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/list" {
+				return nil, errors.New("no listing today")
+			}
+			return next(ctx, method, req)
+		}
+	})
+	url, _ := serveStreamable(t, srv, false)
+	wire := newWireCounter(t)
+	s := connect(t, &Server{Name: "refuses", URL: url}, &Options{HTTPClient: &http.Client{Transport: wire}, ListTools: true})
+	if got := wire.count("tools/list"); got != 1 {
+		t.Fatalf("%d tools/list requests by Connect, want 1", got)
+	}
+	if _, err := s.Tools(context.Background()); err == nil || !strings.Contains(err.Error(), "no listing today") {
+		t.Fatalf("first Tools: %v, want the server's refusal", err)
+	}
+	if got := wire.count("tools/list"); got != 1 {
+		t.Errorf("%d tools/list requests after the first Tools, want 1: it reports the listing at connect", got)
+	}
+	if _, err := s.Tools(context.Background()); err == nil {
+		t.Fatal("second Tools succeeded")
+	}
+	if got := wire.count("tools/list"); got != 2 {
+		t.Errorf("%d tools/list requests after the second Tools, want 2", got)
+	}
 }

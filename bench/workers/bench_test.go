@@ -84,6 +84,9 @@ func BenchmarkWorkers(b *testing.B) {
 	}
 	b.ReportMetric(of(ones, trial.stepsPerSec), "1w-steps/s")
 	b.ReportMetric(of(threes, trial.stepsPerSec), "3w-steps/s")
+	if len(ratios) > 1 {
+		b.Logf("3w/1w of each pair: %.3f", ratios)
+	}
 	b.ReportMetric(median(ratios), "3w/1w")
 	b.ReportMetric(of(ones, func(t trial) float64 { return t.workerCPU }), "1w-worker-cpu")
 	b.ReportMetric(of(ones, func(t trial) float64 { return t.busy }), "1w-machine-busy")
@@ -93,9 +96,6 @@ func BenchmarkWorkers(b *testing.B) {
 	b.ReportMetric(of(threes, func(t trial) float64 { return t.busy }), "3w-machine-busy")
 	b.ReportMetric(of(threes, func(t trial) float64 { return t.firstStep.Seconds() }), "3w-first-step-s")
 	b.ReportMetric(of(threes, func(t trial) float64 { return t.lastFirstStep.Seconds() }), "3w-last-first-step-s")
-	if len(ratios) > 1 {
-		b.Logf("3w/1w of each pair: %.3f", ratios)
-	}
 }
 
 // median is the middle of vs (the mean of the two middle ones for an even

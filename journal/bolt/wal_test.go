@@ -745,6 +745,7 @@ func TestRunInvocationsWhileTheLogIsApplied(t *testing.T) {
 		}
 	})
 	for i := range 100 {
+		applies := j.Stats().Applies // before this write: its apply comes after
 		in := begin(t, j, run, "fs", "read")
 		mu.Lock()
 		states[in.ID] = intent
@@ -757,7 +758,6 @@ func TestRunInvocationsWhileTheLogIsApplied(t *testing.T) {
 			// The writes pause until the log, quiet, is applied (a disk
 			// that flushes fast left it never quiet for 1 ms): the
 			// applies happen while the reads go on.
-			applies := j.Stats().Applies
 			for deadline := time.Now().Add(10 * time.Second); j.Stats().Applies == applies; time.Sleep(time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatal("the log, quiet for 10 s, was not applied")
