@@ -53,10 +53,3 @@ func (a *answerWaits) answered(id ID) {
 		close(aw.given)
 	}
 }
-
-// waiting is how many invocations have a call waiting (for tests).
-func (a *answerWaits) waiting() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.by)
-}

@@ -35,3 +35,10 @@ func TestAnswerWaitsForgetWaitersThatStop(t *testing.T) {
 		t.Fatalf("%d invocations waited for at the end, want 0", n)
 	}
 }
+
+// waiting is how many invocations have a call waiting.
+func (a *answerWaits) waiting() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.by)
+}

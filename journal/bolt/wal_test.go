@@ -713,7 +713,8 @@ func TestRunInvocationsWhileTheLogIsApplied(t *testing.T) {
 	var wg sync.WaitGroup
 	readsDone := sync.OnceFunc(func() { close(stop); wg.Wait() })
 	defer readsDone() // a write that fails the test ends the reads too
-	wg.Go(func() {    // the reads; the writes go in the test's goroutine
+	// The reads; the writes go in the test's goroutine.
+	wg.Go(func() {
 		for ; ; reads++ {
 			select {
 			case <-stop:

@@ -194,8 +194,9 @@ func TestClaimEndedBeforeItsCommitStrandsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(ids, func(x, y journal.ID) int { return bytes.Compare(x[:], y[:]) })
-	slices.SortFunc(runs, func(x, y journal.ID) int { return bytes.Compare(x[:], y[:]) })
+	byID := func(x, y journal.ID) int { return bytes.Compare(x[:], y[:]) }
+	slices.SortFunc(ids, byID)
+	slices.SortFunc(runs, byID)
 	if !slices.Equal(ids, runs) {
 		t.Fatalf("the next claim took %v, want the three free runs %v", ids, runs)
 	}
