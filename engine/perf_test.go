@@ -53,7 +53,10 @@ import (
 func BenchmarkStepCost(b *testing.B) {
 	gcTargets(b)
 	dir := b.TempDir()
-	j := journaltest.OpenPath(b, filepath.Join(dir, "journal.db"), nil)
+	// The 20-step run's commits and calls, each timed where it happens
+	// (journal.Options.OnCommit, Engine.Called): what its step is made of.
+	var inRun inStep
+	j := journaltest.OpenPath(b, filepath.Join(dir, "journal.db"), &journal.Options{OnCommit: inRun.commit})
 	srv := benchServer()
 	// The runs' sessions connect as a stdio server's do (connectStdioTB),
 	// the bare callers' through go-sdk alone.
@@ -66,6 +69,7 @@ func BenchmarkStepCost(b *testing.B) {
 	}
 	wf20, wf10 := loadB(b, chain(20)), loadB(b, chain(10))
 	eng := newEngine(j, sess)
+	eng.Called = inRun.call
 	ctx := context.Background()
 	f, err := os.Create(filepath.Join(dir, "fsync"))
 	if err != nil {
@@ -78,7 +82,8 @@ func BenchmarkStepCost(b *testing.B) {
 		f.Sync()
 	}
 
-	var fsyncs, paced, bares, singles, pacedBares, steps, ratios, singleRatios, pacedRatios, concurrent []float64
+	var fsyncs, paced, bares, singles, pacedBares, steps, ratios, singleRatios, pacedRatios, floors, concurrent []float64
+	var stepCommits, stepSyncs, stepCalls, stepRests []float64
 	var runCPU, bareCPU, runCores, bareCores, runSync []float64
 	commits, pages, stepsRun := int64(0), int64(0), 0
 	for b.Loop() {
@@ -126,12 +131,17 @@ func BenchmarkStepCost(b *testing.B) {
 			return time.Since(start)
 		}))
 		// One step of a 20-step run.
-		c0, p0 := j.Stats().Commits, j.Stats().Pages
+		c0, p0, s0 := j.Stats().Commits, j.Stats().Pages, j.Stats().LogSync
+		inRun.start()
 		start := time.Now()
 		if run, err := eng.Run(ctx, wf20, map[string]any{}, ""); err != nil || run.Status != journal.RunSucceeded {
 			b.Fatalf("run: %v %v", err, run)
 		}
 		steps = append(steps, float64(time.Since(start).Microseconds())/20)
+		commit, call := inRun.stop()
+		stepCommits, stepCalls = append(stepCommits, commit/20), append(stepCalls, call/20)
+		stepRests = append(stepRests, steps[len(steps)-1]-(commit+call)/20)
+		stepSyncs = append(stepSyncs, float64((j.Stats().LogSync-s0).Microseconds())/20)
 		commits += j.Stats().Commits - c0
 		j.Invocations(journal.Filter{Limit: 1}) // the log applied to the file: its pages count too
 		pages += j.Stats().Pages - p0
@@ -139,6 +149,11 @@ func BenchmarkStepCost(b *testing.B) {
 		ratios = append(ratios, (steps[len(steps)-1]-bares[len(bares)-1])/fsyncs[len(fsyncs)-1])
 		pacedRatios = append(pacedRatios, (steps[len(steps)-1]-bares[len(bares)-1])/paced[len(paced)-1])
 		singleRatios = append(singleRatios, (steps[len(steps)-1]-singles[len(singles)-1])/fsyncs[len(fsyncs)-1])
+		// What a step made of nothing but its flush (after a call) and its
+		// call (after a flush) would score: the lowest (step-bare)/fsync
+		// this machine allows without sending a call before its intent
+		// is durable.
+		floors = append(floors, (paced[len(paced)-1]+pacedBares[len(pacedBares)-1]-bares[len(bares)-1])/fsyncs[len(fsyncs)-1])
 		// 64 concurrent 10-step runs against 64 concurrent callers of 10
 		// bare calls each: steps per second over calls per second.
 		// The runs' time includes applying what they logged to the file:
@@ -183,6 +198,11 @@ func BenchmarkStepCost(b *testing.B) {
 	b.ReportMetric(med(pacedBares), "paced-bare-call-µs")
 	b.ReportMetric(med(steps), "step-µs")
 	b.ReportMetric(med(ratios), "(step-bare)/fsync")
+	b.ReportMetric(med(floors), "floor-(step-bare)/fsync")
+	b.ReportMetric(med(stepCommits), "step-commit-µs")
+	b.ReportMetric(med(stepSyncs), "step-commit-sync-µs")
+	b.ReportMetric(med(stepCalls), "step-call-µs")
+	b.ReportMetric(med(stepRests), "step-rest-µs")
 	b.ReportMetric(med(concurrent), "64-runs/64-bare")
 	b.ReportMetric(med(runSync), "64-runs-sync-cores")
 	if med(runCPU) > 0 {
@@ -193,6 +213,51 @@ func BenchmarkStepCost(b *testing.B) {
 	}
 	b.ReportMetric(float64(commits)/float64(stepsRun), "commits/step")
 	b.ReportMetric(float64(pages)/float64(stepsRun), "pages/step")
+}
+
+// inStep collects the commits and the calls of one run while it is
+// started: journal.Options.OnCommit and Engine.Called.
+type inStep struct {
+	mu             sync.Mutex
+	on             bool
+	commits, calls []float64
+}
+
+func (s *inStep) commit(c journal.Commit) {
+	s.mu.Lock()
+	if s.on {
+		s.commits = append(s.commits, float64(c.Duration.Nanoseconds())/1e3)
+	}
+	s.mu.Unlock()
+}
+
+func (s *inStep) call(_, _ string, d time.Duration) {
+	s.mu.Lock()
+	if s.on {
+		s.calls = append(s.calls, float64(d.Nanoseconds())/1e3)
+	}
+	s.mu.Unlock()
+}
+
+func (s *inStep) start() {
+	s.mu.Lock()
+	s.on, s.commits, s.calls = true, nil, nil
+	s.mu.Unlock()
+}
+
+// stop ends the collection and returns the time the commits and the calls
+// took, in µs, in all.
+func (s *inStep) stop() (commits, calls float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.on = false
+	for _, d := range s.commits {
+		commits += d
+	}
+	for _, d := range s.calls {
+		calls += d
+	}
+	return commits, calls
 }
 
 // bareCall is one tools/call of the bench server's tool, straight through

@@ -13,8 +13,10 @@ import (
 	"math/rand/v2"
 	"net/url"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/internal/gcpolicy"
 	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/journal/postgres"
 	"github.com/mcpflow/mcpflow/upstream"
@@ -46,6 +49,13 @@ func BenchmarkStepOverhead(b *testing.B) {
 	if base == "" {
 		b.Skip("no PostgreSQL: set MCPFLOW_TEST_POSTGRES=postgres://USER:PASSWORD@127.0.0.1:5432/DB to run this benchmark")
 	}
+	// The process has the GC target of the mcpflow binary (GOGC=100 in
+	// the environment gives Go's default instead); DBOS, in the same
+	// process, has it too.
+	gcpolicy.Apply()
+	percent := debug.SetGCPercent(-1)
+	debug.SetGCPercent(percent)
+	b.Cleanup(func() { b.ReportMetric(float64(percent), "GOGC") })
 	ctx := context.Background()
 	cs := connect(b, benchServer())
 	call := func(ctx context.Context, n int) (*mcp.CallToolResult, error) {
@@ -53,7 +63,10 @@ func BenchmarkStepOverhead(b *testing.B) {
 	}
 
 	// mcpflow, its journal in a schema of its own.
-	j, err := postgres.Open(ctx, withSearchPath(b, base, schema(b, base, "mcpflow")), nil)
+	// Its commits and calls, timed where they happen (journal.Options.OnCommit,
+	// Engine.Called): what its step is made of.
+	var inRun inStep
+	j, err := postgres.Open(ctx, withSearchPath(b, base, schema(b, base, "mcpflow")), &journal.Options{OnCommit: inRun.commit})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -63,15 +76,20 @@ func BenchmarkStepOverhead(b *testing.B) {
 		Connect:   func(context.Context, string) (engine.Session, error) { return memSession{cs}, nil },
 		Reconnect: func(context.Context, string, engine.Session) (engine.Session, error) { return memSession{cs}, nil },
 		Trust:     func(string) journal.Trust { return journal.Trust{} },
+		Called:    inRun.call,
 	}
 	wf, err := workflow.Load("chain.yaml", []byte(chain(steps)), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
+	var commits, calls, rests []float64
 	runMCPFlow := func() {
+		inRun.start()
 		if run, err := eng.Run(ctx, wf, map[string]any{}, ""); err != nil || run.Status != journal.RunSucceeded {
 			b.Fatalf("mcpflow run: %v %v", err, run)
 		}
+		commit, call := inRun.stop()
+		commits, calls = append(commits, commit/steps), append(calls, call/steps)
 	}
 
 	// DBOS, its system tables in a schema of its own in the same database.
@@ -119,6 +137,7 @@ func BenchmarkStepOverhead(b *testing.B) {
 	// or warming caches inside the rounds.
 	runMCPFlow()
 	runDBOS()
+	commits, calls = nil, nil
 
 	var bares, flows, dboses, overheads, ratios []float64
 	round := 0
@@ -137,14 +156,63 @@ func BenchmarkStepOverhead(b *testing.B) {
 		round++
 		bare := bares[len(bares)-1]
 		flows, dboses = append(flows, flow), append(dboses, db)
+		rests = append(rests, flow-commits[len(commits)-1]-calls[len(calls)-1])
 		overheads = append(overheads, (flow-bare)/(db-bare))
 		ratios = append(ratios, flow/db)
 	}
 	b.ReportMetric(med(bares), "bare-µs")
 	b.ReportMetric(med(flows), "mcpflow-step-µs")
+	b.ReportMetric(med(commits), "mcpflow-commit-µs")
+	b.ReportMetric(med(calls), "mcpflow-call-µs")
+	b.ReportMetric(med(rests), "mcpflow-rest-µs")
 	b.ReportMetric(med(dboses), "dbos-step-µs")
 	b.ReportMetric(med(overheads), "mcpflow/dbos-overhead")
 	b.ReportMetric(med(ratios), "mcpflow/dbos-step")
+}
+
+// inStep collects the commits and the calls of one mcpflow run while it
+// is started: journal.Options.OnCommit and Engine.Called.
+type inStep struct {
+	mu             sync.Mutex
+	on             bool
+	commits, calls []float64
+}
+
+func (s *inStep) commit(c journal.Commit) {
+	s.mu.Lock()
+	if s.on {
+		s.commits = append(s.commits, float64(c.Duration.Nanoseconds())/1e3)
+	}
+	s.mu.Unlock()
+}
+
+func (s *inStep) call(_, _ string, d time.Duration) {
+	s.mu.Lock()
+	if s.on {
+		s.calls = append(s.calls, float64(d.Nanoseconds())/1e3)
+	}
+	s.mu.Unlock()
+}
+
+func (s *inStep) start() {
+	s.mu.Lock()
+	s.on, s.commits, s.calls = true, nil, nil
+	s.mu.Unlock()
+}
+
+// stop ends the collection and returns the time the commits and the calls
+// took, in µs, in all.
+func (s *inStep) stop() (commits, calls float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.on = false
+	for _, d := range s.commits {
+		commits += d
+	}
+	for _, d := range s.calls {
+		calls += d
+	}
+	return commits, calls
 }
 
 // memSession is an engine.Session on an in-memory client session, as in
