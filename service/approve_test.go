@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
@@ -167,26 +168,79 @@ func TestApproveContinuesTheRun(t *testing.T) {
 }
 
 // A decision that comes after the run asked for it and before the run was
-// let go — the operator's resume finds the run still going and leaves it —
-// is seen by the run, which goes on.
+// let go is seen: the run goes on, once. The operator's resume waits for
+// the run to be let go; then either it continues the run, or the run's own
+// request does and the operator's finds the run going (ErrRunning).
 func TestRunGoesOnWhenDecidedWhileItEnds(t *testing.T) {
 	r := newRig(t)
 	var once atomic.Bool
+	operator := make(chan error, 1)
 	rep, err := r.svc.Run(t.Context(), service.RunRequest{File: r.workflow("gated.yaml", gated), Events: func(ev engine.Event) {
 		if ev.Kind == engine.RunFinished && ev.Status == journal.RunBlocked && once.CompareAndSwap(false, true) {
 			// The run is journaled blocked, and still going here.
-			if _, err := r.svc.Resume(t.Context(), service.ResumeRequest{Run: ev.Run.String()}); !errors.Is(err, service.ErrRunning) {
-				t.Errorf("resume of a run still going: %v", err)
-			}
 			if _, err := r.svc.Decide(service.ApproveRequest{Run: ev.Run.String(), Step: "ship", As: journal.ApprovalApproved, By: "op"}); err != nil {
 				t.Error(err)
 			}
+			go func() {
+				_, err := r.svc.Resume(t.Context(), service.ResumeRequest{Run: ev.Run.String()})
+				operator <- err
+			}()
 		}
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Run.Status != journal.RunBlocked || rep.Run.Error.Message != "step later waits for approval" || len(r.ledger()) != 2 {
-		t.Fatalf("run %s: %v; %d ledger rows", rep.Run.Status, rep.Run.Error, len(r.ledger()))
+	if err := <-operator; err != nil && !errors.Is(err, service.ErrRunning) {
+		t.Fatalf("the operator's resume: %v", err)
+	}
+	got, err := r.svc.RunDetail(rep.Run.ID.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Run.Status != journal.RunBlocked || got.Run.Error.Message != "step later waits for approval" || len(r.ledger()) != 2 {
+		t.Fatalf("run %s: %v; %d ledger rows", got.Run.Status, got.Run.Error, len(r.ledger()))
+	}
+}
+
+// A resume that comes while a run's end is journaled but the run is still
+// going here waits for the run to be let go, then resumes it; one that
+// comes while the run goes is refused at once.
+func TestResumeWaitsForARunThatEnds(t *testing.T) {
+	r := newRig(t)
+	var once atomic.Bool
+	resumed := make(chan error, 1)
+	rep, err := r.svc.Run(t.Context(), service.RunRequest{File: r.workflow("gated.yaml", gated), Events: func(ev engine.Event) {
+		switch {
+		case ev.Kind == engine.StepStarted:
+			// Going: refused at once (this is the run's own goroutine).
+			start := time.Now()
+			if _, err := r.svc.Resume(t.Context(), service.ResumeRequest{Run: ev.Run.String()}); !errors.Is(err, service.ErrRunning) {
+				t.Errorf("resume of a run going: %v", err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("resume of a run going refused after %v: it waited", d)
+			}
+		case ev.Kind == engine.RunFinished && ev.Status == journal.RunBlocked && once.CompareAndSwap(false, true):
+			go func() {
+				_, err := r.svc.Resume(t.Context(), service.ResumeRequest{Run: ev.Run.String()})
+				resumed <- err
+			}()
+			select {
+			case err := <-resumed:
+				t.Errorf("the resume returned while the run was still going here: %v", err)
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}})
+	if err != nil || rep.Run.Status != journal.RunBlocked {
+		t.Fatalf("run: %v %v", rep, err)
+	}
+	select {
+	case err := <-resumed:
+		if err != nil {
+			t.Fatalf("the resume once the run was let go: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the resume still waits after the run was let go")
 	}
 }

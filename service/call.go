@@ -72,7 +72,7 @@ func (s *Service) Call(ctx context.Context, req CallRequest) (*Report, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	run, err := s.track(ctx, req.Events, func(ctx context.Context, events func(engine.Event)) (*journal.Run, error) {
+	run, err := s.track(ctx, nil, req.Events, func(ctx context.Context, events func(engine.Event)) (*journal.Run, error) {
 		return s.engine(x, events).Run(ctx, wf, map[string]any{}, s.o.Workspace)
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"sync"
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
@@ -117,7 +118,7 @@ func (s *Service) load(req RunRequest) (*workflow.Workflow, map[string]any, erro
 func (s *Service) runWorkflow(ctx context.Context, wf *workflow.Workflow, inputs map[string]any, ws string, trustWorkspace bool, events func(engine.Event)) (*Report, error) {
 	x := s.prepare(wf.Servers, wf.Own, ws, trustWorkspace)
 	defer x.close()
-	run, err := s.track(ctx, events, func(ctx context.Context, events func(engine.Event)) (*journal.Run, error) {
+	run, err := s.track(ctx, nil, events, func(ctx context.Context, events func(engine.Event)) (*journal.Run, error) {
 		return s.engine(x, events).Run(ctx, wf, inputs, ws)
 	})
 	if err != nil {
@@ -198,13 +199,27 @@ func (s *Service) resumeOnce(ctx context.Context, req ResumeRequest) (*Report, e
 	}
 	// Reserved from here: a second resume of the run in this process —
 	// a worker's takeover and an operator's, say — is refused, though the
-	// run is not journaled as going yet.
+	// run is not journaled as going yet; one that comes as the run ends
+	// here waits for it to be let go.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if !s.reserve(id, cancel) {
-		return nil, &RunningError{Run: id}
+	a, err := s.reserveForResume(ctx, id, cancel)
+	if err != nil {
+		return nil, err
 	}
-	defer s.unreserve(id)
+	// leave lets the run go, its lease first: once, as soon as the run
+	// returns (before its sessions close), or on the way out.
+	var once sync.Once
+	acquired := false
+	leave := func() {
+		once.Do(func() {
+			if acquired {
+				s.release(id)
+			}
+			s.letGo(id, a)
+		})
+	}
+	defer leave()
 	if run, err := s.j.Run(id); err == nil && ProxyAlive(run) {
 		// A proxy session going in another process: its own.
 		return nil, &RunningError{Run: id}
@@ -212,7 +227,7 @@ func (s *Service) resumeOnce(ctx context.Context, req ResumeRequest) (*Report, e
 	if err := s.acquire(id); err != nil {
 		return nil, err
 	}
-	defer s.release(id)
+	acquired = true
 	if sh, ok := s.j.(journal.Shared); ok {
 		// Cancelled while nobody held it: resumed only to settle what
 		// was in flight, then it ends cancelled, sending nothing.
@@ -256,11 +271,12 @@ func (s *Service) resumeOnce(ctx context.Context, req ResumeRequest) (*Report, e
 	x := s.prepare(wf.Servers, wf.Own, ws, req.TrustWorkspace)
 	defer x.close()
 	acted := false
-	_, err = s.track(ctx, req.Events, func(ctx context.Context, events func(engine.Event)) (*journal.Run, error) {
+	_, err = s.track(ctx, a, req.Events, func(ctx context.Context, events func(engine.Event)) (*journal.Run, error) {
 		out, did, err := s.engine(x, events).Resume(ctx, run, wf, inputs)
 		acted = did
 		return out, err
 	})
+	leave()
 	if err != nil {
 		return nil, journalFailed(err)
 	}

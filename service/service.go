@@ -1,7 +1,6 @@
 package service
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -53,7 +52,7 @@ type Service struct {
 	openErr error
 
 	mu     sync.Mutex
-	active map[journal.ID]context.CancelCauseFunc // runs going in this process
+	active map[journal.ID]*activeRun // runs going in this process (active.go)
 
 	// shared holds the sessions the runs share, of the servers whose
 	// entry sets sessions: (see upstream.Shared); Close stops them.
@@ -65,7 +64,7 @@ type Service struct {
 // New returns a service on j, or on the journal Options.OpenJournal opens
 // when j is nil.
 func New(j journal.Store, o *Options) (*Service, error) {
-	s := &Service{j: j, active: map[journal.ID]context.CancelCauseFunc{}, shared: upstream.NewShared()}
+	s := &Service{j: j, active: map[journal.ID]*activeRun{}, shared: upstream.NewShared()}
 	s.share(j)
 	if o != nil {
 		s.o = *o
@@ -112,10 +111,10 @@ func (s *Service) share(j journal.Store) {
 // it is not going here.
 func (s *Service) cancelHere(id journal.ID, cause error) bool {
 	s.mu.Lock()
-	cancel, ok := s.active[id]
+	a, ok := s.active[id]
 	s.mu.Unlock()
 	if ok {
-		cancel(cause)
+		a.cancel(cause)
 	}
 	return ok
 }
@@ -271,33 +270,6 @@ func (s *Service) engine(x *execution, events func(engine.Event)) *engine.Engine
 	return e
 }
 
-// track runs fn with a context that Cancel can cancel once the run it
-// starts is known (its RunStarted event).
-func (s *Service) track(ctx context.Context, events func(engine.Event), fn func(ctx context.Context, events func(engine.Event)) (*journal.Run, error)) (*journal.Run, error) {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var id journal.ID
-	defer func() {
-		if !id.IsZero() {
-			s.mu.Lock()
-			delete(s.active, id)
-			s.mu.Unlock()
-			s.release(id)
-		}
-	}()
-	return fn(ctx, func(ev engine.Event) {
-		if ev.Kind == engine.RunStarted && id.IsZero() {
-			id = ev.Run
-			s.mu.Lock()
-			s.active[id] = cancel // over a resume's reservation: the same run, a context under it
-			s.mu.Unlock()
-		}
-		if events != nil {
-			events(ev)
-		}
-	})
-}
-
 // Cancel cancels a run going in this service: no new call is sent, a call
 // in flight is aborted and journaled under the replay rule, and the run
 // ends cancelled. On a journal shared by workers, a running run going
@@ -347,24 +319,6 @@ func (s *Service) WorkersServing() bool {
 		}
 	}
 	return false
-}
-
-// reserve marks run id as going in this service, with cancel to cancel
-// it, unless it is going already (false).
-func (s *Service) reserve(id journal.ID, cancel context.CancelCauseFunc) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.active[id]; ok {
-		return false
-	}
-	s.active[id] = cancel
-	return true
-}
-
-func (s *Service) unreserve(id journal.ID) {
-	s.mu.Lock()
-	delete(s.active, id)
-	s.mu.Unlock()
 }
 
 func (s *Service) findRun(ref string) (journal.ID, error) {

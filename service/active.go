@@ -1,0 +1,127 @@
+package service
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
+)
+
+// activeRun is a run going in this process: reserved by a resume before
+// it starts, or started by a run or a call (track). Its owner lets it go
+// once, after releasing its lease on a shared journal: a resume waiting
+// for it (awaitLetGo) then finds the run free here and elsewhere.
+type activeRun struct {
+	cancel context.CancelCauseFunc
+	// started: the run went running here (its RunStarted event); a run
+	// that started and is no longer running in the journal has written
+	// its end and is being let go.
+	started bool // guarded by Service.mu
+	gone    chan struct{}
+	once    sync.Once
+}
+
+// endingWait bounds how long a resume waits for a run whose end is
+// journaled to be let go (what remains is reporting the end and, on a
+// shared journal, freeing the run's lease) before it refuses, as it
+// refuses a run still going.
+const endingWait = 10 * time.Second
+
+// reserve marks run id as going in this service, with cancel to cancel
+// it. When the run is going already, it returns nil and the run's entry.
+func (s *Service) reserve(id journal.ID, cancel context.CancelCauseFunc) (mine, going *activeRun) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a, ok := s.active[id]; ok {
+		return nil, a
+	}
+	a := &activeRun{cancel: cancel, gone: make(chan struct{})}
+	s.active[id] = a
+	return a, nil
+}
+
+// reserveForResume reserves run id for a resume. A run going here is
+// refused (RunningError), unless it has ended and is being let go: then
+// the resume waits for it, up to endingWait, and reserves it after.
+func (s *Service) reserveForResume(ctx context.Context, id journal.ID, cancel context.CancelCauseFunc) (*activeRun, error) {
+	mine, going := s.reserve(id, cancel)
+	if mine != nil {
+		return mine, nil
+	}
+	if !s.ending(id, going) {
+		return nil, &RunningError{Run: id}
+	}
+	t := time.NewTimer(endingWait)
+	defer t.Stop()
+	select {
+	case <-going.gone:
+	case <-t.C:
+		return nil, &RunningError{Run: id}
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	if mine, _ = s.reserve(id, cancel); mine == nil {
+		return nil, &RunningError{Run: id} // another resume was first
+	}
+	return mine, nil
+}
+
+// ending reports whether a, run id going here, has written its end: it
+// started, and the journal no longer has it running.
+func (s *Service) ending(id journal.ID, a *activeRun) bool {
+	s.mu.Lock()
+	started := a.started
+	s.mu.Unlock()
+	if !started {
+		return false
+	}
+	run, err := s.j.Run(id)
+	return err == nil && run.Status != journal.RunRunning
+}
+
+// letGo ends a's time as run id's entry; waiters go on.
+func (s *Service) letGo(id journal.ID, a *activeRun) {
+	a.once.Do(func() {
+		s.mu.Lock()
+		if s.active[id] == a {
+			delete(s.active, id)
+		}
+		s.mu.Unlock()
+		close(a.gone)
+	})
+}
+
+// track runs fn with a context that Cancel can cancel once the run it
+// starts is known (its RunStarted event). A resume passes the run's
+// reservation (own), which it lets go itself; otherwise the run's entry
+// is track's, let go, with the run's lease, when fn returns.
+func (s *Service) track(ctx context.Context, own *activeRun, events func(engine.Event), fn func(ctx context.Context, events func(engine.Event)) (*journal.Run, error)) (*journal.Run, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var id journal.ID
+	var mine *activeRun
+	defer func() {
+		if mine != nil {
+			s.release(id)
+			s.letGo(id, mine)
+		}
+	}()
+	return fn(ctx, func(ev engine.Event) {
+		if ev.Kind == engine.RunStarted && id.IsZero() {
+			id = ev.Run
+			s.mu.Lock()
+			if own != nil {
+				own.started = true // its cancel is ctx's parent's
+			} else {
+				mine = &activeRun{cancel: cancel, started: true, gone: make(chan struct{})}
+				s.active[id] = mine
+			}
+			s.mu.Unlock()
+		}
+		if events != nil {
+			events(ev)
+		}
+	})
+}
