@@ -45,7 +45,12 @@ import (
 // untimed (beside a lone run, the applier has a core of its own); the
 // 64 runs' time includes theirs. The two concurrent phases are also
 // given in CPU time and cores kept busy, and the runs' phase in the cores
-// their log's flushes held (64-runs-sync-cores). The process has the GC targets of the mcpflow
+// their log's flushes held (64-runs-sync-cores). The 20-step run's time
+// is also split where it is spent, a step's share of each (inStep): its
+// commits (step-commit-µs, the log's fdatasync within them
+// step-commit-sync-µs), its calls (step-call-µs) and the rest
+// (step-rest-µs); floor-(step-bare)/fsync is what a step of nothing but a
+// paced flush and a paced call would score. The process has the GC targets of the mcpflow
 // binary (internal/gcpolicy; GOGC=100 in the environment gives Go's
 // default instead). Run it with:
 //

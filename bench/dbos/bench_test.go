@@ -41,7 +41,9 @@ const steps = 20
 // tool on an in-memory MCP server, and the cost of that call alone. Each
 // iteration is one round (bare calls, one mcpflow run, one DBOS run, the
 // two runs in alternating order so neither always goes first); the
-// figures are medians over the rounds. Run it with:
+// figures are medians over the rounds. mcpflow's step is also split where
+// it is spent, a step's share of each: its commits (mcpflow-commit-µs), its
+// calls (mcpflow-call-µs) and the rest (mcpflow-rest-µs). Run it with:
 //
 //	MCPFLOW_TEST_POSTGRES=postgres://... go test -run '^$' -bench StepOverhead -benchtime 20x
 func BenchmarkStepOverhead(b *testing.B) {
