@@ -12,21 +12,22 @@ import (
 // activeRun is a run going in this process: reserved by a resume before
 // it starts, or started by a run or a call (track). Its owner lets it go
 // once, after releasing its lease on a shared journal: a resume waiting
-// for it (awaitLetGo) then finds the run free here and elsewhere.
+// for it (reserveForResume) then finds the run free here and elsewhere.
 type activeRun struct {
 	cancel context.CancelCauseFunc
-	// started: the run went running here (its RunStarted event); a run
+	// started: the run went running here (its RunStarted event). A run
 	// that started and is no longer running in the journal has written
-	// its end and is being let go.
+	// its end and is being let go (or, on a shared journal, lost its lease
+	// to a worker that ended it, and is stopping).
 	started bool // guarded by Service.mu
 	gone    chan struct{}
 	once    sync.Once
 }
 
 // endingWait bounds how long a resume waits for a run whose end is
-// journaled to be let go (what remains is reporting the end and, on a
-// shared journal, freeing the run's lease) before it refuses, as it
-// refuses a run still going.
+// journaled to be let go (what remains is the run's end reported to its
+// Events, which read its invocations, and on a shared journal its lease
+// freed) before it refuses, as it refuses a run still going.
 const endingWait = 10 * time.Second
 
 // reserve marks run id as going in this service, with cancel to cancel
@@ -112,9 +113,12 @@ func (s *Service) track(ctx context.Context, own *activeRun, events func(engine.
 		if ev.Kind == engine.RunStarted && id.IsZero() {
 			id = ev.Run
 			s.mu.Lock()
-			if own != nil {
+			switch _, taken := s.active[id]; {
+			case own != nil:
 				own.started = true // its cancel is ctx's parent's
-			} else {
+			case !taken:
+				// (A resume that reserved the new run between its creation's
+				// commit and this event keeps its entry, and lets it go.)
 				mine = &activeRun{cancel: cancel, started: true, gone: make(chan struct{})}
 				s.active[id] = mine
 			}

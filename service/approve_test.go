@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/journal/journaltest"
 	"github.com/mcpflow/mcpflow/service"
 )
 
@@ -203,10 +204,14 @@ func TestRunGoesOnWhenDecidedWhileItEnds(t *testing.T) {
 }
 
 // A resume that comes while a run's end is journaled but the run is still
-// going here waits for the run to be let go, then resumes it; one that
-// comes while the run goes is refused at once.
+// going here waits for the run to be let go (on PostgreSQL, its lease
+// freed), then resumes it; one that comes while the run goes is refused at
+// once.
 func TestResumeWaitsForARunThatEnds(t *testing.T) {
-	r := newRig(t)
+	journaltest.EachLocation(t, func(t *testing.T, location string) { resumeWaitsForARunThatEnds(t, newRigOn(t, location)) })
+}
+
+func resumeWaitsForARunThatEnds(t *testing.T, r *rig) {
 	var once atomic.Bool
 	resumed := make(chan error, 1)
 	rep, err := r.svc.Run(t.Context(), service.RunRequest{File: r.workflow("gated.yaml", gated), Events: func(ev engine.Event) {

@@ -166,6 +166,11 @@ type ResumeRequest struct {
 // trust apply, whichever workspace the service has. The report says
 // whether anything was done. A run that ends blocked at an approval gate
 // that was decided while it ended goes on (see goOn).
+//
+// A run going in this service is refused (ErrRunning), unless its end is
+// journaled: Resume then waits, up to 10 s, for the run to be let go. So
+// a run's own Events sink must not resume it from its RunFinished event:
+// the resume would wait for the sink, and be refused.
 func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error) {
 	rep, err := s.resumeOnce(ctx, req)
 	return s.goOn(ctx, rep, err, req)
@@ -173,12 +178,13 @@ func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error
 
 // goOn continues, as req says, a run that a request here ended blocked at
 // an approval gate, when the gate was decided while the run ended (after
-// it asked, before it was let go): the operator's own resume then found
-// the run still going here (ErrRunning) and left it to this one. Checked
-// from the run as read once the run was let go (report), so that one of
-// the two always sees the other: the run here, the decision; or the
-// operator, the run let go. A resume that finds the run going (the
-// operator's has it) ends the loop; so does a run that waits again.
+// it asked, before it was let go): the operator's own resume then waits
+// for the run to be let go, and whichever of the two reserves it first
+// continues it, the other finding it going (ErrRunning). Checked from the
+// run as read once the run was let go (report), so that one of the two
+// always sees the other: the run here, the decision; or the operator, the
+// run let go. A resume that finds the run going (the operator's has it)
+// ends the loop; so does a run that waits again.
 func (s *Service) goOn(ctx context.Context, rep *Report, err error, req ResumeRequest) (*Report, error) {
 	for err == nil && rep.Acted && (Continues(rep.Run) || rep.InputAnswered()) {
 		req.RetryFailed = false // approved once, with the first resume

@@ -48,13 +48,20 @@ type rig struct {
 	svc       *service.Service
 }
 
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigOn(t, "") }
+
+// newRigOn is newRig on the journal at location (a file, or a PostgreSQL
+// URL); "" is the workspace's own file.
+func newRigOn(t *testing.T, location string) *rig {
 	t.Helper()
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "mcpflow.yaml"), []byte("servers:\n  demo: {builtin: demo, trust: true}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, workspace: ws, journal: filepath.Join(ws, ".mcpflow", "journal.db")}
+	if location == "" {
+		location = filepath.Join(ws, ".mcpflow", "journal.db")
+	}
+	r := &rig{t: t, workspace: ws, journal: location}
 	svc, err := service.New(nil, &service.Options{
 		Workspace:   ws,
 		TrustStore:  trust.OpenStore(t.TempDir()),
