@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -68,6 +69,35 @@ func (s *Service) reserveForResume(ctx context.Context, id journal.ID, cancel co
 	}
 	return mine, nil
 }
+
+// acquireForResume takes run id's lease for a resume (acquire). A run
+// that another live worker holds is refused (RunningError), unless its end
+// is journaled: that worker lets it go next, and the resume waits for it,
+// up to endingWait, as it waits for a run ending here.
+func (s *Service) acquireForResume(ctx context.Context, id journal.ID) error {
+	deadline := time.Now().Add(endingWait)
+	for {
+		err := s.acquire(id)
+		if !errors.Is(err, ErrRunning) {
+			return err
+		}
+		run, rerr := s.j.Run(id)
+		if rerr != nil || run.Status == journal.RunRunning || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(heldPoll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// heldPoll is how often a resume asks again for the lease of a run another
+// worker is letting go.
+const heldPoll = 50 * time.Millisecond
 
 // ending reports whether a, run id going here, has written its end: it
 // started, and the journal no longer has it running.

@@ -208,7 +208,7 @@ func TestRunGoesOnWhenDecidedWhileItEnds(t *testing.T) {
 // freed), then resumes it; one that comes while the run goes is refused at
 // once.
 func TestResumeWaitsForARunThatEnds(t *testing.T) {
-	journaltest.EachLocation(t, func(t *testing.T, location string) { resumeWaitsForARunThatEnds(t, newRigOn(t, location)) })
+	journaltest.EachLocation(t, func(t *testing.T, location string) { resumeWaitsForARunThatEnds(t, newRigOn(t, location, "")) })
 }
 
 func resumeWaitsForARunThatEnds(t *testing.T, r *rig) {
@@ -247,5 +247,55 @@ func resumeWaitsForARunThatEnds(t *testing.T, r *rig) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the resume still waits after the run was let go")
+	}
+}
+
+// A resume in another worker, of a run whose end is journaled while the
+// worker that ran it has not let it go yet, waits for its lease, then
+// resumes it.
+func TestResumeWaitsForAnotherWorkerToLetGo(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	a, b := newRigOn(t, location, "a"), newRigOn(t, location, "b")
+	var once atomic.Bool
+	resumed := make(chan error, 1)
+	rep, err := a.svc.Run(t.Context(), service.RunRequest{File: a.workflow("gated.yaml", gated), Events: func(ev engine.Event) {
+		if ev.Kind == engine.RunFinished && ev.Status == journal.RunBlocked && once.CompareAndSwap(false, true) {
+			go func() {
+				_, err := b.svc.Resume(t.Context(), service.ResumeRequest{Run: ev.Run.String()})
+				resumed <- err
+			}()
+			select {
+			case err := <-resumed:
+				t.Errorf("the other worker's resume returned while the run was still held here: %v", err)
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}})
+	if err != nil || rep.Run.Status != journal.RunBlocked {
+		t.Fatalf("run: %v %v", rep, err)
+	}
+	select {
+	case err := <-resumed:
+		if err != nil {
+			t.Fatalf("the other worker's resume once the run was let go: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the other worker's resume still waits after the run was let go")
+	}
+	// A run going in a worker is refused at once.
+	var asked atomic.Bool
+	_, err = a.svc.Run(t.Context(), service.RunRequest{File: a.workflow("hello.yaml", hello), Events: func(ev engine.Event) {
+		if ev.Kind == engine.StepStarted && asked.CompareAndSwap(false, true) {
+			start := time.Now()
+			if _, err := b.svc.Resume(t.Context(), service.ResumeRequest{Run: ev.Run.String()}); !errors.Is(err, service.ErrRunning) {
+				t.Errorf("the other worker's resume of a run going: %v", err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("refused after %v: it waited", d)
+			}
+		}
+	}})
+	if err != nil || !asked.Load() {
+		t.Fatalf("run: %v; a resume asked: %v", err, asked.Load())
 	}
 }

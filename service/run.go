@@ -167,8 +167,9 @@ type ResumeRequest struct {
 // whether anything was done. A run that ends blocked at an approval gate
 // that was decided while it ended goes on (see goOn).
 //
-// A run going in this service is refused (ErrRunning), unless its end is
-// journaled: Resume then waits, up to 10 s, for the run to be let go. So
+// A run going in this service, or in another live worker on a shared
+// journal, is refused (ErrRunning), unless its end is journaled: Resume
+// then waits, up to 10 s, for the run to be let go. So
 // a run's own Events sink must not resume it from its RunFinished event:
 // the resume would wait for the sink, and be refused.
 func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error) {
@@ -230,7 +231,7 @@ func (s *Service) resumeOnce(ctx context.Context, req ResumeRequest) (*Report, e
 		// A proxy session going in another process: its own.
 		return nil, &RunningError{Run: id}
 	}
-	if err := s.acquire(id); err != nil {
+	if err := s.acquireForResume(ctx, id); err != nil {
 		return nil, err
 	}
 	acquired = true

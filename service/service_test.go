@@ -48,11 +48,11 @@ type rig struct {
 	svc       *service.Service
 }
 
-func newRig(t *testing.T) *rig { return newRigOn(t, "") }
+func newRig(t *testing.T) *rig { return newRigOn(t, "", "") }
 
 // newRigOn is newRig on the journal at location (a file, or a PostgreSQL
-// URL); "" is the workspace's own file.
-func newRigOn(t *testing.T, location string) *rig {
+// URL, as worker, "" for the default); "" is the workspace's own file.
+func newRigOn(t *testing.T, location, worker string) *rig {
 	t.Helper()
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "mcpflow.yaml"), []byte("servers:\n  demo: {builtin: demo, trust: true}\n"), 0o600); err != nil {
@@ -65,7 +65,7 @@ func newRigOn(t *testing.T, location string) *rig {
 	svc, err := service.New(nil, &service.Options{
 		Workspace:   ws,
 		TrustStore:  trust.OpenStore(t.TempDir()),
-		OpenJournal: func() (journal.Store, error) { return door.OpenStore(r.journal, nil) },
+		OpenJournal: func() (journal.Store, error) { return door.OpenStore(r.journal, &journal.Options{Worker: worker}) },
 	})
 	if err != nil {
 		t.Fatal(err)
