@@ -208,36 +208,49 @@ func TestRunGoesOnWhenDecidedWhileItEnds(t *testing.T) {
 // freed), then resumes it; one that comes while the run goes is refused at
 // once.
 func TestResumeWaitsForARunThatEnds(t *testing.T) {
-	journaltest.EachLocation(t, func(t *testing.T, location string) { resumeWaitsForARunThatEnds(t, newRigOn(t, location, "")) })
+	journaltest.EachLocation(t, func(t *testing.T, location string) {
+		r := newRigOn(t, location, "")
+		resumeWhileItEnds(t, r, r.svc)
+	})
 }
 
-func resumeWaitsForARunThatEnds(t *testing.T, r *rig) {
-	var once atomic.Bool
+// The same from another worker on the journal: its resume waits for the
+// lease of the run the first worker is letting go.
+func TestResumeWaitsForAnotherWorkerToLetGo(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	resumeWhileItEnds(t, newRigOn(t, location, "a"), newRigOn(t, location, "b").svc)
+}
+
+// resumeWhileItEnds runs a workflow on r that ends blocked at a gate, and
+// resumes it through other: while its first step goes (refused at once),
+// and once its end is journaled, before r lets it go (that resume must
+// wait, and succeed once the run is let go).
+func resumeWhileItEnds(t *testing.T, r *rig, other *service.Service) {
+	var going, ending atomic.Bool
 	resumed := make(chan error, 1)
 	rep, err := r.svc.Run(t.Context(), service.RunRequest{File: r.workflow("gated.yaml", gated), Events: func(ev engine.Event) {
 		switch {
-		case ev.Kind == engine.StepStarted:
-			// Going: refused at once (this is the run's own goroutine).
+		case ev.Kind == engine.StepStarted && going.CompareAndSwap(false, true):
 			start := time.Now()
-			if _, err := r.svc.Resume(t.Context(), service.ResumeRequest{Run: ev.Run.String()}); !errors.Is(err, service.ErrRunning) {
+			if _, err := other.Resume(t.Context(), service.ResumeRequest{Run: ev.Run.String()}); !errors.Is(err, service.ErrRunning) {
 				t.Errorf("resume of a run going: %v", err)
 			}
 			if d := time.Since(start); d > 2*time.Second {
 				t.Errorf("resume of a run going refused after %v: it waited", d)
 			}
-		case ev.Kind == engine.RunFinished && ev.Status == journal.RunBlocked && once.CompareAndSwap(false, true):
+		case ev.Kind == engine.RunFinished && ev.Status == journal.RunBlocked && ending.CompareAndSwap(false, true):
 			go func() {
-				_, err := r.svc.Resume(t.Context(), service.ResumeRequest{Run: ev.Run.String()})
+				_, err := other.Resume(t.Context(), service.ResumeRequest{Run: ev.Run.String()})
 				resumed <- err
 			}()
 			select {
 			case err := <-resumed:
-				t.Errorf("the resume returned while the run was still going here: %v", err)
-			case <-time.After(200 * time.Millisecond):
+				t.Errorf("the resume returned while the run was not let go yet: %v", err)
+			case <-time.After(300 * time.Millisecond):
 			}
 		}
 	}})
-	if err != nil || rep.Run.Status != journal.RunBlocked {
+	if err != nil || rep.Run.Status != journal.RunBlocked || !going.Load() || !ending.Load() {
 		t.Fatalf("run: %v %v", rep, err)
 	}
 	select {
@@ -247,55 +260,5 @@ func resumeWaitsForARunThatEnds(t *testing.T, r *rig) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the resume still waits after the run was let go")
-	}
-}
-
-// A resume in another worker, of a run whose end is journaled while the
-// worker that ran it has not let it go yet, waits for its lease, then
-// resumes it.
-func TestResumeWaitsForAnotherWorkerToLetGo(t *testing.T) {
-	location := journaltest.PostgresURL(t)
-	a, b := newRigOn(t, location, "a"), newRigOn(t, location, "b")
-	var once atomic.Bool
-	resumed := make(chan error, 1)
-	rep, err := a.svc.Run(t.Context(), service.RunRequest{File: a.workflow("gated.yaml", gated), Events: func(ev engine.Event) {
-		if ev.Kind == engine.RunFinished && ev.Status == journal.RunBlocked && once.CompareAndSwap(false, true) {
-			go func() {
-				_, err := b.svc.Resume(t.Context(), service.ResumeRequest{Run: ev.Run.String()})
-				resumed <- err
-			}()
-			select {
-			case err := <-resumed:
-				t.Errorf("the other worker's resume returned while the run was still held here: %v", err)
-			case <-time.After(300 * time.Millisecond):
-			}
-		}
-	}})
-	if err != nil || rep.Run.Status != journal.RunBlocked {
-		t.Fatalf("run: %v %v", rep, err)
-	}
-	select {
-	case err := <-resumed:
-		if err != nil {
-			t.Fatalf("the other worker's resume once the run was let go: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the other worker's resume still waits after the run was let go")
-	}
-	// A run going in a worker is refused at once.
-	var asked atomic.Bool
-	_, err = a.svc.Run(t.Context(), service.RunRequest{File: a.workflow("hello.yaml", hello), Events: func(ev engine.Event) {
-		if ev.Kind == engine.StepStarted && asked.CompareAndSwap(false, true) {
-			start := time.Now()
-			if _, err := b.svc.Resume(t.Context(), service.ResumeRequest{Run: ev.Run.String()}); !errors.Is(err, service.ErrRunning) {
-				t.Errorf("the other worker's resume of a run going: %v", err)
-			}
-			if d := time.Since(start); d > 2*time.Second {
-				t.Errorf("refused after %v: it waited", d)
-			}
-		}
-	}})
-	if err != nil || !asked.Load() {
-		t.Fatalf("run: %v; a resume asked: %v", err, asked.Load())
 	}
 }
