@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -62,7 +63,7 @@ func (s *Service) reserveForResume(ctx context.Context, id journal.ID, cancel co
 	case <-t.C:
 		return nil, &RunningError{Run: id}
 	case <-ctx.Done():
-		return nil, context.Cause(ctx)
+		return nil, waitStopped(id, ctx)
 	}
 	if mine, _ = s.reserve(id, cancel); mine == nil {
 		return nil, &RunningError{Run: id} // another resume was first
@@ -71,9 +72,10 @@ func (s *Service) reserveForResume(ctx context.Context, id journal.ID, cancel co
 }
 
 // acquireForResume takes run id's lease for a resume (acquire). A run
-// that another live worker holds is refused (RunningError), unless its end
-// is journaled: that worker lets it go next, and the resume waits for it,
-// up to endingWait, as it waits for a run ending here.
+// that another live worker holds is refused (RunningError), unless the
+// journal has it ended: that worker lets it go next (or, resuming it
+// itself, sets it running, and the resume is refused then), and the resume
+// waits for it, up to endingWait, as it waits for a run ending here.
 func (s *Service) acquireForResume(ctx context.Context, id journal.ID) error {
 	deadline := time.Now().Add(endingWait)
 	for {
@@ -90,9 +92,20 @@ func (s *Service) acquireForResume(ctx context.Context, id journal.ID) error {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return context.Cause(ctx)
+			return waitStopped(id, ctx)
 		}
 	}
+}
+
+// waitStopped is the error of a resume whose context ended (Cancel of the
+// run here, the server stopping) while it waited for the run to be let go:
+// it did not resume the run.
+func waitStopped(id journal.ID, ctx context.Context) error {
+	err := fmt.Errorf("run %s: the resume was stopped while it waited for the run to be let go: %w", id.Short(), context.Canceled)
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		err = fmt.Errorf("%w (%w)", err, cause)
+	}
+	return err
 }
 
 // heldPoll is how often a resume asks again for the lease of a run another

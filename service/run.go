@@ -168,8 +168,9 @@ type ResumeRequest struct {
 // that was decided while it ended goes on (see goOn).
 //
 // A run going in this service, or in another live worker on a shared
-// journal, is refused (ErrRunning), unless its end is journaled: Resume
-// then waits, up to 10 s, for the run to be let go. So
+// journal, is refused (ErrRunning), unless the journal has it ended: Resume
+// then waits for the run to be let go, up to 10 s here and 10 s for
+// another worker's lease, and is refused when the run goes on instead. So
 // a run's own Events sink must not resume it from its RunFinished event:
 // the resume would wait for the sink, and be refused.
 func (s *Service) Resume(ctx context.Context, req ResumeRequest) (*Report, error) {
