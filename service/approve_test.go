@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync/atomic"
@@ -260,5 +261,36 @@ func resumeWhileItEnds(t *testing.T, r *rig, other *service.Service) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the resume still waits after the run was let go")
+	}
+}
+
+// A resume whose context ends while it waits for a run to be let go says
+// so, as an interruption: it did not resume the run.
+func TestResumeStoppedWhileItWaits(t *testing.T) {
+	r := newRig(t)
+	var once atomic.Bool
+	rep, err := r.svc.Run(t.Context(), service.RunRequest{File: r.workflow("gated.yaml", gated), Events: func(ev engine.Event) {
+		if ev.Kind != engine.RunFinished || ev.Status != journal.RunBlocked || !once.CompareAndSwap(false, true) {
+			return
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		resumed := make(chan error, 1)
+		go func() {
+			_, err := r.svc.Resume(ctx, service.ResumeRequest{Run: ev.Run.String()})
+			resumed <- err
+		}()
+		time.Sleep(100 * time.Millisecond) // it waits: the run is let go only once this returns
+		cancel()
+		select {
+		case err := <-resumed:
+			if !errors.Is(err, context.Canceled) || service.CodeOf(err).Name != "interrupted" || !strings.Contains(err.Error(), "stopped while it waited") {
+				t.Errorf("resume stopped while it waited: %v (%s)", err, service.CodeOf(err).Name)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("the resume did not stop with its context")
+		}
+	}})
+	if err != nil || rep.Run.Status != journal.RunBlocked || !once.Load() {
+		t.Fatalf("run: %v %v", rep, err)
 	}
 }
