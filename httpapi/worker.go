@@ -143,7 +143,11 @@ func (s *Server) takeOver(id journal.ID) (letGo bool) {
 			s.logf("block run %s: %v", id.Short(), err)
 		}
 	default:
-		s.svc.Release(id)
+		if !s.svc.Going(id) {
+			// (A resume here since, an operator's, holds it now: its
+			// release is its own.)
+			s.svc.Release(id)
+		}
 		return true
 	}
 	return false
