@@ -50,21 +50,34 @@ servers:
 steps:
   - {id: pay, server: demo, tool: transfer, with: {amount: 25, to: acme}}
 `},
+	// Not in the default list: the same question, asked by ending the call
+	// (input_required, protocol 2026-07-28, which the demo server speaks
+	// over stdio), the runs sharing four sessions of it.
+	{"asked", `name: asked
+servers:
+  demo: {builtin: demo, sessions: 4}
+steps:
+  - {id: pay, server: demo, tool: transfer, with: {amount: 25, to: acme}}
+`},
 }
+
+// defaultKinds is how many of waitingKinds run when
+// MCPFLOW_BENCH_WAITING_KINDS names none: gate, unknown, question.
+const defaultKinds = 3
 
 type waitingKind struct{ name, source string }
 
 // kindsFrom are the kinds that MCPFLOW_BENCH_WAITING_KINDS names (a comma
-// list: gate, unknown, question), or all of them.
+// list: gate, unknown, question, asked), or the first three.
 func kindsFrom(b *testing.B, list string) []waitingKind {
 	if list == "" {
-		return waitingKinds
+		return waitingKinds[:defaultKinds]
 	}
 	var out []waitingKind
 	for _, name := range strings.Split(list, ",") {
 		i := slices.IndexFunc(waitingKinds, func(k waitingKind) bool { return k.name == strings.TrimSpace(name) })
 		if i < 0 {
-			b.Fatalf("MCPFLOW_BENCH_WAITING_KINDS: no kind %q (gate, unknown, question)", name)
+			b.Fatalf("MCPFLOW_BENCH_WAITING_KINDS: no kind %q (gate, unknown, question, asked)", name)
 		}
 		out = append(out, waitingKinds[i])
 	}
@@ -77,7 +90,8 @@ func kindsFrom(b *testing.B, list string) []waitingKind {
 // MCPFLOW_BENCH_WAITING of them (default 1,000) wait — a third at an
 // approval gate, a third blocked on a call whose outcome is unknown, a
 // third on an unanswered elicitation (MCPFLOW_BENCH_WAITING_KINDS=gate,unknown
-// leaves out the runs whose call stays open). It prints the server's resident
+// leaves out the runs whose call stays open; =asked has the same question
+// asked by ending the call, on protocol 2026-07-28). It prints the server's resident
 // memory then (rss-MiB, and its peak, peak-rss-MiB), stops it (SIGTERM)
 // and starts it again on the same journal, and prints how long the new
 // process took to answer the runs page of its API (restart-s: from exec
@@ -289,8 +303,9 @@ func (w *waitingServer) submit(n int) {
 	}
 }
 
-// waitBlocked waits until the n runs wait: those at a gate and those
-// whose outcome is unknown blocked, those asked a question running with
+// waitBlocked waits until the n runs wait: those at a gate, those whose
+// outcome is unknown and those asked a question by a call's end (asked)
+// blocked, those asked a question during the call running with
 // the question journaled (their call is open: the demo server asked
 // during it, as a server before protocol 2026-07-28 does).
 func (w *waitingServer) waitBlocked(n int) {
@@ -336,7 +351,7 @@ func (w *waitingServer) waitBlocked(n int) {
 			}
 			continue
 		}
-		want := map[string]string{"gate": "MCPFLOW_APPROVAL_REQUIRED", "unknown": "MCPFLOW_OUTCOME_UNKNOWN"}[k.name]
+		want := map[string]string{"gate": "MCPFLOW_APPROVAL_REQUIRED", "unknown": "MCPFLOW_OUTCOME_UNKNOWN", "asked": "MCPFLOW_INPUT_REQUIRED"}[k.name]
 		if got := list.Runs[0]; got.Status != "blocked" || got.Error == nil || got.Error.Code != want {
 			w.b.Fatalf("a run of %s: %s, error %+v, want blocked with %s", k.name, got.Status, got.Error, want)
 		}
