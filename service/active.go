@@ -22,8 +22,11 @@ type activeRun struct {
 	// its end and is being let go (or, on a shared journal, lost its lease
 	// to a worker that ended it, and is stopping).
 	started bool // guarded by Service.mu
-	gone    chan struct{}
-	once    sync.Once
+	// held: its owner holds the run's lease (a shared journal's), which
+	// letGo releases first.
+	held bool
+	gone chan struct{}
+	once sync.Once
 }
 
 // endingWait bounds how long a resume waits for a run whose end is
@@ -125,9 +128,13 @@ func (s *Service) ending(id journal.ID, a *activeRun) bool {
 	return err == nil && run.Status != journal.RunRunning
 }
 
-// letGo ends a's time as run id's entry; waiters go on.
+// letGo ends a's time as run id's entry, once: the run's lease first,
+// when a holds it; then waiters go on.
 func (s *Service) letGo(id journal.ID, a *activeRun) {
 	a.once.Do(func() {
+		if a.held {
+			s.release(id)
+		}
 		s.mu.Lock()
 		if s.active[id] == a {
 			delete(s.active, id)
@@ -140,7 +147,8 @@ func (s *Service) letGo(id journal.ID, a *activeRun) {
 // track runs fn with a context that Cancel can cancel once the run it
 // starts is known (its RunStarted event). A resume passes the run's
 // reservation (own), which it lets go itself; otherwise the run's entry
-// is track's, let go, with the run's lease, when fn returns.
+// is track's (the new run's lease is this process's from its creation),
+// let go when fn returns.
 func (s *Service) track(ctx context.Context, own *activeRun, events func(engine.Event), fn func(ctx context.Context, events func(engine.Event)) (*journal.Run, error)) (*journal.Run, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -148,7 +156,6 @@ func (s *Service) track(ctx context.Context, own *activeRun, events func(engine.
 	var mine *activeRun
 	defer func() {
 		if mine != nil {
-			s.release(id)
 			s.letGo(id, mine)
 		}
 	}()
@@ -162,7 +169,7 @@ func (s *Service) track(ctx context.Context, own *activeRun, events func(engine.
 			case !taken:
 				// (A resume that reserved the new run between its creation's
 				// commit and this event keeps its entry, and lets it go.)
-				mine = &activeRun{cancel: cancel, started: true, gone: make(chan struct{})}
+				mine = &activeRun{cancel: cancel, started: true, held: true, gone: make(chan struct{})}
 				s.active[id] = mine
 			}
 			s.mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"sync"
 
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
@@ -215,19 +214,9 @@ func (s *Service) resumeOnce(ctx context.Context, req ResumeRequest) (*Report, e
 	if err != nil {
 		return nil, err
 	}
-	// leave lets the run go, its lease first: once, as soon as the run
-	// returns (before its sessions close), or on the way out.
-	var once sync.Once
-	acquired := false
-	leave := func() {
-		once.Do(func() {
-			if acquired {
-				s.release(id)
-			}
-			s.letGo(id, a)
-		})
-	}
-	defer leave()
+	// Let go as soon as the run returns (before its sessions close), or on
+	// the way out.
+	defer s.letGo(id, a)
 	if run, err := s.j.Run(id); err == nil && ProxyAlive(run) {
 		// A proxy session going in another process: its own.
 		return nil, &RunningError{Run: id}
@@ -235,7 +224,7 @@ func (s *Service) resumeOnce(ctx context.Context, req ResumeRequest) (*Report, e
 	if err := s.acquireForResume(ctx, id); err != nil {
 		return nil, err
 	}
-	acquired = true
+	a.held = true
 	if sh, ok := s.j.(journal.Shared); ok {
 		// Cancelled while nobody held it: resumed only to settle what
 		// was in flight, then it ends cancelled, sending nothing.
@@ -284,7 +273,7 @@ func (s *Service) resumeOnce(ctx context.Context, req ResumeRequest) (*Report, e
 		acted = did
 		return out, err
 	})
-	leave()
+	s.letGo(id, a)
 	if err != nil {
 		return nil, journalFailed(err)
 	}
