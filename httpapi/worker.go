@@ -143,11 +143,7 @@ func (s *Server) takeOver(id journal.ID) (letGo bool) {
 			s.logf("block run %s: %v", id.Short(), err)
 		}
 	default:
-		if !s.svc.Going(id) {
-			// (A resume here since, an operator's, holds it now: its
-			// release is its own.)
-			s.svc.Release(id)
-		}
+		s.svc.Release(id)
 		return true
 	}
 	return false

@@ -294,3 +294,22 @@ func TestResumeStoppedWhileItWaits(t *testing.T) {
 		t.Fatalf("run: %v %v", rep, err)
 	}
 }
+
+// Release leaves a run going here: its lease stays this worker's, and
+// another worker's resume is refused.
+func TestReleaseLeavesARunGoingHere(t *testing.T) {
+	location := journaltest.PostgresURL(t)
+	a, b := newRigOn(t, location, "a"), newRigOn(t, location, "b")
+	var asked atomic.Bool
+	rep, err := a.svc.Run(t.Context(), service.RunRequest{File: a.workflow("hello.yaml", hello), Events: func(ev engine.Event) {
+		if ev.Kind == engine.StepStarted && asked.CompareAndSwap(false, true) {
+			a.svc.Release(ev.Run)
+			if _, err := b.svc.Resume(t.Context(), service.ResumeRequest{Run: ev.Run.String()}); !errors.Is(err, service.ErrRunning) {
+				t.Errorf("another worker's resume of a run going here, after Release: %v", err)
+			}
+		}
+	}})
+	if err != nil || !asked.Load() || rep.Run.Status != journal.RunSucceeded {
+		t.Fatalf("run: %v %v", rep, err)
+	}
+}

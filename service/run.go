@@ -433,8 +433,13 @@ func (s *Service) Abandon(id journal.ID, why error) error {
 
 // Release lets another worker take a run this process holds but does not
 // run (a claim it could not act on). Nothing to do on a journal that is
-// not shared.
-func (s *Service) Release(id journal.ID) { s.release(id) }
+// not shared, nor for a run going here (a resume since holds it, and
+// lets it go itself).
+func (s *Service) Release(id journal.ID) {
+	if !s.Going(id) {
+		s.release(id)
+	}
+}
 
 // CodeCannotResume blocks a run that a worker claimed and could not
 // resume.
