@@ -136,7 +136,8 @@ func BenchmarkStepCost(b *testing.B) {
 			return time.Since(start)
 		}))
 		// One step of a 20-step run.
-		c0, p0, s0 := j.Stats().Commits, j.Stats().Pages, j.Stats().LogSync
+		st0 := j.Stats()
+		c0, p0, s0 := st0.Commits, st0.Pages, st0.LogSync
 		inRun.start()
 		start := time.Now()
 		if run, err := eng.Run(ctx, wf20, map[string]any{}, ""); err != nil || run.Status != journal.RunSucceeded {
