@@ -107,6 +107,21 @@ func (l *Local) Run(ctx context.Context, req RunRequest) (*Report, error) {
 	return l.Watch(ctx, id.String(), req.Events)
 }
 
+// Submit journals a run for the workers sharing the journal (see
+// Service.Submit). A journal no other process shares refuses it before
+// anything opens it: opening it would take its lock, and the socket
+// beside it, for nothing — a server starting meanwhile would find them
+// taken. A workflow that does not load says so first.
+func (l *Local) Submit(ctx context.Context, req RunRequest) (journal.ID, error) {
+	if l.Shared {
+		return l.Service.Submit(ctx, req)
+	}
+	if _, _, err := l.load(req); err != nil {
+		return journal.ID{}, err
+	}
+	return journal.ID{}, ErrNotShared
+}
+
 // Resume continues a run here.
 func (l *Local) Resume(ctx context.Context, req ResumeRequest) (*Report, error) {
 	req.Events = l.observed(req.Events)

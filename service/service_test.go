@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -372,5 +373,24 @@ func TestRunsLoadTheFileAsItIsNow(t *testing.T) {
 	}
 	if _, err := r.svc.Run(t.Context(), service.RunRequest{File: file}); err == nil || !strings.Contains(err.Error(), `"demo"`) {
 		t.Fatalf("run after its server was renamed in mcpflow.yaml: %v; want an unknown server", err)
+	}
+}
+
+// TestSubmitRefusedBeforeTheJournalOpens: a journal no other process
+// shares cannot take a submitted run, so Local refuses it without opening
+// the journal (its lock, the socket beside it) — a server starting
+// meanwhile finds them free — after a workflow that does not load said so.
+func TestSubmitRefusedBeforeTheJournalOpens(t *testing.T) {
+	r := newRig(t)
+	l := &service.Local{Service: r.svc}
+	_, err := l.Submit(t.Context(), service.RunRequest{File: r.workflow("broken.yaml", "name: broken\nsteps: [\n")})
+	if err == nil || errors.Is(err, service.ErrNotShared) {
+		t.Fatalf("a workflow that does not load: %v, want its load error", err)
+	}
+	if _, err := l.Submit(t.Context(), service.RunRequest{File: r.workflow("hello.yaml", hello)}); !errors.Is(err, service.ErrNotShared) {
+		t.Fatalf("submit on a journal of one process: %v, want ErrNotShared", err)
+	}
+	if _, err := os.Stat(r.journal); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the refused submissions opened the journal: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mcpflow/mcpflow/client"
 	"github.com/mcpflow/mcpflow/door"
 	"github.com/mcpflow/mcpflow/journal"
 )
@@ -114,6 +115,11 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	socket := o.socket
 	if socket == "" {
 		socket = o.g.socketPath()
+	}
+	// A command that holds the journal for its one run serves it on the
+	// socket too: named here, it is not taken for another server.
+	if h, ok := client.Probe(socket); ok && h.Owner != nil {
+		return &exitError{code: exitJournal, err: fmt.Errorf("the journal is held by '%s' (pid %s), which runs one run at a time: start mcpflow server once it ended", h.Owner["command"], h.Owner["pid"])}
 	}
 	svc, done, err := o.g.service(writeJournal)
 	if err != nil {

@@ -86,6 +86,9 @@ steps:
 	if r := c.run("journal", "compact"); r.code != exitJournal || !strings.Contains(r.stderr, "'mcpflow run "+slow+"' (pid "+pid+") holds it") {
 		t.Errorf("journal compact while the run goes: exit %d, want %d naming the run\n%s", r.code, exitJournal, r.stderr)
 	}
+	if r := c.run("server"); r.code != exitJournal || !strings.Contains(r.stderr, "held by 'mcpflow run "+slow+"' (pid "+pid+")") || strings.Contains(r.stderr, "another mcpflow server") {
+		t.Errorf("server while the run goes: exit %d, want %d naming the run\n%s", r.code, exitJournal, r.stderr)
+	}
 	waiter := c.command("resume", shipID, "--wait")
 	var waiterOut, waiterErr lockedBuffer
 	waiter.Stdout, waiter.Stderr = &waiterOut, &waiterErr

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -16,7 +17,8 @@ import (
 
 // startServer starts `mcpflow server` in the workspace, with env added to
 // its environment (the demo servers it starts inherit it), and returns
-// once it answers on its socket.
+// once it answers on its socket (a command holding the journal for its
+// one run answers there too, and is not taken for it).
 func (c *cli) startServer(env ...string) (*exec.Cmd, func() result) {
 	c.t.Helper()
 	saved := c.env
@@ -25,7 +27,7 @@ func (c *cli) startServer(env ...string) (*exec.Cmd, func() result) {
 	c.env = saved
 	socket := filepath.Join(c.workspace, ".mcpflow", "mcpflow.sock")
 	deadline := time.Now().Add(20 * time.Second)
-	for !client.On(socket) {
+	for h, ok := client.Probe(socket); !ok || h.Owner != nil; h, ok = client.Probe(socket) {
 		if cmd.ProcessState != nil || time.Now().After(deadline) {
 			r := wait()
 			c.t.Fatalf("mcpflow server never answered on %s: exit %d\n%s%s", socket, r.code, r.stdout, r.stderr)
@@ -69,6 +71,22 @@ steps:
 `
 
 var runIDLine = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\n$`)
+
+// TestDetachWithoutServerTakesNothing: run --detach with no server to
+// take the run, on a bbolt journal, is refused without opening the
+// journal or serving its socket: a server starting meanwhile (a restart,
+// while a script submits runs) finds both free.
+func TestDetachWithoutServerTakesNothing(t *testing.T) {
+	t.Parallel()
+	c := newCLI(t)
+	quick := c.workflow("quick.yaml", quickWorkflow)
+	if r := c.run("run", "--detach", quick, "--input", "token=x"); r.code != exitUsage || !strings.Contains(r.stderr, "--detach needs mcpflow server") {
+		t.Fatalf("run --detach without a server: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if entries, err := os.ReadDir(filepath.Join(c.workspace, ".mcpflow")); !os.IsNotExist(err) {
+		t.Fatalf("the refused run --detach made .mcpflow: %v %v", entries, err)
+	}
+}
 
 // TestServerClient runs the CLI against `mcpflow server`: while a run
 // goes in the server, other commands read the journal and start runs of

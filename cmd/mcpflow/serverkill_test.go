@@ -166,7 +166,9 @@ func TestServerKillCampaign(t *testing.T) {
 		if err := srv.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
-		wait()
+		if r := wait(); r.code != -1 {
+			t.Fatalf("mcpflow server ended before it was killed: exit %d (seed %d)\n%s", r.code, seed, r.stderr)
+		}
 		fig.kills++
 		// Its stdio demo servers die with it; the HTTP one goes on.
 		for deadline := time.Now().Add(5 * time.Second); len(tagged(serverTag)) > 0; time.Sleep(10 * time.Millisecond) {
