@@ -153,6 +153,12 @@ type Engine struct {
 	Trust func(server string) journal.Trust
 	// Events receives progress; it must not block for long. Optional.
 	Events func(Event)
+	// Creating, when set, is told a new run's id (Run) before its creation
+	// is queued, so before anything can read the run from the journal: a
+	// front end marks the run as going where it runs before another
+	// request can find it running and take it for abandoned. Its
+	// RunStarted comes once the creation is durable.
+	Creating func(journal.ID)
 	// Sample sends a server's sampling request to the provider the
 	// workspace configures (nil: none; mcpflow then does not answer one).
 	// Each request is journaled with the call that asked, and when
@@ -289,6 +295,10 @@ func (e *Engine) Run(ctx context.Context, wf *workflow.Workflow, inputs map[stri
 	ctx, span := tracer().Start(ctx, "mcpflow.run", trace.WithAttributes(attribute.String(AttrWorkflow, wf.Name)))
 	run.TraceParent = traceParent(span) // a resumed run continues this trace
 	// The run's creation rides with its first write.
+	if e.Creating != nil {
+		run.ID = journal.NewID()
+		e.Creating(run.ID)
+	}
 	created, err := e.Journal.CreateRunLater(run)
 	if err != nil {
 		return nil, err

@@ -219,17 +219,11 @@ func (s *Server) Publish(ev engine.Event) {
 // abandoned reports, in a server that is the API of the journal's owner
 // (Options.Owner), whether run is journaled as running though it goes
 // nowhere: not here, and the owner resumes nothing (a crashed process's
-// run). Asked twice, a moment apart: the owner's own run is journaled a
-// moment before it is known to go here.
+// run). The owner's runs go here before they can be read (see
+// engine.Engine.Creating); one that ended since run was read is not.
 func (s *Server) abandoned(run *journal.Run) bool {
-	if s.o.Owner == nil || run.Status != journal.RunRunning {
+	if s.o.Owner == nil || run.Status != journal.RunRunning || s.svc.Going(run.ID) {
 		return false
-	}
-	for range 2 {
-		if s.svc.Going(run.ID) {
-			return false
-		}
-		time.Sleep(250 * time.Millisecond)
 	}
 	rep, err := s.svc.RunDetail(run.ID.String())
 	return err == nil && rep.Run.Status == journal.RunRunning && !s.svc.Going(run.ID)

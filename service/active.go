@@ -144,12 +144,13 @@ func (s *Service) letGo(id journal.ID, a *activeRun) {
 	})
 }
 
-// track runs fn with a context that Cancel can cancel once the run it
-// starts is known (its RunStarted event). A resume passes the run's
-// reservation (own), which it lets go itself; otherwise the run's entry
-// is track's (the new run's lease is this process's from its creation),
-// let go when fn returns.
-func (s *Service) track(ctx context.Context, own *activeRun, events func(engine.Event), fn func(ctx context.Context, events func(engine.Event)) (*journal.Run, error)) (*journal.Run, error) {
+// track runs fn with a context that Cancel can cancel. A resume passes
+// the run's reservation (own), which it lets go itself, and which its
+// RunStarted marks started. A new run's entry is track's, made by fn's
+// engine through creating, before anything can read the run from the
+// journal (so no resume takes it for abandoned meanwhile); it holds the
+// run's lease from its creation, and is let go when fn returns.
+func (s *Service) track(ctx context.Context, own *activeRun, events func(engine.Event), fn func(ctx context.Context, events func(engine.Event), creating func(journal.ID)) (*journal.Run, error)) (*journal.Run, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var id journal.ID
@@ -159,23 +160,27 @@ func (s *Service) track(ctx context.Context, own *activeRun, events func(engine.
 			s.letGo(id, mine)
 		}
 	}()
+	creating := func(run journal.ID) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, taken := s.active[run]; own == nil && mine == nil && !taken {
+			id, mine = run, &activeRun{cancel: cancel, held: true, gone: make(chan struct{})}
+			s.active[id] = mine
+		}
+	}
 	return fn(ctx, func(ev engine.Event) {
-		if ev.Kind == engine.RunStarted && id.IsZero() {
-			id = ev.Run
+		if ev.Kind == engine.RunStarted {
 			s.mu.Lock()
-			switch _, taken := s.active[id]; {
+			switch {
 			case own != nil:
 				own.started = true // its cancel is ctx's parent's
-			case !taken:
-				// (A resume that reserved the new run between its creation's
-				// commit and this event keeps its entry, and lets it go.)
-				mine = &activeRun{cancel: cancel, started: true, held: true, gone: make(chan struct{})}
-				s.active[id] = mine
+			case mine != nil && ev.Run == id:
+				mine.started = true
 			}
 			s.mu.Unlock()
 		}
 		if events != nil {
 			events(ev)
 		}
-	})
+	}, creating)
 }

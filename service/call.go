@@ -72,8 +72,10 @@ func (s *Service) Call(ctx context.Context, req CallRequest) (*Report, error) {
 	if err := s.open(); err != nil {
 		return nil, err
 	}
-	run, err := s.track(ctx, nil, req.Events, func(ctx context.Context, events func(engine.Event)) (*journal.Run, error) {
-		return s.engine(x, events).Run(ctx, wf, map[string]any{}, s.o.Workspace)
+	run, err := s.track(ctx, nil, req.Events, func(ctx context.Context, events func(engine.Event), creating func(journal.ID)) (*journal.Run, error) {
+		e := s.engine(x, events)
+		e.Creating = creating
+		return e.Run(ctx, wf, map[string]any{}, s.o.Workspace)
 	})
 	if err != nil {
 		return nil, journalFailed(err)

@@ -117,8 +117,10 @@ func (s *Service) load(req RunRequest) (*workflow.Workflow, map[string]any, erro
 func (s *Service) runWorkflow(ctx context.Context, wf *workflow.Workflow, inputs map[string]any, ws string, trustWorkspace bool, events func(engine.Event)) (*Report, error) {
 	x := s.prepare(wf.Servers, wf.Own, ws, trustWorkspace)
 	defer x.close()
-	run, err := s.track(ctx, nil, events, func(ctx context.Context, events func(engine.Event)) (*journal.Run, error) {
-		return s.engine(x, events).Run(ctx, wf, inputs, ws)
+	run, err := s.track(ctx, nil, events, func(ctx context.Context, events func(engine.Event), creating func(journal.ID)) (*journal.Run, error) {
+		e := s.engine(x, events)
+		e.Creating = creating
+		return e.Run(ctx, wf, inputs, ws)
 	})
 	if err != nil {
 		return nil, journalFailed(err)
@@ -268,7 +270,7 @@ func (s *Service) resumeOnce(ctx context.Context, req ResumeRequest) (*Report, e
 	x := s.prepare(wf.Servers, wf.Own, ws, req.TrustWorkspace)
 	defer x.close()
 	acted := false
-	_, err = s.track(ctx, a, req.Events, func(ctx context.Context, events func(engine.Event)) (*journal.Run, error) {
+	_, err = s.track(ctx, a, req.Events, func(ctx context.Context, events func(engine.Event), _ func(journal.ID)) (*journal.Run, error) {
 		out, did, err := s.engine(x, events).Resume(ctx, run, wf, inputs)
 		acted = did
 		return out, err

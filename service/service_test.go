@@ -394,3 +394,67 @@ func TestSubmitRefusedBeforeTheJournalOpens(t *testing.T) {
 		t.Fatalf("the refused submissions opened the journal: %v", err)
 	}
 }
+
+// resumeAtCreation is a journal that, once a new run's creation is
+// durable and before the engine goes on (before its RunStarted), has
+// another request resume the run, and sends what that resume returned.
+type resumeAtCreation struct {
+	journal.Store
+	resume func(id journal.ID) error
+	got    chan error
+}
+
+func (j *resumeAtCreation) CreateRunLater(r *journal.Run) (*journal.Pending, error) {
+	p, err := j.Store.CreateRunLater(r)
+	if err == nil {
+		err = p.Wait()
+	}
+	if err == nil {
+		j.got <- j.resume(r.ID)
+	}
+	return p, err
+}
+
+// TestNewRunIsGoingBeforeItCanBeRead: a resume that finds a new run in the
+// journal the moment its creation commits, before the run reported its
+// start, is refused as a run going here: it does not take the run for
+// abandoned and run it a second time beside itself.
+func TestNewRunIsGoingBeforeItCanBeRead(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "mcpflow.yaml"), []byte("servers:\n  demo: {builtin: demo, trust: true}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(ws, ".mcpflow", "journal.db")
+	j := &resumeAtCreation{got: make(chan error, 1)}
+	svc, err := service.New(nil, &service.Options{
+		Workspace:  ws,
+		TrustStore: trust.OpenStore(t.TempDir()),
+		OpenJournal: func() (journal.Store, error) {
+			s, err := door.OpenStore(path, nil)
+			j.Store = s
+			return j, err
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	j.resume = func(id journal.ID) error {
+		_, err := svc.Resume(t.Context(), service.ResumeRequest{Run: id.String()})
+		return err
+	}
+	f := filepath.Join(ws, "hello.yaml")
+	if err := os.WriteFile(f, []byte(hello), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := svc.Run(t.Context(), service.RunRequest{File: f})
+	if err != nil || rep.Run.Status != journal.RunSucceeded {
+		t.Fatalf("the run: %v %v", rep, err)
+	}
+	if err := <-j.got; !errors.Is(err, service.ErrRunning) {
+		t.Fatalf("a resume of the new run as it was created: %v, want ErrRunning", err)
+	}
+	if invs, err := j.RunInvocations(rep.Run.ID); err != nil || len(invs) != 2 {
+		t.Fatalf("the run's invocations: %d, %v; want its two steps' once", len(invs), err)
+	}
+}
