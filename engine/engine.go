@@ -296,7 +296,7 @@ func (e *Engine) Run(ctx context.Context, wf *workflow.Workflow, inputs map[stri
 	run.TraceParent = traceParent(span) // a resumed run continues this trace
 	// The run's creation rides with its first write.
 	if e.Creating != nil {
-		run.ID = journal.NewID()
+		run.ID = newRunID(e.Journal)
 		e.Creating(run.ID)
 	}
 	created, err := e.Journal.CreateRunLater(run)
@@ -311,6 +311,16 @@ func (e *Engine) Run(ctx context.Context, wf *workflow.Workflow, inputs map[stri
 	out, err := r.execute(ctx)
 	endRun(span, out, err)
 	return out, err
+}
+
+// newRunID is a new run's id, made by j when it makes ids on request
+// (journal.Writer.NewRunID, from the journal's clock), else here (the
+// journal of another process, package client).
+func newRunID(j Journal) journal.ID {
+	if m, ok := j.(interface{ NewRunID() journal.ID }); ok {
+		return m.NewRunID()
+	}
+	return journal.NewID()
 }
 
 // newRun is the record of a run of wf about to start.

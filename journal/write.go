@@ -58,6 +58,12 @@ func Relayed(in Intent) Intent {
 // and sets the timestamps. Durable when it returns nil.
 func (w *Writer) CreateRun(r *Run) error { return w.write(w.createRun(r)) }
 
+// NewRunID makes the id of a run about to be created (CreateRun or
+// CreateRunLater with it set), from the journal's clock: whoever starts
+// the run knows its id before anything can read the run. The run's
+// StartedAt comes from the clock a moment later.
+func (w *Writer) NewRunID() ID { return w.ids.Next(w.now().UTC()) }
+
 // CreateRunLater is CreateRun queued to ride with the next commit (see
 // Pending): the run exists once the Pending is done without error.
 func (w *Writer) CreateRunLater(r *Run) (*Pending, error) { return w.writeLater(w.createRun(r)) }

@@ -164,19 +164,16 @@ func (s *Service) track(ctx context.Context, own *activeRun, events func(engine.
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if _, taken := s.active[run]; own == nil && mine == nil && !taken {
-			id, mine = run, &activeRun{cancel: cancel, held: true, gone: make(chan struct{})}
+			// Started from its creation: a resume is refused while the
+			// journal has it running (or not yet), and waits once it ended.
+			id, mine = run, &activeRun{cancel: cancel, started: true, held: true, gone: make(chan struct{})}
 			s.active[id] = mine
 		}
 	}
 	return fn(ctx, func(ev engine.Event) {
-		if ev.Kind == engine.RunStarted {
+		if ev.Kind == engine.RunStarted && own != nil {
 			s.mu.Lock()
-			switch {
-			case own != nil:
-				own.started = true // its cancel is ctx's parent's
-			case mine != nil && ev.Run == id:
-				mine.started = true
-			}
+			own.started = true // its cancel is ctx's parent's
 			s.mu.Unlock()
 		}
 		if events != nil {

@@ -116,10 +116,8 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	if socket == "" {
 		socket = o.g.socketPath()
 	}
-	// A command that holds the journal for its one run serves it on the
-	// socket too: named here, it is not taken for another server.
-	if h, ok := client.Probe(socket); ok && h.Owner != nil {
-		return &exitError{code: exitJournal, err: fmt.Errorf("the journal is held by '%s' (pid %s), which runs one run at a time: start mcpflow server once it ended", h.Owner["command"], h.Owner["pid"])}
+	if err := heldBy(socket); err != nil {
+		return err
 	}
 	svc, done, err := o.g.service(writeJournal)
 	if err != nil {
@@ -137,6 +135,9 @@ func runServer(ctx context.Context, o *serverOptions) error {
 		return usageError("%v", err)
 	}
 	if err := srv.Start(); err != nil {
+		if held := heldBy(socket); held != nil {
+			return held // it started serving since heldBy was first asked
+		}
 		return err
 	}
 	fmt.Fprintf(o.Out, "mcpflow server: journal %s\n  socket: %s\n", journal.Redact(o.g.journalPath), socket)
@@ -154,6 +155,21 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	stop, cancel := context.WithTimeout(context.Background(), o.grace+30*time.Second)
 	defer cancel()
 	return srv.Stop(stop)
+}
+
+// heldBy refuses to serve a journal that a command holds for its one
+// run: it serves the journal on the socket too, and is named, not taken
+// for another server.
+func heldBy(socket string) error {
+	h, ok := client.Probe(socket)
+	if !ok || h.Owner == nil {
+		return nil
+	}
+	run := ""
+	if id, err := journal.ParseID(h.Owner["run"]); err == nil {
+		run = ", run " + id.Short()
+	}
+	return &exitError{code: exitJournal, err: fmt.Errorf("the journal is held by '%s' (pid %s%s), which runs one run at a time: start mcpflow server once it ended", h.Owner["command"], h.Owner["pid"], run)}
 }
 
 // readToken reads the token file, which must be private to its owner.

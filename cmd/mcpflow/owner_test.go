@@ -86,9 +86,12 @@ steps:
 	if r := c.run("journal", "compact"); r.code != exitJournal || !strings.Contains(r.stderr, "'mcpflow run "+slow+"' (pid "+pid+") holds it") {
 		t.Errorf("journal compact while the run goes: exit %d, want %d naming the run\n%s", r.code, exitJournal, r.stderr)
 	}
-	if r := c.run("server"); r.code != exitJournal || !strings.Contains(r.stderr, "held by 'mcpflow run "+slow+"' (pid "+pid+")") || strings.Contains(r.stderr, "another mcpflow server") {
+	srv, srvDone := c.background("server")
+	stray := time.AfterFunc(20*time.Second, func() { srv.Process.Kill() }) // it served: fail, not hang
+	if r := srvDone(); r.code != exitJournal || !strings.Contains(r.stderr, "held by 'mcpflow run "+slow+"' (pid "+pid+", run "+slowID[:18]+")") || strings.Contains(r.stderr, "another mcpflow server") {
 		t.Errorf("server while the run goes: exit %d, want %d naming the run\n%s", r.code, exitJournal, r.stderr)
 	}
+	stray.Stop()
 	waiter := c.command("resume", shipID, "--wait")
 	var waiterOut, waiterErr lockedBuffer
 	waiter.Stdout, waiter.Stderr = &waiterOut, &waiterErr

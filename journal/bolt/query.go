@@ -349,8 +349,8 @@ func walkRuns(tx *bbolt.Tx, f journal.RunFilter, records bool, fn func(*journal.
 			continue
 		}
 		id := journal.ID(k[len(k)-16:])
-		if !f.Since.IsZero() && id.Millis() < f.Since.UnixMilli() {
-			break // a run's id is made when it starts
+		if !f.Since.IsZero() && id.Millis() < f.Since.UnixMilli()-runIDLead.Milliseconds() {
+			break // a run's id is made when it starts (see runIDLead)
 		}
 		r, err := getRun(tx, id)
 		if err != nil {
@@ -362,6 +362,12 @@ func walkRuns(tx *bbolt.Tx, f journal.RunFilter, records bool, fn func(*journal.
 	}
 	return nil
 }
+
+// runIDLead bounds how long before its StartedAt a run's id may be made
+// (journal.Writer.NewRunID: the engine makes it, then queues the run's
+// creation): a scan for runs started since a time goes on that much
+// further back, and the StartedAt filter decides.
+const runIDLead = time.Second
 
 // exportChunk is how many records Export copies per read transaction.
 const exportChunk = 256

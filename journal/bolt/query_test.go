@@ -580,3 +580,26 @@ func TestAmbiguousPrefixNamesCandidates(t *testing.T) {
 		}
 	})
 }
+
+// TestRunsSinceIDMadeBefore: a run whose id was made a moment before its
+// creation (Writer.NewRunID, as the engine makes it) is listed by a
+// filter since its start, though its id's time is before that.
+func TestRunsSinceIDMadeBefore(t *testing.T) {
+	c := &clock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	journaltest.Each(t, &journal.Options{Now: c.now}, func(t *testing.T, j journal.Store) {
+		run := &journal.Run{Workflow: "w", ID: j.(interface{ NewRunID() journal.ID }).NewRunID()}
+		if err := j.CreateRun(run); err != nil {
+			t.Fatal(err)
+		}
+		if !run.ID.Time().Before(run.StartedAt) {
+			t.Fatalf("the id's time %v is not before the run's start %v: the test proves nothing", run.ID.Time(), run.StartedAt)
+		}
+		list, err := j.Runs(journal.RunFilter{Since: run.StartedAt})
+		if err != nil || len(list) != 1 || list[0].ID != run.ID {
+			t.Fatalf("runs since the run's start: %v %v, want the run", list, err)
+		}
+		if n, _, err := j.CountRuns(journal.RunFilter{Since: run.StartedAt}, 10); n != 1 || err != nil {
+			t.Fatalf("count of runs since the run's start: %d %v, want 1", n, err)
+		}
+	})
+}
