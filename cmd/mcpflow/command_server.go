@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/mcpflow/mcpflow/client"
 	"github.com/mcpflow/mcpflow/door"
 	"github.com/mcpflow/mcpflow/journal"
 )
@@ -155,21 +154,6 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	stop, cancel := context.WithTimeout(context.Background(), o.grace+30*time.Second)
 	defer cancel()
 	return srv.Stop(stop)
-}
-
-// heldBy refuses to serve a journal that a command holds for its one
-// run: it serves the journal on the socket too, and is named, not taken
-// for another server.
-func heldBy(socket string) error {
-	h, ok := client.Probe(socket)
-	if !ok || h.Owner == nil {
-		return nil
-	}
-	run := ""
-	if id, err := journal.ParseID(h.Owner["run"]); err == nil {
-		run = ", run " + id.Short()
-	}
-	return &exitError{code: exitJournal, err: fmt.Errorf("the journal is held by '%s' (pid %s%s), which runs one run at a time: start mcpflow server once it ended", h.Owner["command"], h.Owner["pid"], run)}
 }
 
 // readToken reads the token file, which must be private to its owner.
