@@ -639,6 +639,19 @@ func (c *Client) Watch(ctx context.Context, ref string, events func(engine.Event
 		st.close()
 		return rep, nil
 	}
+	if service.ProxyAlive(rep.Run) {
+		// A proxy session writes through this server, but goes in the
+		// proxy's process: no event of it comes on the stream.
+		st.close()
+		id := rep.Run.ID
+		return service.FollowProxy(ctx, id, func() (*service.Report, error) {
+			rep, err := c.RunDetail(id.String())
+			if err != nil {
+				return nil, &service.LostError{Run: id, Err: err}
+			}
+			return rep, nil
+		}, events)
+	}
 	if events == nil {
 		return c.follow(ctx, st, rep.Run.ID, nil)
 	}

@@ -220,9 +220,10 @@ func (s *Server) Publish(ev engine.Event) {
 // (Options.Owner), whether run is journaled as running though it goes
 // nowhere: not here, and the owner resumes nothing (a crashed process's
 // run). The owner's runs go here before they can be read (see
-// engine.Engine.Creating); one that ended since run was read is not.
+// engine.Engine.Creating); one that ended since run was read is not; a
+// proxy session goes in the proxy's process.
 func (s *Server) abandoned(run *journal.Run) bool {
-	if s.o.Owner == nil || run.Status != journal.RunRunning || s.svc.Going(run.ID) {
+	if s.o.Owner == nil || run.Status != journal.RunRunning || s.svc.Going(run.ID) || service.ProxyAlive(run) {
 		return false
 	}
 	rep, err := s.svc.RunDetail(run.ID.String())

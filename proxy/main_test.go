@@ -120,6 +120,36 @@ func (w *workspace) mcpflow(args ...string) string {
 	return string(out)
 }
 
+// watch starts 'mcpflow runs watch' of a proxy session's run id and
+// returns once it showed the session's calls so far; the function it
+// returns waits (up to 20 s) for the watch to end, with its output.
+func (w *workspace) watch(id string) func() (string, error) {
+	w.t.Helper()
+	cmd := exec.Command(mcpflowBin, "--workspace", w.dir, "runs", "watch", id)
+	cmd.Env = w.environ()
+	out := &lockedWriter{w: &strings.Builder{}}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- cmd.Wait() }()
+	w.t.Cleanup(func() { cmd.Process.Kill() })
+	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "completed"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("runs watch %s never showed the session's calls:\n%s", id, out.String())
+		}
+	}
+	return func() (string, error) {
+		select {
+		case err := <-ended:
+			return out.String(), err
+		case <-time.After(20 * time.Second):
+			return out.String(), fmt.Errorf("runs watch still follows the session 20 s after it ended")
+		}
+	}
+}
+
 // mcpflowJSON runs an mcpflow command with -o json and decodes its output.
 func (w *workspace) mcpflowJSON(v any, args ...string) {
 	w.t.Helper()
@@ -364,4 +394,14 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// String is what was written, when w keeps it (a *strings.Builder).
+func (l *lockedWriter) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s, ok := l.w.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return ""
 }

@@ -68,7 +68,9 @@ func TestTwoProxiesShareTheJournal(t *testing.T) {
 
 // While mcpflow server holds the journal, a proxy writes its session's
 // run through it; the server counts it as going, not abandoned, so its
-// resume of abandoned runs leaves it alone.
+// resume of abandoned runs leaves it alone; runs watch through the server
+// follows it from the journal (no event of it reaches the server) to its
+// end.
 func TestProxyWritesThroughMcpflowServer(t *testing.T) {
 	w := newWorkspace(t, trustedDemo)
 	srv := exec.Command(mcpflowBin, "server", "--workspace", w.dir, "--grace", "2s")
@@ -109,6 +111,7 @@ func TestProxyWritesThroughMcpflowServer(t *testing.T) {
 	c := w.startClient([]step{
 		{"op": "call", "tool": "greet", "args": map[string]any{"name": "Ada"}},
 		{"op": "wait"},
+		{"op": "call", "tool": "greet", "args": map[string]any{"name": "Bob"}},
 	}, "proxy", "demo")
 	if l := c.next(); l.Op != "connected" {
 		t.Fatalf("%+v", l)
@@ -125,9 +128,16 @@ func TestProxyWritesThroughMcpflowServer(t *testing.T) {
 	if len(runs) != 1 || runs[0].Workflow != "proxy:demo" || runs[0].Status != "running" || runs[0].Steps[0].State != "completed" {
 		t.Fatalf("runs through the server while the session goes on: %+v", runs)
 	}
+	watch := w.watch(runs[0].ID)
 	c.resume()
+	if got := c.next().result(t); got.text() != "Hello, Bob!" {
+		t.Fatalf("%+v", got)
+	}
 	if err := c.wait(); err != nil {
 		t.Fatal(err)
+	}
+	if out, err := watch(); err != nil || !strings.Contains(out, "Hello, Bob!") || !strings.Contains(out, "succeeded") {
+		t.Errorf("runs watch of the session: %v, want its second call and its end\n%s", err, out)
 	}
 	if runs := w.runs(); len(runs) != 1 || runs[0].Status != "succeeded" {
 		t.Errorf("after the session: %+v, want its run succeeded", runs)
@@ -173,6 +183,15 @@ func TestProxyLetsTheJournalGoBetweenCalls(t *testing.T) {
 	if !strings.Contains(out, "succeeded") {
 		t.Errorf("mcpflow run while proxies are idle:\n%s", out)
 	}
+	// A terminal watches the second session: reading the journal when it
+	// is free, through a proxy while one holds it, holding it never.
+	var secondID string
+	for _, r := range w.runs() {
+		if r.Workflow == "proxy:other" {
+			secondID = r.ID
+		}
+	}
+	watch := w.watch(secondID)
 	first.resume() // the first proxy's client ends
 	if err := first.wait(); err != nil {
 		t.Fatal(err)
@@ -186,6 +205,9 @@ func TestProxyLetsTheJournalGoBetweenCalls(t *testing.T) {
 	}
 	if err := second.wait(); err != nil {
 		t.Fatal(err)
+	}
+	if out, err := watch(); err != nil || !strings.Contains(out, "Hello, second again!") || !strings.Contains(out, "succeeded") {
+		t.Errorf("runs watch of the second session: %v, want its calls and its end\n%s", err, out)
 	}
 	byWorkflow := map[string]runJSON{}
 	for _, r := range w.runs() {

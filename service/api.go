@@ -167,17 +167,8 @@ func (l *Local) Watch(ctx context.Context, ref string, events func(engine.Event)
 	if err != nil {
 		return nil, err
 	}
-	// A proxy session goes in its own process, whose events do not come
-	// here: it is followed from the journal until it ends.
-	for rep.Run.Status == journal.RunRunning && ProxyAlive(rep.Run) {
-		select {
-		case <-ctx.Done():
-			return nil, &DetachedError{Run: rep.Run.ID}
-		case <-time.After(500 * time.Millisecond):
-		}
-		if rep, err = l.RunDetail(ref); err != nil {
-			return nil, err
-		}
+	if ProxyAlive(rep.Run) {
+		return FollowProxy(ctx, rep.Run.ID, func() (*Report, error) { return l.RunDetail(ref) }, events)
 	}
 	if rep.Run.Status == journal.RunRunning {
 		return nil, &AbandonedError{Run: rep.Run.ID}

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/mcpflow/mcpflow/api"
@@ -23,11 +24,23 @@ func (s *Service) Follow(ctx context.Context, ref string, events func(engine.Eve
 	if err != nil {
 		return nil, err
 	}
+	return FollowReads(ctx, func() (*Report, error) { return s.report(id, false) }, nil, events)
+}
+
+// FollowReads follows a run by reading it (read: from the journal, or
+// through the process that serves it) as Follow does, until it is no
+// longer running. goes, when set, says whether a running run still goes
+// somewhere (a proxy session's process: ProxyAlive): once it does not,
+// FollowReads returns *AbandonedError.
+func FollowReads(ctx context.Context, read func() (*Report, error), goes func(*journal.Run) bool, events func(engine.Event)) (*Report, error) {
+	if events == nil {
+		events = func(engine.Event) {}
+	}
 	var seen Seen
 	t := time.NewTicker(followEvery)
 	defer t.Stop()
 	for {
-		rep, err := s.report(id, false)
+		rep, err := read()
 		if err != nil {
 			return nil, err
 		}
@@ -36,10 +49,13 @@ func (s *Service) Follow(ctx context.Context, ref string, events func(engine.Eve
 		if run.Status != journal.RunRunning {
 			if seen.started {
 				t := api.TimingOf(run, rep.Invocations, time.Now())
-				events(engine.Event{Kind: engine.RunFinished, Run: id, Workflow: run.Workflow, Status: run.Status, Err: run.Error,
+				events(engine.Event{Kind: engine.RunFinished, Run: run.ID, Workflow: run.Workflow, Status: run.Status, Err: run.Error,
 					Elapsed: t.Wall, Work: t.Work, Waited: t.Waited()})
 			}
 			return rep, nil
+		}
+		if goes != nil && !goes(run) {
+			return nil, &AbandonedError{Run: run.ID}
 		}
 		select {
 		case <-ctx.Done():
@@ -47,6 +63,18 @@ func (s *Service) Follow(ctx context.Context, ref string, events func(engine.Eve
 		case <-t.C:
 		}
 	}
+}
+
+// FollowProxy follows run id, a proxy session's going in its own process,
+// whose events reach no server: from what read reads of it, until it ends
+// or its process is gone (*AbandonedError: the next proxy session or
+// resume settles it). ctx ending stops following (*DetachedError).
+func FollowProxy(ctx context.Context, id journal.ID, read func() (*Report, error), events func(engine.Event)) (*Report, error) {
+	rep, err := FollowReads(ctx, read, ProxyAlive, events)
+	if errors.Is(err, context.Canceled) {
+		return nil, &DetachedError{Run: id}
+	}
+	return rep, err
 }
 
 // Seen is what a follower of a run has reported of it so far, as events:

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mcpflow/mcpflow/engine"
+	"github.com/mcpflow/mcpflow/journal"
 	"github.com/mcpflow/mcpflow/service"
 )
 
@@ -29,7 +30,8 @@ watching; the run goes on.
 
 Without a server there is nothing to watch: a run goes only in the command that
 started it. watch then reports a run that ended, and says a run left running was
-interrupted (continue it with 'mcpflow resume').
+interrupted (continue it with 'mcpflow resume'). A session of 'mcpflow proxy' is
+followed from the journal to its end, with or without a server.
 
 ` + exitCodesHelp,
 		Example: `  mcpflow run deploy.yaml --detach
@@ -50,7 +52,6 @@ func runRunsWatch(ctx context.Context, o *runsWatchOptions) error {
 	if err != nil {
 		return err
 	}
-	defer done()
 	progress := progressFor(o.g, o.Out, runColumns(b, o.run))
 	defer progress.close()
 	followed := false // events come on this goroutine, from Watch
@@ -58,13 +59,16 @@ func runRunsWatch(ctx context.Context, o *runsWatchOptions) error {
 		followed = true
 		progress.event(ev)
 	}
-	rep, err := b.Watch(ctx, o.run, events)
+	rep, err := o.g.watch(ctx, b, done, o.run, events)
 	var lost *service.LostError
 	if errors.As(err, &lost) && errors.Is(err, service.ErrUnreachable) {
 		// The process that served the journal is gone — a command's run
 		// ends with it: how the run ended is in the journal, free now
 		// (or served by whoever holds it next).
-		rep, err = o.g.watchAgain(ctx, o.run, events)
+		o.g.serving = nil
+		if b, done, err = o.g.backend(readJournal); err == nil {
+			rep, err = o.g.watch(ctx, b, done, o.run, events)
+		}
 	}
 	progress.close()
 	var ie *service.DetachedError
@@ -80,13 +84,39 @@ func runRunsWatch(ctx context.Context, o *runsWatchOptions) error {
 	return reportRun(o.g, o.ioStreams, rep)
 }
 
-// watchAgain watches run ref through whatever serves the journal now.
-func (g *globals) watchAgain(ctx context.Context, ref string, events func(engine.Event)) (*service.Report, error) {
+// watch watches run ref through b, and closes b (done) when it is over. A
+// proxy session, going in the proxy's process, is followed from the
+// journal instead, read through whatever serves it at each read and held
+// by none between reads: the proxy takes the journal for each of its
+// calls, and a watch holding it would lock it out.
+func (g *globals) watch(ctx context.Context, b service.API, done func(), ref string, events func(engine.Event)) (*service.Report, error) {
+	rep, err := b.RunDetail(ref)
+	if err != nil || !service.ProxyAlive(rep.Run) {
+		defer done()
+		return b.Watch(ctx, ref, events)
+	}
+	done()
+	id := rep.Run.ID.String()
+	return service.FollowProxy(ctx, rep.Run.ID, func() (*service.Report, error) {
+		for tries := 0; ; tries++ {
+			rep, err := g.readRun(id)
+			// The proxy held the journal between the look for a server
+			// and the open: it serves it by the next look.
+			if !errors.Is(err, journal.ErrLocked) || tries == 10 {
+				return rep, err
+			}
+		}
+	}, events)
+}
+
+// readRun reads run id through whatever serves the journal now, holding
+// nothing after.
+func (g *globals) readRun(id string) (*service.Report, error) {
 	g.serving = nil
 	b, done, err := g.backend(readJournal)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	return b.Watch(ctx, ref, events)
+	return b.RunDetail(id)
 }
