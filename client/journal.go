@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/engine"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/service"
 )
 
 // Journal is engine.Journal through the process that holds the journal,
@@ -107,6 +109,23 @@ func (j *Journal) write(op string, body, out any) error {
 	}
 	return j.call(http.MethodPost, "/api/journal/"+op, body, out)
 }
+
+// Publish hands ev, an event of a run going here, to the owner, which
+// streams it to whoever follows runs there (its UI, runs watch) as it
+// streams its own runs'. An event is news, not a record: one the owner
+// does not take within publishWait is dropped.
+func (j *Journal) Publish(ev engine.Event) {
+	if j.usable() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), publishWait)
+	defer cancel()
+	_ = j.c.do(ctx, http.MethodPost, "/api/journal/event", service.EventOf(ev), &api.Done{})
+}
+
+// publishWait bounds how long a run waits for the owner to take one of its
+// events.
+const publishWait = time.Second
 
 // CreateRun writes a new run through the owner and sets what the journal
 // set on r (its id when unset, status, times, digest). Durable when it

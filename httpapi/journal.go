@@ -6,11 +6,13 @@ import (
 
 	"github.com/mcpflow/mcpflow/api"
 	"github.com/mcpflow/mcpflow/journal"
+	"github.com/mcpflow/mcpflow/service"
 )
 
 // routeJournal adds the engine's journal to mux: one request per write of
 // engine.Journal (POST /api/journal/OP), the records the engine reads, and
-// what it asks besides (sealed, digest), for a process that runs the
+// what it asks besides (sealed, digest), and the events of its runs, for
+// a process that runs the
 // engine on its own server sessions while this one holds the journal
 // (client.Journal: mcpflow proxy). Each write answers once the store
 // returned it: durable. They write raw records, with none of the
@@ -93,6 +95,16 @@ func (s *Server) routeJournal(mux *http.ServeMux) {
 	}))
 	mux.HandleFunc("POST /api/journal/answer", journalCall(s, func(j journal.Store, req *api.AnswerInputRequest) (any, error) {
 		return j.Answer(req.ID, req.Attempt, req.Answers)
+	}))
+	mux.HandleFunc("POST /api/journal/event", journalCall(s, func(_ journal.Store, e *api.Event) (any, error) {
+		// An event of a run going in the writer's process (a proxy
+		// session), for whoever follows runs here: the UI, runs watch.
+		ev, err := service.EngineEvent(*e)
+		if err != nil || e.OfPerson() {
+			return nil, badRequest("event: not a run's progress: %v", err)
+		}
+		s.hub.publish(service.EventOf(ev))
+		return api.Done{OK: true}, nil
 	}))
 	mux.HandleFunc("GET /api/journal/runs/{id}", journalRead(s, func(j journal.Store, id journal.ID) (any, error) {
 		return j.Run(id)

@@ -29,6 +29,7 @@ var journalEndpoints = []struct{ method, path string }{
 	{"POST", "/api/journal/decide"},
 	{"POST", "/api/journal/ask"},
 	{"POST", "/api/journal/answer"},
+	{"POST", "/api/journal/event"},
 	{"GET", "/api/journal/runs/0193a8a0-0000-7000-8000-000000000000"},
 	{"GET", "/api/journal/runs/0193a8a0-0000-7000-8000-000000000000/invocations"},
 	{"GET", "/api/journal/invocations/0193a8a0-0000-7000-8000-000000000000"},

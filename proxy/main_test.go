@@ -2,9 +2,12 @@ package proxy_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,6 +150,52 @@ func (w *workspace) watch(id string) func() (string, error) {
 		case <-time.After(20 * time.Second):
 			return out.String(), fmt.Errorf("runs watch still follows the session 20 s after it ended")
 		}
+	}
+}
+
+// events subscribes to the events of run id that the server on the
+// workspace socket streams; the function it returns gives, once the run
+// finished there (or after 20 s), each event's kind and step, in order.
+func (w *workspace) events(id string) func() string {
+	w.t.Helper()
+	socket := filepath.Join(w.dir, ".mcpflow", "mcpflow.sock")
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+	}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	w.t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://mcpflow/api/runs/"+id+"/events", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		w.t.Fatalf("GET /api/runs/%s/events: %s", id, resp.Status)
+	}
+	seen := make(chan string, 1)
+	go func() { // until the run finished or ctx ended; owned by the returned function
+		defer resp.Body.Close()
+		var kinds []string
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var e struct{ Kind, Step string }
+			if json.Unmarshal([]byte(data), &e) != nil {
+				continue
+			}
+			kinds = append(kinds, strings.TrimSpace(e.Kind+" "+e.Step))
+			if e.Kind == "run_finished" {
+				break
+			}
+		}
+		seen <- strings.Join(kinds, ", ")
+	}()
+	return func() string {
+		defer cancel()
+		return <-seen
 	}
 }
 

@@ -129,6 +129,9 @@ func TestProxyWritesThroughMcpflowServer(t *testing.T) {
 		t.Fatalf("runs through the server while the session goes on: %+v", runs)
 	}
 	watch := w.watch(runs[0].ID)
+	// The server streams the session's events as the proxy hands them
+	// over: its UI and its followers see the session live.
+	streamed := w.events(runs[0].ID)
 	c.resume()
 	if got := c.next().result(t); got.text() != "Hello, Bob!" {
 		t.Fatalf("%+v", got)
@@ -138,6 +141,9 @@ func TestProxyWritesThroughMcpflowServer(t *testing.T) {
 	}
 	if out, err := watch(); err != nil || !strings.Contains(out, "Hello, Bob!") || !strings.Contains(out, "succeeded") {
 		t.Errorf("runs watch of the session: %v, want its second call and its end\n%s", err, out)
+	}
+	if got, want := streamed(), "step_started call-2, step_finished call-2, run_finished"; got != want {
+		t.Errorf("the server's events of the session: %q, want %q", got, want)
 	}
 	if runs := w.runs(); len(runs) != 1 || runs[0].Status != "succeeded" {
 		t.Errorf("after the session: %+v, want its run succeeded", runs)

@@ -235,7 +235,7 @@ func (d *proxyDoor) holdOnce(ctx context.Context) (*heldJournal, error) {
 		if err != nil {
 			return nil, fmt.Errorf("write the journal through the process that holds it: %w", err)
 		}
-		return &heldJournal{j: j, publish: func(engine.Event) {}, done: func() { j.Close() }}, nil
+		return &heldJournal{j: j, publish: j.Publish, done: func() { j.Close() }}, nil
 	}
 	h := &heldJournal{}
 	if !journal.IsPostgres(d.g.journalPath) {
