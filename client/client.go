@@ -641,7 +641,9 @@ func (c *Client) Watch(ctx context.Context, ref string, events func(engine.Event
 	}
 	if service.ProxyAlive(rep.Run) {
 		// A proxy session writes through this server, but goes in the
-		// proxy's process: no event of it comes on the stream.
+		// proxy's process: its events come here only as it hands them
+		// over (client.Journal.Publish), dropped when late, so it is
+		// followed from the journal.
 		st.close()
 		id := rep.Run.ID
 		return service.FollowProxy(ctx, id, func() (*service.Report, error) {

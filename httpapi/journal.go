@@ -100,8 +100,8 @@ func (s *Server) routeJournal(mux *http.ServeMux) {
 		// An event of a run going in the writer's process (a proxy
 		// session), for whoever follows runs here: the UI, runs watch.
 		ev, err := service.EngineEvent(*e)
-		if err != nil || e.OfPerson() {
-			return nil, badRequest("event: not a run's progress: %v", err)
+		if err != nil {
+			return nil, badRequest("event: %v", err)
 		}
 		s.hub.publish(service.EventOf(ev))
 		return api.Done{OK: true}, nil

@@ -106,4 +106,13 @@ func TestJournalOnlyOnTheSocket(t *testing.T) {
 	if code := r.do("POST", "/api/journal/end-run", api.EndRunRequest{ID: journal.ID{1}, Status: journal.RunFailed}, &e); code != http.StatusNotFound || e.Error.Code != "not_found" {
 		t.Errorf("end-run of an unknown run: %d %+v", code, e)
 	}
+	// A run's event is taken (a proxy's); anything else is refused.
+	if code := r.do("POST", "/api/journal/event", api.Event{Kind: "step_started", Run: wrote.Run.ID.String(), Step: "call-1"}, nil); code != http.StatusOK {
+		t.Errorf("a step's event: %d", code)
+	}
+	for _, bad := range []api.Event{{Kind: "step_started", Run: "nope"}, {Kind: "lunch", Run: wrote.Run.ID.String()}, {Kind: api.EventApproval, Run: wrote.Run.ID.String()}} {
+		if code := r.do("POST", "/api/journal/event", bad, &e); code != http.StatusBadRequest || e.Error.Code != "invalid" {
+			t.Errorf("event %+v: %d %+v, want 400", bad, code, e)
+		}
+	}
 }

@@ -136,8 +136,11 @@ func (w *workspace) watch(id string) func() (string, error) {
 		w.t.Fatal(err)
 	}
 	ended := make(chan error, 1)
-	go func() { ended <- cmd.Wait() }()
-	w.t.Cleanup(func() { cmd.Process.Kill() })
+	go func() { ended <- cmd.Wait() }() // until the watch ends; Cleanup ends it at the latest
+	w.t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-ended
+	})
 	for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "completed"); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			w.t.Fatalf("runs watch %s never showed the session's calls:\n%s", id, out.String())
@@ -146,6 +149,7 @@ func (w *workspace) watch(id string) func() (string, error) {
 	return func() (string, error) {
 		select {
 		case err := <-ended:
+			ended <- err // for Cleanup
 			return out.String(), err
 		case <-time.After(20 * time.Second):
 			return out.String(), fmt.Errorf("runs watch still follows the session 20 s after it ended")
@@ -170,6 +174,7 @@ func (w *workspace) events(id string) func() string {
 		w.t.Fatal(err)
 	}
 	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
 		w.t.Fatalf("GET /api/runs/%s/events: %s", id, resp.Status)
 	}
 	seen := make(chan string, 1)

@@ -68,9 +68,9 @@ func TestTwoProxiesShareTheJournal(t *testing.T) {
 
 // While mcpflow server holds the journal, a proxy writes its session's
 // run through it; the server counts it as going, not abandoned, so its
-// resume of abandoned runs leaves it alone; runs watch through the server
-// follows it from the journal (no event of it reaches the server) to its
-// end.
+// resume of abandoned runs leaves it alone; the proxy hands the server
+// the session's events, which it streams; runs watch through the server
+// follows the session from the journal to its end.
 func TestProxyWritesThroughMcpflowServer(t *testing.T) {
 	w := newWorkspace(t, trustedDemo)
 	srv := exec.Command(mcpflowBin, "server", "--workspace", w.dir, "--grace", "2s")

@@ -168,7 +168,11 @@ func (l *Local) Watch(ctx context.Context, ref string, events func(engine.Event)
 		return nil, err
 	}
 	if ProxyAlive(rep.Run) {
-		return FollowProxy(ctx, rep.Run.ID, func() (*Report, error) { return l.RunDetail(ref) }, events)
+		// Followed from the journal this service keeps open meanwhile (on
+		// a file, a proxy needs it for its calls: the CLI reads it afresh
+		// each time instead).
+		id := rep.Run.ID.String()
+		return FollowProxy(ctx, rep.Run.ID, func() (*Report, error) { return l.RunDetail(id) }, events)
 	}
 	if rep.Run.Status == journal.RunRunning {
 		return nil, &AbandonedError{Run: rep.Run.ID}

@@ -29,23 +29,28 @@ func (s *Service) Follow(ctx context.Context, ref string, events func(engine.Eve
 
 // FollowReads follows a run by reading it (read: from the journal, or
 // through the process that serves it) as Follow does, until it is no
-// longer running. goes, when set, says whether a running run still goes
-// somewhere (a proxy session's process: ProxyAlive): once it does not,
-// FollowReads returns *AbandonedError.
+// longer running: every followEvery while reads bring news, less often
+// (up to followQuiet) while they do not. goes, when set, says whether a
+// running run still goes somewhere (a proxy session's process:
+// ProxyAlive): once it does not, and a read after that still finds the
+// run running, FollowReads returns *AbandonedError.
 func FollowReads(ctx context.Context, read func() (*Report, error), goes func(*journal.Run) bool, events func(engine.Event)) (*Report, error) {
 	if events == nil {
 		events = func(engine.Event) {}
 	}
 	var seen Seen
-	t := time.NewTicker(followEvery)
-	defer t.Stop()
+	every, gone := followEvery, false
 	for {
 		rep, err := read()
 		if err != nil {
 			return nil, err
 		}
 		run := rep.Run
-		seen.Report(rep, events)
+		news := false
+		seen.Report(rep, func(ev engine.Event) {
+			news = true
+			events(ev)
+		})
 		if run.Status != journal.RunRunning {
 			if seen.started {
 				t := api.TimingOf(run, rep.Invocations, time.Now())
@@ -55,15 +60,29 @@ func FollowReads(ctx context.Context, read func() (*Report, error), goes func(*j
 			return rep, nil
 		}
 		if goes != nil && !goes(run) {
-			return nil, &AbandonedError{Run: run.ID}
+			if gone {
+				return nil, &AbandonedError{Run: run.ID}
+			}
+			gone = true // read once more: it may have ended as its process did
+			continue
 		}
+		gone = false
+		if every = min(every*2, followQuiet); news {
+			every = followEvery
+		}
+		t := time.NewTimer(every)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil, ctx.Err()
 		case <-t.C:
 		}
 	}
 }
+
+// followQuiet is how often FollowReads reads a run that has not moved for
+// a while.
+const followQuiet = time.Second
 
 // FollowProxy follows run id, a proxy session's going in its own process,
 // whose events reach no server: from what read reads of it, until it ends

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -85,33 +88,56 @@ func runRunsWatch(ctx context.Context, o *runsWatchOptions) error {
 }
 
 // watch watches run ref through b, and closes b (done) when it is over. A
-// proxy session, going in the proxy's process, is followed from the
-// journal instead, read through whatever serves it at each read and held
-// by none between reads: the proxy takes the journal for each of its
-// calls, and a watch holding it would lock it out.
+// proxy session on a journal file, going in the proxy's process, is
+// followed from the journal instead, read through whatever serves it at
+// each read and held by none between reads: the proxy takes the journal
+// for each of its calls, and a watch holding it would lock it out.
 func (g *globals) watch(ctx context.Context, b service.API, done func(), ref string, events func(engine.Event)) (*service.Report, error) {
 	rep, err := b.RunDetail(ref)
-	if err != nil || !service.ProxyAlive(rep.Run) {
+	if err != nil || journal.IsPostgres(g.journalPath) || !service.ProxyAlive(rep.Run) {
 		defer done()
 		return b.Watch(ctx, ref, events)
 	}
 	done()
 	id := rep.Run.ID.String()
-	return service.FollowProxy(ctx, rep.Run.ID, func() (*service.Report, error) {
-		for tries := 0; ; tries++ {
-			rep, err := g.readRun(id)
-			// The proxy held the journal between the look for a server
-			// and the open: it serves it by the next look.
-			if !errors.Is(err, journal.ErrLocked) || tries == 10 {
-				return rep, err
-			}
-		}
-	}, events)
+	return service.FollowProxy(ctx, rep.Run.ID, func() (*service.Report, error) { return g.readRun(ctx, id) }, events)
 }
 
 // readRun reads run id through whatever serves the journal now, holding
-// nothing after.
-func (g *globals) readRun(id string) (*service.Report, error) {
+// nothing after. The journal changes hands as a proxy takes it for its
+// calls and lets it go: a read that finds it locked by a process about to
+// serve it, or loses the process that served it, is tried again, for up
+// to handOverWait.
+func (g *globals) readRun(ctx context.Context, id string) (*service.Report, error) {
+	deadline := time.Now().Add(handOverWait)
+	for {
+		rep, err := g.readRunOnce(id)
+		if err == nil || !handingOver(err) || time.Now().After(deadline) {
+			return rep, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// handOverWait bounds how long a read waits for the journal to change hands.
+const handOverWait = 20 * time.Second
+
+// handingOver reports whether err is a read's that met the journal
+// changing hands: locked, or its server gone or going while asked.
+func handingOver(err error) bool {
+	for _, e := range []error{journal.ErrLocked, service.ErrUnreachable, service.ErrStopping, io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.ENOENT} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *globals) readRunOnce(id string) (*service.Report, error) {
 	g.serving = nil
 	b, done, err := g.backend(readJournal)
 	if err != nil {
