@@ -115,9 +115,6 @@ func runServer(ctx context.Context, o *serverOptions) error {
 	if socket == "" {
 		socket = o.g.socketPath()
 	}
-	if err := heldBy(socket); err != nil {
-		return err
-	}
 	svc, done, err := o.g.service(writeJournal)
 	if err != nil {
 		return err
@@ -134,8 +131,10 @@ func runServer(ctx context.Context, o *serverOptions) error {
 		return usageError("%v", err)
 	}
 	if err := srv.Start(); err != nil {
+		// The journal opens after the socket: a command that holds it
+		// answers there, and fails the listen.
 		if held := heldBy(socket); held != nil {
-			return held // it started serving since heldBy was first asked
+			return held
 		}
 		return err
 	}

@@ -64,19 +64,15 @@ func (g *globals) owner(command string, warn io.Writer) (service.API, func(), er
 	}, nil
 }
 
-// heldBy refuses to serve a journal that a command holds for its one
-// run: it serves the journal on the socket too, and is named, not taken
-// for another server.
+// heldBy is the refusal of a server whose socket a command answers on,
+// which holds the journal for its one run: named, not taken for another
+// server. nil when none does.
 func heldBy(socket string) error {
 	h, ok := client.Probe(socket)
 	if !ok || h.Owner == nil {
 		return nil
 	}
-	run := ""
-	if id, err := journal.ParseID(h.Owner["run"]); err == nil {
-		run = ", run " + id.Short()
-	}
-	return &exitError{code: exitJournal, err: fmt.Errorf("the journal is held by '%s' (pid %s%s), which runs one run at a time: start mcpflow server once it ended", h.Owner["command"], h.Owner["pid"], run)}
+	return &exitError{code: exitJournal, err: fmt.Errorf("%s: start mcpflow server once it ended", holder(h.Owner))}
 }
 
 // busyOf is the refusal of a command that holds the journal for its one

@@ -52,12 +52,7 @@ func worded(err error, served bool) error {
 		f := service.FieldsOf(err)
 		return fmt.Errorf("%w (see 'mcpflow servers tools %s %s')", err, f["server"], f["tool"])
 	case errors.Is(err, service.ErrBusy):
-		f := service.FieldsOf(err)
-		run := ""
-		if id, err := journal.ParseID(f["run"]); err == nil {
-			run = ", run " + id.Short()
-		}
-		return &exitError{code: exitJournal, err: fmt.Errorf("the journal is held by '%s' (pid %s%s), which runs one run at a time: wait for it to end with --wait, or start 'mcpflow server' in the workspace to run several at once", f["command"], f["pid"], run)}
+		return &exitError{code: exitJournal, err: fmt.Errorf("%s: wait for it to end with --wait, or start 'mcpflow server' in the workspace to run several at once", holder(service.FieldsOf(err)))}
 	case errors.Is(err, journal.ErrDamaged):
 		return fmt.Errorf("%w; copy what is readable with 'mcpflow journal salvage OUT'", err)
 	case errors.Is(err, journal.ErrLocked):
@@ -96,4 +91,14 @@ func lookedFor(f map[string]string) string {
 			f["unknown_server"], filepath.Join(ws, upstream.WorkspaceFile), upstream.WorkspaceFile)
 	}
 	return b.String()
+}
+
+// holder says who holds the journal for its one run, from the fields of
+// its refusal (service.BusyError's, as its health's Owner carries them).
+func holder(f map[string]string) string {
+	run := ""
+	if id, err := journal.ParseID(f["run"]); err == nil {
+		run = ", run " + id.Short()
+	}
+	return fmt.Sprintf("the journal is held by '%s' (pid %s%s), which runs one run at a time", f["command"], f["pid"], run)
 }
