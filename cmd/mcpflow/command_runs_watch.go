@@ -55,14 +55,21 @@ func runRunsWatch(ctx context.Context, o *runsWatchOptions) error {
 	if err != nil {
 		return err
 	}
-	progress := progressFor(o.g, o.Out, runColumns(b, o.run))
+	// Read once here, for the step lines' widths and for how to follow
+	// it (watch); Watch reads it again, once subscribed.
+	first, _ := b.RunDetail(o.run)
+	cols := columns{}
+	if first != nil && first.Run != nil {
+		cols = columnsOf(first.Run.Definition)
+	}
+	progress := progressFor(o.g, o.Out, cols)
 	defer progress.close()
 	followed := false // events come on this goroutine, from Watch
 	events := func(ev engine.Event) {
 		followed = true
 		progress.event(ev)
 	}
-	rep, err := o.g.watch(ctx, b, done, o.run, events)
+	rep, err := o.g.watch(ctx, b, done, first, o.run, events)
 	var lost *service.LostError
 	if errors.As(err, &lost) && errors.Is(err, service.ErrUnreachable) {
 		// The process that served the journal is gone — a command's run
@@ -70,7 +77,8 @@ func runRunsWatch(ctx context.Context, o *runsWatchOptions) error {
 		// (or served by whoever holds it next).
 		o.g.serving = nil
 		if b, done, err = o.g.backend(readJournal); err == nil {
-			rep, err = o.g.watch(ctx, b, done, o.run, events)
+			first, _ = b.RunDetail(o.run)
+			rep, err = o.g.watch(ctx, b, done, first, o.run, events)
 		}
 	}
 	progress.close()
@@ -87,14 +95,14 @@ func runRunsWatch(ctx context.Context, o *runsWatchOptions) error {
 	return reportRun(o.g, o.ioStreams, rep)
 }
 
-// watch watches run ref through b, and closes b (done) when it is over. A
-// proxy session on a journal file, going in the proxy's process, is
-// followed from the journal instead, read through whatever serves it at
-// each read and held by none between reads: the proxy takes the journal
-// for each of its calls, and a watch holding it would lock it out.
-func (g *globals) watch(ctx context.Context, b service.API, done func(), ref string, events func(engine.Event)) (*service.Report, error) {
-	rep, err := b.RunDetail(ref)
-	if err != nil || journal.IsPostgres(g.journalPath) || !service.ProxyAlive(rep.Run) {
+// watch watches run ref, as rep read it (nil: unread), through b, and
+// closes b (done) when it is over. A proxy session on a journal file,
+// going in the proxy's process, is followed from the journal instead,
+// read through whatever serves it at each read and held by none between
+// reads: the proxy takes the journal for each of its calls, and a watch
+// holding it would lock it out.
+func (g *globals) watch(ctx context.Context, b service.API, done func(), rep *service.Report, ref string, events func(engine.Event)) (*service.Report, error) {
+	if rep == nil || rep.Run == nil || journal.IsPostgres(g.journalPath) || !service.ProxyAlive(rep.Run) {
 		defer done()
 		return b.Watch(ctx, ref, events)
 	}
@@ -127,9 +135,10 @@ func (g *globals) readRun(ctx context.Context, id string) (*service.Report, erro
 const handOverWait = 20 * time.Second
 
 // handingOver reports whether err is a read's that met the journal
-// changing hands: locked, or its server gone or going while asked.
+// changing hands: locked, or its server gone (a dial refused or finding
+// no socket is ErrUnreachable) or going while asked.
 func handingOver(err error) bool {
-	for _, e := range []error{journal.ErrLocked, service.ErrUnreachable, service.ErrStopping, io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.ENOENT} {
+	for _, e := range []error{journal.ErrLocked, service.ErrUnreachable, service.ErrStopping, io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET} {
 		if errors.Is(err, e) {
 			return true
 		}
