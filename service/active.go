@@ -160,10 +160,10 @@ func (s *Service) track(ctx context.Context, own *activeRun, events func(engine.
 			s.letGo(id, mine)
 		}
 	}()
-	creating := func(run journal.ID) {
+	creating := func(run journal.ID) { // once, by a new run's engine (a resume's never calls it)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if _, taken := s.active[run]; own == nil && mine == nil && !taken {
+		if _, taken := s.active[run]; !taken {
 			// Started from its creation: a resume is refused while the
 			// journal has it running (or not yet), and waits once it ended.
 			id, mine = run, &activeRun{cancel: cancel, started: true, held: true, gone: make(chan struct{})}

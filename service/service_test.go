@@ -47,6 +47,9 @@ type rig struct {
 	workspace string
 	journal   string
 	svc       *service.Service
+	// wrap, when set before the service first needs the journal, wraps
+	// the store it opens.
+	wrap func(journal.Store) journal.Store
 }
 
 func newRig(t *testing.T) *rig { return newRigOn(t, "", "") }
@@ -64,9 +67,15 @@ func newRigOn(t *testing.T, location, worker string) *rig {
 	}
 	r := &rig{t: t, workspace: ws, journal: location}
 	svc, err := service.New(nil, &service.Options{
-		Workspace:   ws,
-		TrustStore:  trust.OpenStore(t.TempDir()),
-		OpenJournal: func() (journal.Store, error) { return door.OpenStore(r.journal, &journal.Options{Worker: worker}) },
+		Workspace:  ws,
+		TrustStore: trust.OpenStore(t.TempDir()),
+		OpenJournal: func() (journal.Store, error) {
+			j, err := door.OpenStore(r.journal, &journal.Options{Worker: worker})
+			if err == nil && r.wrap != nil {
+				return r.wrap(j), nil
+			}
+			return j, err
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -420,34 +429,17 @@ func (j *resumeAtCreation) CreateRunLater(r *journal.Run) (*journal.Pending, err
 // start, is refused as a run going here: it does not take the run for
 // abandoned and run it a second time beside itself.
 func TestNewRunIsGoingBeforeItCanBeRead(t *testing.T) {
-	ws := t.TempDir()
-	if err := os.WriteFile(filepath.Join(ws, "mcpflow.yaml"), []byte("servers:\n  demo: {builtin: demo, trust: true}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(ws, ".mcpflow", "journal.db")
+	r := newRig(t)
 	j := &resumeAtCreation{got: make(chan error, 1)}
-	svc, err := service.New(nil, &service.Options{
-		Workspace:  ws,
-		TrustStore: trust.OpenStore(t.TempDir()),
-		OpenJournal: func() (journal.Store, error) {
-			s, err := door.OpenStore(path, nil)
-			j.Store = s
-			return j, err
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
+	r.wrap = func(s journal.Store) journal.Store {
+		j.Store = s
+		return j
 	}
-	defer svc.Close()
 	j.resume = func(id journal.ID) error {
-		_, err := svc.Resume(t.Context(), service.ResumeRequest{Run: id.String()})
+		_, err := r.svc.Resume(t.Context(), service.ResumeRequest{Run: id.String()})
 		return err
 	}
-	f := filepath.Join(ws, "hello.yaml")
-	if err := os.WriteFile(f, []byte(hello), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := svc.Run(t.Context(), service.RunRequest{File: f})
+	rep, err := r.svc.Run(t.Context(), service.RunRequest{File: r.workflow("hello.yaml", hello)})
 	if err != nil || rep.Run.Status != journal.RunSucceeded {
 		t.Fatalf("the run: %v %v", rep, err)
 	}
